@@ -1,0 +1,165 @@
+//! Which MPI family is loaded, and the handful of its constants the shim needs.
+//!
+//! One binary serves Open MPI (handles are pointers to exported globals), the MPICH family
+//! (handles are `int`) and the MPI-5 standard ABI (`libmpi_abi.so`: pointer-sized handles whose
+//! predefined values are small constants). Handles travel through the shim as opaque machine
+//! words ([`Handle`]); they are only compared here, masked to the family's width.
+
+use std::ffi::{c_int, c_void, CStr};
+use std::sync::OnceLock;
+
+/// An MPI handle as it sits in a register or stack slot: an `int` (MPICH) or a pointer.
+pub type Handle = usize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    OpenMpi,
+    Mpich,
+    StandardAbi,
+}
+
+impl Family {
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::OpenMpi => "Open MPI",
+            Family::Mpich => "MPICH family",
+            Family::StandardAbi => "MPI-5 standard ABI",
+        }
+    }
+}
+
+/// The constants of one family. Error classes are the values `MPI_Error_class` returns.
+#[derive(Debug)]
+pub struct Abi {
+    pub family: Family,
+    handle_mask: usize,
+    pub status_ignore: usize,
+    pub status_size: usize,
+    /// Byte offset of `MPI_ERROR` in `MPI_Status`.
+    pub status_error_offset: usize,
+    pub proc_null: c_int,
+    pub combiner_named: c_int,
+    pub byte: Handle,
+    pub datatype_null: Handle,
+    pub comm_self: Handle,
+    pub comm_world: Handle,
+    pub err_buffer: c_int,
+    pub err_other: c_int,
+    pub err_intern: c_int,
+    pub err_no_mem: c_int,
+}
+
+/// Large enough for every family's `MPI_Status` (Open MPI 24 B, MPICH 20 B, standard ABI 32 B).
+pub const STATUS_BYTES: usize = 32;
+
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+pub struct Status(pub [u8; STATUS_BYTES]);
+
+impl Status {
+    pub const fn zeroed() -> Status {
+        Status([0; STATUS_BYTES])
+    }
+    pub fn as_mut_ptr(&mut self) -> *mut c_void {
+        self.0.as_mut_ptr().cast()
+    }
+}
+
+static ABI: OnceLock<Abi> = OnceLock::new();
+
+/// The loaded family's constants; detected on first use (always after the MPI library is loaded,
+/// since only MPI entry points reach this).
+pub fn get() -> &'static Abi {
+    ABI.get_or_init(detect)
+}
+
+fn symbol(name: &CStr) -> *mut c_void {
+    // SAFETY: dlsym with a NUL-terminated name; RTLD_DEFAULT searches the global scope.
+    unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) }
+}
+
+fn detect() -> Abi {
+    let ompi_world = symbol(c"ompi_mpi_comm_world");
+    if !ompi_world.is_null() {
+        return Abi {
+            family: Family::OpenMpi,
+            handle_mask: usize::MAX,
+            status_ignore: 0,
+            status_size: 24,
+            status_error_offset: 8,
+            proc_null: -2,
+            combiner_named: 0,
+            byte: symbol(c"ompi_mpi_byte") as Handle,
+            datatype_null: symbol(c"ompi_mpi_datatype_null") as Handle,
+            comm_self: symbol(c"ompi_mpi_comm_self") as Handle,
+            comm_world: ompi_world as Handle,
+            err_buffer: 1,
+            err_other: 16,
+            err_intern: 17,
+            err_no_mem: 39,
+        };
+    }
+    if abi_version_major() >= 1 {
+        return Abi {
+            family: Family::StandardAbi,
+            handle_mask: usize::MAX,
+            status_ignore: 0,
+            status_size: 32,
+            status_error_offset: 8,
+            proc_null: -3,
+            combiner_named: 101,
+            byte: 0x247,
+            datatype_null: 0x200,
+            comm_self: 0x102,
+            comm_world: 0x101,
+            err_buffer: 1,
+            err_other: 16,
+            err_intern: 17,
+            err_no_mem: 39,
+        };
+    }
+    Abi {
+        family: Family::Mpich,
+        handle_mask: 0xffff_ffff,
+        status_ignore: 1,
+        status_size: 20,
+        status_error_offset: 16,
+        proc_null: -1,
+        combiner_named: 1,
+        byte: 0x4c00_010d,
+        datatype_null: 0x0c00_0000,
+        comm_self: 0x4400_0001,
+        comm_world: 0x4400_0000,
+        err_buffer: 1,
+        err_other: 15,
+        err_intern: 16,
+        err_no_mem: 34,
+    }
+}
+
+/// `MPI_Abi_get_version` exists in MPICH 5's libmpi.so too, where it answers -1; only the
+/// standard-ABI library answers a real version.
+fn abi_version_major() -> c_int {
+    let f = symbol(c"PMPI_Abi_get_version");
+    if f.is_null() {
+        return -1;
+    }
+    // SAFETY: the MPI-5 signature `int MPI_Abi_get_version(int *major, int *minor)`; callable
+    // before MPI_Init.
+    let f: unsafe extern "C" fn(*mut c_int, *mut c_int) -> c_int = unsafe { std::mem::transmute(f) };
+    let (mut major, mut minor) = (-1, -1);
+    // SAFETY: both out-pointers are valid.
+    if unsafe { f(&mut major, &mut minor) } != 0 {
+        return -1;
+    }
+    major
+}
+
+impl Abi {
+    pub fn same(&self, a: Handle, b: Handle) -> bool {
+        (a & self.handle_mask) == (b & self.handle_mask)
+    }
+    pub fn is_status_ignore(&self, s: *mut c_void) -> bool {
+        s as usize == self.status_ignore
+    }
+}

@@ -1,0 +1,67 @@
+//! cudampi's own C API (`include/cudampi.h`): version, whether CUDA is in use, statistics.
+
+use std::ffi::{c_char, c_int, CStr};
+use std::sync::atomic::Ordering::Relaxed;
+
+use crate::{cuda, staging, stats};
+
+pub(crate) const VERSION: &CStr = c"cudampi 0.1.0";
+
+/// Counters since start-up (see `CUDAMPI_STATS`).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CudampiStats {
+    /// Calls whose buffers were all host memory (counted only when `CUDAMPI_STATS=1`).
+    pub host_calls: u64,
+    /// Calls that staged at least one device buffer.
+    pub device_calls: u64,
+    /// Bytes copied from device to host staging buffers.
+    pub bytes_to_host: u64,
+    /// Bytes copied from host staging buffers to device.
+    pub bytes_to_device: u64,
+    /// Pinned bytes the staging pool holds now.
+    pub pool_bytes_held: u64,
+    /// Most pinned bytes the staging pool has held.
+    pub pool_high_water: u64,
+    /// Staging buffers that had to be pageable memory.
+    pub pageable_fallbacks: u64,
+    /// Errors cudampi raised itself.
+    pub errors: u64,
+}
+
+/// The version string, e.g. "cudampi 0.1.0".
+#[no_mangle]
+pub extern "C" fn cudampi_version() -> *const c_char {
+    VERSION.as_ptr()
+}
+
+/// 1 when the process has loaded a working CUDA driver and device buffers are staged, else 0.
+#[no_mangle]
+pub extern "C" fn cudampi_cuda_active() -> c_int {
+    c_int::from(cuda::driver::get().is_some())
+}
+
+/// Fills `*out` with the current counters; returns 0, or -1 when `out` is null.
+///
+/// # Safety
+/// `out` must be null or point to writable memory for one `CudampiStats`.
+#[no_mangle]
+pub unsafe extern "C" fn cudampi_get_stats(out: *mut CudampiStats) -> c_int {
+    if out.is_null() {
+        return -1;
+    }
+    let (held, high) = staging::usage();
+    let s = CudampiStats {
+        host_calls: stats::HOST_CALLS.load(Relaxed),
+        device_calls: stats::DEVICE_CALLS.load(Relaxed),
+        bytes_to_host: stats::BYTES_TO_HOST.load(Relaxed),
+        bytes_to_device: stats::BYTES_TO_DEVICE.load(Relaxed),
+        pool_bytes_held: held as u64,
+        pool_high_water: high as u64,
+        pageable_fallbacks: stats::PAGEABLE_FALLBACKS.load(Relaxed),
+        errors: stats::ERRORS.load(Relaxed),
+    };
+    // SAFETY: checked non-null; the caller provides room for one struct.
+    unsafe { out.write(s) };
+    0
+}

@@ -1,0 +1,74 @@
+//! `CUDAMPI_*` environment variables, read once on the first MPI call (never before `main`).
+
+use std::sync::OnceLock;
+
+#[derive(Debug)]
+pub struct Config {
+    /// `CUDAMPI_DEBUG=1`: one line per device-buffer call on stderr.
+    pub debug: bool,
+    /// `CUDAMPI_STATS=1`: per-rank counters printed at `MPI_Finalize`.
+    pub stats: bool,
+    /// `CUDAMPI_POOL_BYTES`: most pinned host memory the staging pool may hold at once.
+    pub pool_bytes: usize,
+    /// `CUDAMPI_DISABLE=1`: never look at CUDA; every buffer goes straight to MPI.
+    pub disabled: bool,
+    /// `CUDAMPI_MANAGED=stage`: copy managed memory like device memory instead of letting MPI
+    /// read it in place (page faults migrate it then).
+    pub stage_managed: bool,
+}
+
+/// 256 MiB: enough to stage the largest messages whole on typical codes, small next to host RAM.
+pub const DEFAULT_POOL_BYTES: usize = 256 << 20;
+
+static CONFIG: OnceLock<Config> = OnceLock::new();
+
+pub fn get() -> &'static Config {
+    CONFIG.get_or_init(|| Config {
+        debug: flag("CUDAMPI_DEBUG"),
+        stats: flag("CUDAMPI_STATS"),
+        pool_bytes: bytes("CUDAMPI_POOL_BYTES").unwrap_or(DEFAULT_POOL_BYTES),
+        disabled: flag("CUDAMPI_DISABLE"),
+        stage_managed: matches!(std::env::var("CUDAMPI_MANAGED").as_deref(), Ok("stage")),
+    })
+}
+
+fn flag(name: &str) -> bool {
+    matches!(std::env::var(name).as_deref(), Ok("1" | "yes" | "true" | "on"))
+}
+
+/// Accepts plain bytes or a K/M/G suffix (powers of 1024); anything else is reported and ignored.
+fn bytes(name: &str) -> Option<usize> {
+    let text = std::env::var(name).ok()?;
+    let parsed = parse_bytes(&text);
+    if parsed.is_none() {
+        crate::log::warn(format_args!("ignoring {name}={text}: expected a size such as 268435456 or 256M"));
+    }
+    parsed
+}
+
+pub fn parse_bytes(text: &str) -> Option<usize> {
+    let t = text.trim();
+    let (digits, shift) = match t.char_indices().last()? {
+        (i, 'k' | 'K') => (&t[..i], 10),
+        (i, 'm' | 'M') => (&t[..i], 20),
+        (i, 'g' | 'G') => (&t[..i], 30),
+        _ => (t, 0),
+    };
+    digits.trim().parse::<usize>().ok()?.checked_mul(1usize << shift)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_bytes("4096"), Some(4096));
+        assert_eq!(parse_bytes("256M"), Some(256 << 20));
+        assert_eq!(parse_bytes(" 2g "), Some(2 << 30));
+        assert_eq!(parse_bytes("1k"), Some(1024));
+        assert_eq!(parse_bytes("M"), None);
+        assert_eq!(parse_bytes("-5"), None);
+        assert_eq!(parse_bytes("lots"), None);
+    }
+}

@@ -1,0 +1,126 @@
+//! Copies between a device allocation and host memory, run in the allocation's own context.
+//!
+//! The copies are the driver's synchronous ones on the legacy default stream of that context:
+//! they start after all work already issued to blocking streams of the context, and the data is
+//! in place when they return. That is the ordering guarantee the README documents.
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use super::driver::{self, CUcontext, CuResult, Driver, CUDA_SUCCESS};
+use super::pointer::Device;
+
+/// A failed driver call: which one and its result code.
+#[derive(Clone, Copy, Debug)]
+pub struct CudaError {
+    pub call: &'static str,
+    pub code: CuResult,
+}
+
+impl CudaError {
+    pub fn name(&self) -> &'static str {
+        driver::get().map_or("unknown CUDA error", |d| d.error_name(self.code))
+    }
+}
+
+fn check(call: &'static str, code: CuResult) -> Result<(), CudaError> {
+    if code == CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(CudaError { call, code })
+    }
+}
+
+const MAX_DEVICES: usize = 64;
+/// Primary contexts retained for allocations that carry no context (VMM, pools); released in
+/// `MPI_Finalize`.
+static PRIMARY: [AtomicPtr<c_void>; MAX_DEVICES] = [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_DEVICES];
+
+fn primary_context(d: &Driver, ordinal: i32) -> Result<CUcontext, CudaError> {
+    let slot = usize::try_from(ordinal).ok().filter(|&i| i < MAX_DEVICES).ok_or(CudaError { call: "cuDeviceGet", code: 101 })?;
+    let cached = PRIMARY[slot].load(Ordering::Acquire);
+    if !cached.is_null() {
+        return Ok(cached.cast());
+    }
+    let mut dev = 0;
+    let mut ctx: CUcontext = std::ptr::null_mut();
+    // SAFETY: out-pointers valid.
+    check("cuDeviceGet", unsafe { (d.device_get)(&mut dev, ordinal) })?;
+    check("cuDevicePrimaryCtxRetain", unsafe { (d.primary_ctx_retain)(&mut ctx, dev) })?;
+    if PRIMARY[slot].compare_exchange(std::ptr::null_mut(), ctx.cast(), Ordering::AcqRel, Ordering::Acquire).is_err() {
+        // Another thread retained it first; keep one reference only.
+        // SAFETY: balances the retain above.
+        unsafe { (d.primary_ctx_release)(dev) };
+    }
+    Ok(PRIMARY[slot].load(Ordering::Acquire).cast())
+}
+
+/// Makes the allocation's context current for the scope, unless it already is.
+pub struct InContext<'a> {
+    driver: &'a Driver,
+    pushed: bool,
+}
+
+impl<'a> InContext<'a> {
+    pub fn enter(dev: &Device) -> Result<InContext<'static>, CudaError> {
+        let d = driver::get().ok_or(CudaError { call: "cuInit", code: 3 })?;
+        let target = if dev.ctx.is_null() { primary_context(d, dev.ordinal)? } else { dev.ctx };
+        let mut current: CUcontext = std::ptr::null_mut();
+        // SAFETY: out-pointer valid.
+        check("cuCtxGetCurrent", unsafe { (d.ctx_get_current)(&mut current) })?;
+        if current == target {
+            return Ok(InContext { driver: d, pushed: false });
+        }
+        // SAFETY: target is a live context (from the pointer or a retained primary context).
+        check("cuCtxPushCurrent", unsafe { (d.ctx_push_current)(target) })?;
+        Ok(InContext { driver: d, pushed: true })
+    }
+
+    pub fn driver(&self) -> &'a Driver {
+        self.driver
+    }
+
+    /// Device to host, `len` bytes.
+    pub fn to_host(&self, dst: *mut c_void, src: *const c_void, len: usize) -> Result<(), CudaError> {
+        // SAFETY: the caller guarantees dst holds len writable bytes; the driver validates src.
+        check("cuMemcpyDtoH", unsafe { (self.driver.memcpy_dtoh)(dst, src as u64, len) })
+    }
+
+    /// Host to device, `len` bytes. A pageable source is only staged by the driver when the call
+    /// returns, so callers that need the data in place wait with [`InContext::synchronize`].
+    pub fn to_device(&self, dst: *mut c_void, src: *const c_void, len: usize) -> Result<(), CudaError> {
+        // SAFETY: the caller guarantees src holds len readable bytes; the driver validates dst.
+        check("cuMemcpyHtoD", unsafe { (self.driver.memcpy_htod)(dst as u64, src, len) })
+    }
+
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        // SAFETY: the legacy default stream (null) of the current context.
+        check("cuStreamSynchronize", unsafe { (self.driver.stream_synchronize)(std::ptr::null_mut()) })
+    }
+}
+
+impl Drop for InContext<'_> {
+    fn drop(&mut self) {
+        if self.pushed {
+            let mut popped: CUcontext = std::ptr::null_mut();
+            // SAFETY: pops exactly what enter() pushed.
+            unsafe { (self.driver.ctx_pop_current)(&mut popped) };
+        }
+    }
+}
+
+/// Releases the primary contexts retained by `primary_context`.
+pub fn release_contexts() {
+    let Some(d) = driver::get() else { return };
+    for (i, slot) in PRIMARY.iter().enumerate() {
+        if !slot.swap(std::ptr::null_mut(), Ordering::AcqRel).is_null() {
+            let mut dev = 0;
+            // SAFETY: i was a valid ordinal when the context was retained.
+            unsafe {
+                if (d.device_get)(&mut dev, i as i32) == CUDA_SUCCESS {
+                    (d.primary_ctx_release)(dev);
+                }
+            }
+        }
+    }
+}

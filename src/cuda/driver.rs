@@ -1,0 +1,182 @@
+//! The CUDA driver, as the process itself loaded it.
+//!
+//! cudampi never loads libcuda: a process that holds device pointers has already done so, and a
+//! host-only program must not pay for (or be changed by) CUDA. Entry points are looked up in the
+//! library the process loaded (`RTLD_NOLOAD`); a missing one means "no CUDA", never a panic.
+//! Types and enum values come from cudarc's bindings; return codes are read as plain integers.
+//!
+//! Checking whether libcuda has appeared must be nearly free, because host-only programs ask on
+//! every call. The dynamic loader appends each newly loaded object to the end of its link map
+//! list, so the shim remembers the last entry it saw (pinned with a reference so it cannot be
+//! unloaded) and only looks again when that entry gains a successor: two loads per call.
+
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+pub use cudarc::driver::sys::{CUcontext, CUdevice, CUdeviceptr, CUmemGenericAllocationHandle};
+use libloading::os::unix::{Library, Symbol};
+
+pub type CuResult = c_uint;
+pub const CUDA_SUCCESS: CuResult = cudarc::driver::sys::cudaError_enum::CUDA_SUCCESS as CuResult;
+
+/// `CUmemAllocationProp`, with its enums read as integers (values from cudarc's bindings).
+#[repr(C)]
+pub struct AllocProp {
+    pub kind: c_uint,
+    pub handle_types: c_uint,
+    pub location_type: c_uint,
+    pub location_id: c_int,
+    pub win32_metadata: *mut c_void,
+    pub alloc_flags: [u8; 8],
+}
+
+macro_rules! driver_api {
+    ($($field:ident = $sym:literal : fn($($arg:ty),*);)*) => {
+        /// Entry points of the loaded libcuda.
+        pub struct Driver {
+            _lib: Library,
+            $(pub $field: unsafe extern "C" fn($($arg),*) -> CuResult,)*
+        }
+
+        impl Driver {
+            fn resolve(lib: Library) -> Result<Driver, &'static str> {
+                $(
+                    // SAFETY: the symbol's C signature is the declared one (CUDA driver API).
+                    let $field = unsafe {
+                        let s: Symbol<unsafe extern "C" fn($($arg),*) -> CuResult> =
+                            lib.get(concat!($sym, "\0").as_bytes()).map_err(|_| $sym)?;
+                        *s
+                    };
+                )*
+                Ok(Driver { _lib: lib, $($field,)* })
+            }
+        }
+    };
+}
+
+driver_api! {
+    init = "cuInit": fn(c_uint);
+    get_error_name = "cuGetErrorName": fn(CuResult, *mut *const c_char);
+    pointer_get_attributes = "cuPointerGetAttributes": fn(c_uint, *mut c_uint, *mut *mut c_void, CUdeviceptr);
+    ctx_get_current = "cuCtxGetCurrent": fn(*mut CUcontext);
+    ctx_push_current = "cuCtxPushCurrent_v2": fn(CUcontext);
+    ctx_pop_current = "cuCtxPopCurrent_v2": fn(*mut CUcontext);
+    device_get = "cuDeviceGet": fn(*mut CUdevice, c_int);
+    primary_ctx_retain = "cuDevicePrimaryCtxRetain": fn(*mut CUcontext, CUdevice);
+    primary_ctx_release = "cuDevicePrimaryCtxRelease_v2": fn(CUdevice);
+    memcpy_dtoh = "cuMemcpyDtoH_v2": fn(*mut c_void, CUdeviceptr, usize);
+    memcpy_htod = "cuMemcpyHtoD_v2": fn(CUdeviceptr, *const c_void, usize);
+    mem_host_alloc = "cuMemHostAlloc": fn(*mut *mut c_void, usize, c_uint);
+    mem_free_host = "cuMemFreeHost": fn(*mut c_void);
+    stream_synchronize = "cuStreamSynchronize": fn(*mut c_void);
+    retain_allocation_handle = "cuMemRetainAllocationHandle": fn(*mut CUmemGenericAllocationHandle, *mut c_void);
+    allocation_properties = "cuMemGetAllocationPropertiesFromHandle": fn(*mut AllocProp, CUmemGenericAllocationHandle);
+    mem_release = "cuMemRelease": fn(CUmemGenericAllocationHandle);
+}
+
+impl Driver {
+    /// `CUDA_ERROR_...` name of a result code, for messages.
+    pub fn error_name(&self, code: CuResult) -> &'static str {
+        let mut name: *const c_char = ptr::null();
+        // SAFETY: out-pointer valid; the driver returns a static string.
+        if unsafe { (self.get_error_name)(code, &mut name) } != CUDA_SUCCESS || name.is_null() {
+            return "unknown CUDA error";
+        }
+        // SAFETY: NUL-terminated static string owned by the driver.
+        unsafe { CStr::from_ptr(name) }.to_str().unwrap_or("unknown CUDA error")
+    }
+}
+
+static DRIVER: OnceLock<Driver> = OnceLock::new();
+/// Last link-map entry seen while libcuda was absent; null until the first probe.
+static LAST_SEEN: AtomicPtr<LinkMap> = AtomicPtr::new(ptr::null_mut());
+/// Serialises probes; only taken while CUDA is not (yet) usable and the link map has changed.
+static PROBE: Mutex<Option<Library>> = Mutex::new(None);
+
+/// The glibc `struct link_map` prefix (stable public ABI, `<link.h>`).
+#[repr(C)]
+struct LinkMap {
+    l_addr: usize,
+    l_name: *const c_char,
+    l_ld: *mut c_void,
+    l_next: *mut LinkMap,
+    l_prev: *mut LinkMap,
+}
+
+/// The driver if the process has loaded a working libcuda; `None` means every buffer is host
+/// memory. Cheap enough to call on every MPI call.
+#[inline]
+pub fn get() -> Option<&'static Driver> {
+    if let Some(d) = DRIVER.get() {
+        return Some(d);
+    }
+    let last = LAST_SEEN.load(Ordering::Acquire);
+    // SAFETY: `last` is pinned by a dlopen reference held in PROBE, so it stays mapped; the
+    // loader updates l_next under its own lock and a stale read only delays us one call.
+    if !last.is_null() && unsafe { ptr::read_volatile(ptr::addr_of!((*last).l_next)) }.is_null() {
+        return None;
+    }
+    probe()
+}
+
+#[cold]
+fn probe() -> Option<&'static Driver> {
+    if crate::config::get().disabled {
+        return None;
+    }
+    let mut pin = PROBE.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(d) = DRIVER.get() {
+        return Some(d);
+    }
+    // SAFETY: RTLD_NOLOAD only returns a library that is already loaded; nothing new runs.
+    match unsafe { Library::open(Some("libcuda.so.1"), libc::RTLD_NOW | libc::RTLD_NOLOAD) } {
+        Ok(lib) => match Driver::resolve(lib) {
+            // SAFETY: cuInit(0) is idempotent; any failure (e.g. the toolkit's stub) means no CUDA.
+            Ok(d) if unsafe { (d.init)(0) } == CUDA_SUCCESS => {
+                let d = DRIVER.get_or_init(|| d);
+                // The pinned tail is no longer needed once CUDA is found.
+                *pin = None;
+                return Some(d);
+            }
+            Ok(_) => crate::log::warn(format_args!("libcuda is loaded but cuInit failed; treating every buffer as host memory")),
+            Err(sym) => crate::log::warn(format_args!("libcuda lacks {sym}; treating every buffer as host memory")),
+        },
+        Err(_) => {}
+    }
+    remember_tail(&mut pin);
+    None
+}
+
+/// Finds the current end of the link map and keeps it loaded, so `get` can watch its `l_next`.
+fn remember_tail(pin: &mut Option<Library>) {
+    let mut map: *mut LinkMap = ptr::null_mut();
+    // SAFETY: dlopen(NULL) names the main program; RTLD_DI_LINKMAP fills a link_map pointer.
+    unsafe {
+        let main = libc::dlopen(ptr::null(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+        if main.is_null() || libc::dlinfo(main, libc::RTLD_DI_LINKMAP, ptr::addr_of_mut!(map).cast()) != 0 {
+            return;
+        }
+        while !(*map).l_next.is_null() {
+            map = (*map).l_next;
+        }
+        let name = (*map).l_name;
+        let held = if name.is_null() || *name == 0 {
+            None // the main program: never unloaded
+        } else {
+            match Library::open(Some(CStr::from_ptr(name).to_string_lossy().as_ref()), libc::RTLD_NOW | libc::RTLD_NOLOAD) {
+                Ok(lib) => Some(lib),
+                Err(_) => {
+                    // Cannot keep it alive: do not watch it, probe again next time.
+                    LAST_SEEN.store(ptr::null_mut(), Ordering::Release);
+                    return;
+                }
+            }
+        };
+        // Publish the new tail before letting go of the old one, so a reader never follows an
+        // entry that has just been unloaded.
+        LAST_SEEN.store(map, Ordering::Release);
+        drop(std::mem::replace(pin, held));
+    }
+}

@@ -1,0 +1,8 @@
+//! The CUDA side: the loaded driver, where buffers live, and copies in the right context.
+
+pub mod copy;
+pub mod driver;
+pub mod pointer;
+
+pub use copy::{CudaError, InContext};
+pub use pointer::{locate, Device, Location};

@@ -1,0 +1,159 @@
+//! Where a buffer lives, asked of the driver with one `cuPointerGetAttributes` call.
+
+use std::ffi::{c_uint, c_void};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cudarc::driver::sys::{CUmemLocationType, CUmemorytype, CUpointer_attribute};
+
+use super::driver::{self, CUcontext, Driver, CUDA_SUCCESS};
+
+/// A device allocation the shim must stage: copies run in `ctx`, or in the primary context of
+/// `ordinal` when the allocation has no context of its own (VMM and stream-ordered pool memory).
+#[derive(Clone, Copy, Debug)]
+pub struct Device {
+    pub ctx: CUcontext,
+    pub ordinal: i32,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Location {
+    /// Plain, pinned, registered or managed memory: MPI may read it directly.
+    Host,
+    Device(Device),
+    /// The address once held device memory that has since been freed.
+    FreedDevice,
+}
+
+/// Decides where `ptr` lives. Host-only processes (no libcuda loaded) return at the first check.
+#[inline]
+pub fn locate(ptr: *const c_void) -> Location {
+    // Null, MPI_BOTTOM, MPI_IN_PLACE (1 or -1) and other sentinels are never device memory.
+    let addr = ptr as usize;
+    if addr < 4096 || addr == usize::MAX {
+        return Location::Host;
+    }
+    match driver::get() {
+        None => Location::Host,
+        Some(d) => query(d, ptr),
+    }
+}
+
+const MEMORY_TYPE: c_uint = CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE as c_uint;
+const CONTEXT: c_uint = CUpointer_attribute::CU_POINTER_ATTRIBUTE_CONTEXT as c_uint;
+const IS_MANAGED: c_uint = CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED as c_uint;
+const DEVICE_ORDINAL: c_uint = CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL as c_uint;
+const RANGE_START: c_uint = CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR as c_uint;
+const RANGE_SIZE: c_uint = CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_SIZE as c_uint;
+const TYPE_HOST: u64 = CUmemorytype::CU_MEMORYTYPE_HOST as u64;
+const TYPE_DEVICE: u64 = CUmemorytype::CU_MEMORYTYPE_DEVICE as u64;
+const LOCATION_DEVICE: c_uint = CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE as c_uint;
+
+#[inline(never)]
+fn query(d: &Driver, ptr: *const c_void) -> Location {
+    // Zero-initialised 8-byte slots: the driver writes 1, 4 or 8 bytes depending on the attribute.
+    let mut mem_type: u64 = 0;
+    let mut ctx: CUcontext = std::ptr::null_mut();
+    let mut managed: u64 = 0;
+    let mut ordinal: u64 = u64::MAX;
+    let mut start: u64 = 0;
+    let mut size: u64 = 0;
+    let mut attrs = [MEMORY_TYPE, CONTEXT, IS_MANAGED, DEVICE_ORDINAL, RANGE_START, RANGE_SIZE];
+    let mut data: [*mut c_void; 6] = [
+        (&mut mem_type as *mut u64).cast(),
+        (&mut ctx as *mut CUcontext).cast(),
+        (&mut managed as *mut u64).cast(),
+        (&mut ordinal as *mut u64).cast(),
+        (&mut start as *mut u64).cast(),
+        (&mut size as *mut u64).cast(),
+    ];
+    // SAFETY: six attributes, six valid 8-byte out-slots.
+    let rc = unsafe { (d.pointer_get_attributes)(6, attrs.as_mut_ptr(), data.as_mut_ptr(), ptr as u64) };
+    if rc != CUDA_SUCCESS {
+        // INVALID_VALUE / NOT_INITIALIZED: not memory the driver knows.
+        return host_or_freed(ptr);
+    }
+    let ordinal = ordinal as u32 as i32;
+    if managed & 0xff != 0 {
+        // Managed memory is host-accessible; the driver migrates pages on demand.
+        return if crate::config::get().stage_managed { Location::Device(Device { ctx, ordinal }) } else { Location::Host };
+    }
+    match mem_type & 0xffff_ffff {
+        TYPE_DEVICE => {
+            remember_device_range(start, size);
+            Location::Device(Device { ctx, ordinal })
+        }
+        // VMM (cuMemCreate) mappings can report HOST with no context; only the VMM calls tell.
+        TYPE_HOST => vmm_device(d, ptr).map_or(Location::Host, Location::Device),
+        _ => host_or_freed(ptr),
+    }
+}
+
+fn vmm_device(d: &Driver, ptr: *const c_void) -> Option<Device> {
+    let mut handle = 0;
+    // SAFETY: out-pointer valid; fails for anything that is not a VMM mapping.
+    if unsafe { (d.retain_allocation_handle)(&mut handle, ptr as *mut c_void) } != CUDA_SUCCESS {
+        return None;
+    }
+    let mut prop = std::mem::MaybeUninit::<driver::AllocProp>::zeroed();
+    // SAFETY: valid handle from the call above and a correctly laid out out-struct.
+    let rc = unsafe { (d.allocation_properties)(prop.as_mut_ptr(), handle) };
+    // SAFETY: releases the reference taken by cuMemRetainAllocationHandle.
+    unsafe { (d.mem_release)(handle) };
+    // SAFETY: zero-initialised, and fully written on success.
+    let prop = unsafe { prop.assume_init() };
+    (rc == CUDA_SUCCESS && prop.location_type == LOCATION_DEVICE)
+        .then_some(Device { ctx: std::ptr::null_mut(), ordinal: prop.location_id })
+}
+
+/// Ranges that recently held device memory. The driver keeps a freed range reserved, so a host
+/// pointer inside one that the host cannot read is a use of freed device memory: report it
+/// instead of letting MPI crash on it.
+const RANGES: usize = 64;
+static RANGE_START_TABLE: [AtomicU64; RANGES] = [const { AtomicU64::new(0) }; RANGES];
+static RANGE_END_TABLE: [AtomicU64; RANGES] = [const { AtomicU64::new(0) }; RANGES];
+static RANGE_NEXT: AtomicU64 = AtomicU64::new(0);
+static RANGE_LO: AtomicU64 = AtomicU64::new(u64::MAX);
+static RANGE_HI: AtomicU64 = AtomicU64::new(0);
+
+fn remember_device_range(start: u64, size: u64) {
+    if start == 0 || size == 0 {
+        return;
+    }
+    let end = start.saturating_add(size);
+    if (0..RANGES).any(|i| RANGE_START_TABLE[i].load(Ordering::Relaxed) == start && RANGE_END_TABLE[i].load(Ordering::Relaxed) == end) {
+        return;
+    }
+    let slot = (RANGE_NEXT.fetch_add(1, Ordering::Relaxed) as usize) % RANGES;
+    // A torn pair can only widen or narrow one remembered range; the readability probe below
+    // decides anyway, so no lock is needed.
+    RANGE_START_TABLE[slot].store(start, Ordering::Relaxed);
+    RANGE_END_TABLE[slot].store(end, Ordering::Relaxed);
+    RANGE_LO.fetch_min(start, Ordering::Relaxed);
+    RANGE_HI.fetch_max(end, Ordering::Relaxed);
+}
+
+fn host_or_freed(ptr: *const c_void) -> Location {
+    let a = ptr as u64;
+    if a < RANGE_LO.load(Ordering::Relaxed) || a >= RANGE_HI.load(Ordering::Relaxed) {
+        return Location::Host;
+    }
+    let known = (0..RANGES).any(|i| {
+        let s = RANGE_START_TABLE[i].load(Ordering::Relaxed);
+        s <= a && a < RANGE_END_TABLE[i].load(Ordering::Relaxed)
+    });
+    if known && !host_readable(ptr) {
+        Location::FreedDevice
+    } else {
+        Location::Host
+    }
+}
+
+/// Asks the kernel whether one byte at `ptr` is readable, without touching it.
+fn host_readable(ptr: *const c_void) -> bool {
+    let mut byte = 0u8;
+    let local = libc::iovec { iov_base: (&mut byte as *mut u8).cast(), iov_len: 1 };
+    let remote = libc::iovec { iov_base: ptr as *mut c_void, iov_len: 1 };
+    // SAFETY: reads one byte of our own address space into a local; faults come back as EFAULT.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    n == 1 || (n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
+}

@@ -1,0 +1,94 @@
+//! How many bytes a (buffer, count, datatype) triple spans, from the library's own answers.
+
+use std::ffi::c_int;
+
+use crate::abi::{self, Handle};
+use crate::real;
+
+/// The bytes `count` elements of a datatype touch, relative to the buffer address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    /// Offset of the first byte touched (the true lower bound; may be negative).
+    pub offset: i64,
+    /// Bytes from the first to one past the last byte touched.
+    pub len: usize,
+    /// Whether the datatype is predefined: its elements are packed in order, so a message of
+    /// n bytes fills exactly the first n bytes of the span and there are no gaps.
+    pub named: bool,
+}
+
+/// Queries the datatype. An `Err` carries the MPI error code of a failed query.
+pub fn span(datatype: Handle, count: i64) -> Result<Span, c_int> {
+    let p = real::pmpi().ok_or(abi::get().err_intern)?;
+    let (mut size, mut lb, mut extent, mut true_lb, mut true_extent) = (0i64, 0i64, 0i64, 0i64, 0i64);
+    let (mut ints, mut addrs, mut types, mut combiner) = (0, 0, 0, 0);
+    // SAFETY: valid out-pointers; the datatype handle is forwarded as the caller gave it.
+    unsafe {
+        check((p.type_size_x)(datatype, &mut size))?;
+        check((p.type_get_extent_x)(datatype, &mut lb, &mut extent))?;
+        check((p.type_get_true_extent_x)(datatype, &mut true_lb, &mut true_extent))?;
+        check((p.type_get_envelope)(datatype, &mut ints, &mut addrs, &mut types, &mut combiner))?;
+    }
+    let named = combiner == abi::get().combiner_named;
+    layout(count, size, extent, true_lb, true_extent, named).ok_or(abi::get().err_no_mem)
+}
+
+fn check(rc: c_int) -> Result<(), c_int> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(rc)
+    }
+}
+
+/// Element i occupies [true_lb + i*extent, true_lb + i*extent + true_extent); extents may be
+/// negative. `None` when the span does not fit the address space.
+pub fn layout(count: i64, size: i64, extent: i64, true_lb: i64, true_extent: i64, named: bool) -> Option<Span> {
+    if count <= 0 || size <= 0 {
+        return Some(Span { offset: 0, len: 0, named });
+    }
+    let last_start = true_lb.checked_add((count - 1).checked_mul(extent)?)?;
+    let lo = true_lb.min(last_start);
+    let hi = true_lb.max(last_start).checked_add(true_extent)?;
+    let len = usize::try_from(hi.checked_sub(lo)?).ok()?;
+    Some(Span { offset: lo, len, named })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contiguous() {
+        assert_eq!(layout(10, 4, 4, 0, 4, true), Some(Span { offset: 0, len: 40, named: true }));
+    }
+
+    #[test]
+    fn vector_with_gaps() {
+        // 3 blocks of 2 ints, stride 4 ints: extent 40 bytes, true extent 40 - 8 = 32... per element.
+        // One element: blocks at 0, 16, 32 of 8 bytes -> true extent 40, extent 40.
+        let s = layout(2, 24, 40, 0, 40, false).unwrap();
+        assert_eq!((s.offset, s.len), (0, 80));
+    }
+
+    #[test]
+    fn negative_lower_bound_and_resized() {
+        // true_lb -8, true extent 16, extent 32 (resized): elements at -8, 24, 56.
+        let s = layout(3, 16, 32, -8, 16, false).unwrap();
+        assert_eq!((s.offset, s.len), (-8, 80));
+    }
+
+    #[test]
+    fn negative_extent() {
+        // elements walk downwards: starts at 0, -16, -32; each 8 bytes.
+        let s = layout(3, 8, -16, 0, 8, false).unwrap();
+        assert_eq!((s.offset, s.len), (-32, 40));
+    }
+
+    #[test]
+    fn empty_and_overflow() {
+        assert_eq!(layout(0, 4, 4, 0, 4, true).unwrap().len, 0);
+        assert_eq!(layout(5, 0, 0, 0, 0, false).unwrap().len, 0);
+        assert_eq!(layout(i64::MAX, 1 << 30, 1 << 30, 0, 1 << 30, false), None);
+    }
+}

@@ -1,0 +1,36 @@
+//! cudampi makes an MPI library that was built without CUDA support accept device buffers.
+//!
+//! Loaded with `LD_PRELOAD` or linked before `-lmpi`, it exports the MPI functions that carry
+//! buffers. For each call it asks the CUDA driver where the buffers live: host buffers go
+//! straight to the real function, device buffers are staged through pinned host memory, and the
+//! real function (the next definition in the search order, found with `dlsym(RTLD_NEXT)`) does
+//! the communication.
+//!
+//! Module map:
+//! - `table`: the one table of interposed functions; `export` and `real` expand it.
+//! - `handlers`: what each table entry calls (`p2p`, `lifecycle`).
+//! - `abi`: which MPI family is loaded and its constants; `datatype`: spans of typed buffers.
+//! - `cuda`: the driver the process loaded, pointer classification, copies in context.
+//! - `staging`: the pinned host buffer pool.
+//! - `config`, `log`, `stats`, `errors`, `ffi`: environment, diagnostics, the C boundary.
+//! - `api`: the library's own C API (`include/cudampi.h`).
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![allow(non_snake_case)]
+
+mod abi;
+pub mod api;
+mod config;
+mod cuda;
+mod datatype;
+mod errors;
+mod export;
+mod ffi;
+mod handlers;
+mod lifecycle;
+mod log;
+mod p2p;
+mod real;
+mod staging;
+mod stats;
+mod table;

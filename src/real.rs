@@ -1,0 +1,99 @@
+//! The real MPI functions: the table's entries resolved with `dlsym(RTLD_NEXT, ...)`, so a
+//! PMPI tool or the MPI library after cudampi in the search order receives the call, and the
+//! shim's own helper calls, which go straight to the library's `PMPI_` layer.
+
+use std::ffi::{c_int, c_void};
+use std::sync::OnceLock;
+
+use crate::abi::Handle;
+
+/// `name` ends in NUL.
+fn next(name: &str, ours: usize) -> usize {
+    debug_assert!(name.ends_with('\0'));
+    // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT searches the objects after this one.
+    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) } as usize;
+    // Never hand back our own entry point: that would recurse forever.
+    if f == ours { 0 } else { f }
+}
+
+macro_rules! define_real {
+    ($( $name:ident, $pname:ident ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*); )*) => {
+        /// Real entry points named in the table; `None` where the loaded MPI lacks the function.
+        #[allow(non_snake_case)]
+        pub struct Real {
+            $(
+                pub $name: Option<unsafe extern "C" fn($($ty),*) -> c_int>,
+                pub $pname: Option<unsafe extern "C" fn($($ty),*) -> c_int>,
+            )*
+        }
+
+        fn resolve() -> Real {
+            Real {
+                $(
+                    // SAFETY: a non-null result is the library's function of this C signature.
+                    $name: unsafe { std::mem::transmute::<usize, Option<unsafe extern "C" fn($($ty),*) -> c_int>>(
+                        next(concat!(stringify!($name), "\0"), crate::export::$name as *const () as usize)) },
+                    // SAFETY: as above.
+                    $pname: unsafe { std::mem::transmute::<usize, Option<unsafe extern "C" fn($($ty),*) -> c_int>>(
+                        next(concat!(stringify!($pname), "\0"), crate::export::$pname as *const () as usize)) },
+                )*
+            }
+        }
+    };
+}
+
+crate::mpi_functions!(define_real);
+
+static REAL: OnceLock<Real> = OnceLock::new();
+
+#[inline]
+pub fn get() -> &'static Real {
+    REAL.get_or_init(resolve)
+}
+
+/// What an entry point returns when the MPI below lacks the function (an MPI-4 call on an
+/// MPI-3 library, say).
+#[cold]
+pub fn missing(name: &str) -> c_int {
+    crate::log::error(format_args!("{name} is not provided by the loaded MPI library"));
+    crate::abi::get().err_other
+}
+
+macro_rules! define_pmpi {
+    ($( $field:ident = $sym:literal : fn($($ty:ty),*); )*) => {
+        /// The library's `PMPI_` functions the shim calls for itself (never seen by tools).
+        pub struct Pmpi {
+            $( pub $field: unsafe extern "C" fn($($ty),*) -> c_int, )*
+        }
+
+        fn resolve_pmpi() -> Option<Pmpi> {
+            Some(Pmpi {
+                $(
+                    // SAFETY: a non-null result is the library's function of this C signature.
+                    $field: unsafe {
+                        let f = libc::dlsym(libc::RTLD_NEXT, concat!($sym, "\0").as_ptr().cast());
+                        if f.is_null() { return None; }
+                        std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($ty),*) -> c_int>(f)
+                    },
+                )*
+            })
+        }
+    };
+}
+
+define_pmpi! {
+    type_size_x = "PMPI_Type_size_x": fn(Handle, *mut i64);
+    type_get_extent_x = "PMPI_Type_get_extent_x": fn(Handle, *mut i64, *mut i64);
+    type_get_true_extent_x = "PMPI_Type_get_true_extent_x": fn(Handle, *mut i64, *mut i64);
+    type_get_envelope = "PMPI_Type_get_envelope": fn(Handle, *mut c_int, *mut c_int, *mut c_int, *mut c_int);
+    get_elements_x = "PMPI_Get_elements_x": fn(*const c_void, Handle, *mut i64);
+    comm_call_errhandler = "PMPI_Comm_call_errhandler": fn(Handle, c_int);
+    comm_rank = "PMPI_Comm_rank": fn(Handle, *mut c_int);
+}
+
+static PMPI: OnceLock<Option<Pmpi>> = OnceLock::new();
+
+/// The helper functions; `None` only if the process has no MPI library at all.
+pub fn pmpi() -> Option<&'static Pmpi> {
+    PMPI.get_or_init(resolve_pmpi).as_ref()
+}
