@@ -44,7 +44,7 @@ pub extern "C" fn cudampi_cuda_active() -> c_int {
 /// Fills `*out` with the current counters; returns 0, or -1 when `out` is null.
 ///
 /// # Safety
-/// `out` must be null or point to writable memory for one `CudampiStats`.
+/// `out` must be null or point to writable memory for one `struct cudampi_stats`.
 #[no_mangle]
 pub unsafe extern "C" fn cudampi_get_stats(out: *mut CudampiStats) -> c_int {
     if out.is_null() {

@@ -203,7 +203,7 @@ pub fn send(
     call: impl FnOnce(*const c_void) -> c_int,
 ) -> c_int {
     match prepare(name, buf, count, datatype, dest, Some(comm), Direction::Send) {
-        Ok(Prepared::Direct(p)) if p as *const c_void == buf => {
+        Ok(Prepared::Direct(p)) if std::ptr::eq(p, buf) => {
             stats::host_call();
             call(buf)
         }
@@ -232,7 +232,6 @@ pub fn recv(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 pub fn sendrecv(
     name: &'static str,
     sendbuf: *const c_void,
@@ -255,7 +254,7 @@ pub fn sendrecv(
         Ok(p) => p,
         Err(rc) => return rc,
     };
-    if matches!((&out, &into), (Prepared::Direct(a), Prepared::Direct(b)) if *a as *const c_void == sendbuf && *b == recvbuf) {
+    if matches!((&out, &into), (Prepared::Direct(a), Prepared::Direct(b)) if std::ptr::eq(*a, sendbuf) && *b == recvbuf) {
         stats::host_call();
         return call(sendbuf, recvbuf, status);
     }

@@ -41,7 +41,7 @@ macro_rules! mpi_functions {
             MPI_Recv, PMPI_Recv (buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut c_void)
                 => recv [buf, status] (buf, count as i64, datatype, source, Some(comm), status);
             MPI_Mrecv, PMPI_Mrecv (buf: *mut c_void, count: c_int, datatype: Handle, message: *mut c_void, status: *mut c_void)
-                => recv [buf, status] (buf, count as i64, datatype, crate::p2p::SOURCE_IN_MESSAGE, None, status);
+                => recv [buf, status] (buf, count as i64, datatype, $crate::p2p::SOURCE_IN_MESSAGE, None, status);
             MPI_Sendrecv, PMPI_Sendrecv (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int,
                                          recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int,
                                          comm: Handle, status: *mut c_void)
@@ -62,7 +62,7 @@ macro_rules! mpi_functions {
             MPI_Recv_c, PMPI_Recv_c (buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut c_void)
                 => recv [buf, status] (buf, count, datatype, source, Some(comm), status);
             MPI_Mrecv_c, PMPI_Mrecv_c (buf: *mut c_void, count: i64, datatype: Handle, message: *mut c_void, status: *mut c_void)
-                => recv [buf, status] (buf, count, datatype, crate::p2p::SOURCE_IN_MESSAGE, None, status);
+                => recv [buf, status] (buf, count, datatype, $crate::p2p::SOURCE_IN_MESSAGE, None, status);
             MPI_Sendrecv_c, PMPI_Sendrecv_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
                                              recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, source: c_int, recvtag: c_int,
                                              comm: Handle, status: *mut c_void)

@@ -131,8 +131,8 @@ fn probe() -> Option<&'static Driver> {
         return Some(d);
     }
     // SAFETY: RTLD_NOLOAD only returns a library that is already loaded; nothing new runs.
-    match unsafe { Library::open(Some("libcuda.so.1"), libc::RTLD_NOW | libc::RTLD_NOLOAD) } {
-        Ok(lib) => match Driver::resolve(lib) {
+    if let Ok(lib) = unsafe { Library::open(Some("libcuda.so.1"), libc::RTLD_NOW | libc::RTLD_NOLOAD) } {
+        match Driver::resolve(lib) {
             // SAFETY: cuInit(0) is idempotent; any failure (e.g. the toolkit's stub) means no CUDA.
             Ok(d) if unsafe { (d.init)(0) } == CUDA_SUCCESS => {
                 let d = DRIVER.get_or_init(|| d);
@@ -142,8 +142,7 @@ fn probe() -> Option<&'static Driver> {
             }
             Ok(_) => crate::log::warn(format_args!("libcuda is loaded but cuInit failed; treating every buffer as host memory")),
             Err(sym) => crate::log::warn(format_args!("libcuda lacks {sym}; treating every buffer as host memory")),
-        },
-        Err(_) => {}
+        }
     }
     remember_tail(&mut pin);
     None
