@@ -119,11 +119,6 @@ fn deliver(name: &'static str, comm: Option<Handle>, prepared: Prepared, status:
     let fail = |e| errors::cuda(name, comm, e, s.user, len, &s.dev);
     let ctx = InContext::enter(&s.dev).map_err(fail)?;
     ctx.to_device(s.user, s.lease.ptr(), len).map_err(fail)?;
-    if !s.lease.is_pinned() {
-        // A pageable source is only queued when cuMemcpyHtoD returns; the data must be on the
-        // device when MPI_Recv returns.
-        ctx.synchronize().map_err(fail)?;
-    }
     stats::add(&stats::BYTES_TO_DEVICE, len);
     if config::get().debug {
         log::debug(format_args!("{name}: {len} bytes copied back to device buffer {:p} (GPU {})", s.user, s.dev.ordinal));

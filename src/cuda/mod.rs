@@ -2,6 +2,7 @@
 
 pub mod copy;
 pub mod driver;
+mod hostmem;
 pub mod pointer;
 
 pub use copy::{CudaError, InContext};

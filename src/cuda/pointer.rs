@@ -34,6 +34,7 @@ pub fn locate(ptr: *const c_void) -> Location {
     }
     match driver::get() {
         None => Location::Host,
+        Some(_) if super::hostmem::certainly_host(addr) => Location::Host,
         Some(d) => query(d, ptr),
     }
 }
@@ -50,8 +51,18 @@ const LOCATION_DEVICE: c_uint = CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE a
 
 #[inline(never)]
 fn query(d: &Driver, ptr: *const c_void) -> Location {
-    // Zero-initialised 8-byte slots: the driver writes 1, 4 or 8 bytes depending on the attribute.
+    // The memory type alone first: for memory the driver does not know, every extra attribute
+    // adds to an already slow lookup.
     let mut mem_type: u64 = 0;
+    let mut attr = [MEMORY_TYPE];
+    let mut slot: [*mut c_void; 1] = [(&mut mem_type as *mut u64).cast()];
+    // SAFETY: one attribute, one valid 8-byte out-slot.
+    let rc = unsafe { (d.pointer_get_attributes)(1, attr.as_mut_ptr(), slot.as_mut_ptr(), ptr as u64) };
+    if rc != CUDA_SUCCESS || !matches!(mem_type & 0xffff_ffff, TYPE_DEVICE | TYPE_HOST) {
+        // INVALID_VALUE / NOT_INITIALIZED, or no type: not memory the driver knows.
+        return host_or_freed(ptr);
+    }
+    // Zero-initialised 8-byte slots: the driver writes 1, 4 or 8 bytes depending on the attribute.
     let mut ctx: CUcontext = std::ptr::null_mut();
     let mut managed: u64 = 0;
     let mut ordinal: u64 = u64::MAX;
@@ -67,9 +78,7 @@ fn query(d: &Driver, ptr: *const c_void) -> Location {
         (&mut size as *mut u64).cast(),
     ];
     // SAFETY: six attributes, six valid 8-byte out-slots.
-    let rc = unsafe { (d.pointer_get_attributes)(6, attrs.as_mut_ptr(), data.as_mut_ptr(), ptr as u64) };
-    if rc != CUDA_SUCCESS {
-        // INVALID_VALUE / NOT_INITIALIZED: not memory the driver knows.
+    if unsafe { (d.pointer_get_attributes)(6, attrs.as_mut_ptr(), data.as_mut_ptr(), ptr as u64) } != CUDA_SUCCESS {
         return host_or_freed(ptr);
     }
     let ordinal = ordinal as u32 as i32;

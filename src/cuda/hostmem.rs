@@ -1,0 +1,123 @@
+//! Addresses that are host memory for certain, recognised without asking the driver.
+//!
+//! The driver answers slowly for plain host memory (about 110–160 ns on an H200 host, against
+//! 40–60 ns for memory it knows), which would dominate a host-buffer MPI call. Three regions can
+//! never hold device memory while they exist, so a pointer inside one of them is host memory:
+//! the `brk` heap (`[start_brk, sbrk(0))`, where small `malloc` blocks live), the calling
+//! thread's stack, and the main program's writable segment (globals, Fortran COMMON blocks).
+//! Everything else (large `mmap`-backed buffers, other threads' arenas) is still asked of the
+//! driver.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Once;
+
+static HEAP_START: AtomicUsize = AtomicUsize::new(usize::MAX);
+static DATA_LO: AtomicUsize = AtomicUsize::new(usize::MAX);
+static DATA_HI: AtomicUsize = AtomicUsize::new(0);
+static INIT: Once = Once::new();
+
+thread_local! {
+    /// This thread's stack as [lo, hi); (1, 0) until looked up. No destructor runs for it.
+    static STACK: Cell<(usize, usize)> = const { Cell::new((1, 0)) };
+}
+
+/// True when `addr` is certainly host memory.
+#[inline]
+pub fn certainly_host(addr: usize) -> bool {
+    INIT.call_once(learn_process_regions);
+    // SAFETY: sbrk(0) only reads the current break.
+    let brk = unsafe { libc::sbrk(0) } as usize;
+    if addr >= HEAP_START.load(Relaxed) && addr < brk {
+        return true;
+    }
+    if addr >= DATA_LO.load(Relaxed) && addr < DATA_HI.load(Relaxed) {
+        return true;
+    }
+    let (lo, hi) = STACK.with(|s| {
+        let mut v = s.get();
+        if v.0 > v.1 {
+            v = thread_stack();
+            s.set(v);
+        }
+        v
+    });
+    addr >= lo && addr < hi
+}
+
+/// The heap start from /proc/self/stat (field 47, `start_brk`) and the main program's writable
+/// PT_LOAD segment.
+#[cold]
+fn learn_process_regions() {
+    if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
+        // Fields after the parenthesised command name, which may itself contain spaces.
+        if let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) {
+            // `rest` starts at field 3; start_brk is field 47.
+            if let Some(v) = rest.split_whitespace().nth(47 - 3).and_then(|f| f.parse::<usize>().ok()) {
+                if v != 0 {
+                    HEAP_START.store(v, Relaxed);
+                }
+            }
+        }
+    }
+    // SAFETY: the callback only reads the headers glibc passes it and stops after the first
+    // object, which is the main program.
+    unsafe { libc::dl_iterate_phdr(Some(main_program_data), std::ptr::null_mut()) };
+}
+
+unsafe extern "C" fn main_program_data(info: *mut libc::dl_phdr_info, _size: usize, _data: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: glibc passes a valid dl_phdr_info whose dlpi_phdr has dlpi_phnum entries.
+    let info = unsafe { &*info };
+    // SAFETY: as above.
+    let phdrs = unsafe { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+    for ph in phdrs {
+        if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_W != 0 {
+            let lo = info.dlpi_addr as usize + ph.p_vaddr as usize;
+            DATA_LO.store(lo, Relaxed);
+            DATA_HI.store(lo + ph.p_memsz as usize, Relaxed);
+        }
+    }
+    1
+}
+
+#[cold]
+fn thread_stack() -> (usize, usize) {
+    // SAFETY: pthread_getattr_np fills attr for the calling thread; it is destroyed after use.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return (0, 0);
+        }
+        let mut base: *mut libc::c_void = std::ptr::null_mut();
+        let mut size: usize = 0;
+        let rc = libc::pthread_attr_getstack(&attr, &mut base, &mut size);
+        libc::pthread_attr_destroy(&mut attr);
+        if rc != 0 {
+            return (0, 0);
+        }
+        (base as usize, base as usize + size)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::certainly_host;
+
+    static mut GLOBAL: [u8; 64] = [7; 64];
+
+    #[test]
+    fn heap_stack_and_globals_are_host() {
+        let local = [0u8; 64];
+        assert!(certainly_host(local.as_ptr() as usize));
+        assert!(certainly_host(std::ptr::addr_of!(GLOBAL) as usize));
+        let small = Box::new([1u8; 32]);
+        // The test harness may run on a thread whose allocations come from an mmap'd arena;
+        // only the main thread's small blocks are in the brk heap, so this is not asserted.
+        let _ = certainly_host(small.as_ptr() as usize);
+        let mapped = unsafe {
+            libc::mmap(std::ptr::null_mut(), 1 << 20, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+        };
+        assert!(!certainly_host(mapped as usize));
+        unsafe { libc::munmap(mapped, 1 << 20) };
+    }
+}
