@@ -113,6 +113,18 @@ int main(int argc, char **argv)
         printf("  %-12s 1 attribute %7.1f   6 attributes %7.1f\n", q[i].name, one, six);
         if (js) fprintf(js, "%s\n    \"%s\": {\"one\": %.1f, \"six\": %.1f}", i ? "," : "", q[i].name, one, six);
     }
+    /* Other ways to ask about a large malloc block (memory the driver does not know). */
+    {
+        unsigned int mt = 0;
+        CUdeviceptr base;
+        size_t sz;
+        struct cudaPointerAttributes pa;
+        double single = TIME_NS(20000, cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)large));
+        double range = TIME_NS(20000, cuMemGetAddressRange(&base, &sz, (CUdeviceptr)(uintptr_t)large));
+        double rt = TIME_NS(20000, cudaPointerGetAttributes(&pa, large));
+        printf("  malloc_4MiB   cuPointerGetAttribute %7.1f   cuMemGetAddressRange %7.1f   cudaPointerGetAttributes %7.1f\n",
+               single, range, rt);
+    }
     CUcontext cur;
     double getcur = TIME_NS(100000, cuCtxGetCurrent(&cur));
     printf("  cuCtxGetCurrent %7.1f\n", getcur);

@@ -377,8 +377,8 @@ d = json.load(open(sys.argv[1]))
 print("benchmark (%s; shim %s; one-way latency)" % (d.get("mpi", "?").split(",")[0], d.get("shim")))
 for o in d.get("overhead", []):
     if o["size"] == 8:
-        print("  host 8 B through the shim: %+.1f ns per call (ping-pong), %+.1f ns per call (MPI_Send to PROC_NULL)"
-              % (o["diff_ns_per_call"], o["proc_null_diff_ns"]))
+        print("  host 8 B through the shim, %s buffer: %+.1f ns per call (ping-pong), %+.1f ns per call (MPI_Send to PROC_NULL)"
+              % (o.get("buffer", "?"), o["diff_ns_per_call"], o["proc_null_diff_ns"]))
 rows = {r["size"]: r for r in d.get("results", [])}
 def f(v, scale=1.0, fmt="%8.2f"):
     return "       -" if v is None else fmt % (v * scale)
