@@ -52,6 +52,7 @@ mpis:
 # "N passed, N failed" as the last line; the recipe fails when either failed.
 test: build fixture mpis
 	@mkdir -p build/logs
+	$(MAKE) --no-print-directory fixture-selftest
 	@rc=0; $(CARGO) test --release 2>&1 | tee build/logs/cargo-test.log || rc=$$?; \
 	CARGO_TEST_RC=$$rc FIXTURE_LIB='$(FIXTURE_LIB)' FIXTURE_INC='$(FIXTURE_INC)' \
 		tests/run-matrix.sh $(MATRIX_ARGS)

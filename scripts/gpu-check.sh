@@ -57,24 +57,11 @@ record() {
     printf '  [%4ss] %-5s %-10s %-40s %6ss %s\n' "$(el)" "$1" "$3" "$2" "$4" "${5:-}"
 }
 
-# run_limited SECONDS LOG CMD...: CMD in a session of its own, stdin /dev/null, output to LOG;
-# afterwards every process left in that session is killed by its id. Returns CMD's status.
-run_limited() {
-    local secs=$1 log=$2 pid rc left
-    shift 2
-    setsid timeout --kill-after=5 "$secs" "$@" >"$log" 2>&1 </dev/null &
-    pid=$!
-    wait "$pid"
-    rc=$?
-    left=$(ps -eo pid=,sid=,stat= | awk -v s="$pid" '$2 == s && $3 !~ /^Z/ { print $1 }')
-    if [ -n "$left" ]; then
-        # shellcheck disable=SC2086
-        kill -KILL $left 2>/dev/null
-        echo "gpu-check: killed leftover processes $(echo $left)" >>"$log"
-    fi
-    [ "$rc" = 124 ] && echo "gpu-check: timed out after ${secs}s" >>"$log"
-    return "$rc"
-}
+# run_limited SECONDS LOG CMD...: the harness's cudampi_run (a session of its own, stdin
+# /dev/null, output to LOG, leftovers killed afterwards). Returns CMD's status.
+# shellcheck source=tests/mpi/lib.sh
+. "$ROOT/tests/mpi/lib.sh"
+run_limited() { cudampi_run "$@"; }
 
 # check NAME MPI EXPECT(pass|crash) SECONDS LOG CMD...: run and record the verdict
 check() {

@@ -112,7 +112,17 @@ fn prepare(
 /// MPI filled (never `MPI_STATUS_IGNORE`).
 fn deliver(name: &'static str, comm: Option<Handle>, prepared: Prepared, status: *mut c_void) -> Result<(), c_int> {
     let Prepared::Staged(s) = prepared else { return Ok(()) };
-    let len = if s.whole_span { s.span.len } else { received_bytes(status).min(s.span.len) };
+    let len = if s.whole_span {
+        s.span.len
+    } else {
+        match received_bytes(status) {
+            Some(n) => n.min(s.span.len),
+            None => {
+                log::error(format_args!("{name}: cannot tell how many bytes arrived; the device buffer {:p} was not updated", s.user));
+                return Err(errors::raise(comm, abi::get().err_intern));
+            }
+        }
+    };
     if len == 0 {
         return Ok(());
     }
@@ -127,18 +137,19 @@ fn deliver(name: &'static str, comm: Option<Handle>, prepared: Prepared, status:
 }
 
 /// Bytes of the message a status describes.
-fn received_bytes(status: *mut c_void) -> usize {
+fn received_bytes(status: *mut c_void) -> Option<usize> {
+    let p = real::pmpi()?;
     let mut n: i64 = 0;
-    match real::pmpi() {
-        // SAFETY: status was filled by the receive; MPI_BYTE counts bytes.
-        Some(p) if unsafe { (p.get_elements_x)(status, abi::get().byte, &mut n) } == 0 && n >= 0 => n as usize,
-        _ => usize::MAX, // unknown: write back the whole span
-    }
+    // SAFETY: status was filled by the receive (or left zeroed); MPI_BYTE counts bytes.
+    let rc = unsafe { (p.get_elements_x)(status, abi::get().byte, &mut n) };
+    (rc == 0).then(|| usize::try_from(n).ok()).flatten()
 }
 
 /// The status a staged receive gives MPI. It starts zeroed, so a count MPI did not write reads
 /// as nothing received, and carries the caller's `MPI_ERROR`, which single-completion calls
 /// leave alone; afterwards it is copied out unless the caller passed `MPI_STATUS_IGNORE`.
+/// A null status that is not the family's `MPI_STATUS_IGNORE` goes to MPI as it is, so MPI
+/// rejects it as it would without cudampi.
 struct OwnStatus {
     status: abi::Status,
     caller: *mut c_void,
@@ -148,7 +159,7 @@ impl OwnStatus {
     fn new(caller: *mut c_void) -> OwnStatus {
         let abi = abi::get();
         let mut status = abi::Status::zeroed();
-        if !abi.is_status_ignore(caller) {
+        if !caller.is_null() && !abi.is_status_ignore(caller) {
             let at = abi.status_error_offset;
             // SAFETY: the caller's status holds at least status_size bytes.
             unsafe { std::ptr::copy_nonoverlapping(caller.cast::<u8>().add(at), status.0.as_mut_ptr().add(at), 4) };
@@ -156,13 +167,23 @@ impl OwnStatus {
         OwnStatus { status, caller }
     }
 
-    fn ptr(&mut self) -> *mut c_void {
+    /// What MPI fills.
+    fn for_mpi(&mut self) -> *mut c_void {
+        if self.caller.is_null() && !abi::get().is_status_ignore(self.caller) {
+            self.caller
+        } else {
+            self.status.as_mut_ptr()
+        }
+    }
+
+    /// What MPI filled (still zeroed if MPI was handed the caller's null).
+    fn filled(&mut self) -> *mut c_void {
         self.status.as_mut_ptr()
     }
 
     fn publish(self) {
         let abi = abi::get();
-        if !abi.is_status_ignore(self.caller) {
+        if !self.caller.is_null() && !abi.is_status_ignore(self.caller) {
             // SAFETY: both hold at least status_size bytes.
             unsafe { std::ptr::copy_nonoverlapping(self.status.0.as_ptr(), self.caller.cast::<u8>(), abi.status_size) };
         }
@@ -179,8 +200,8 @@ fn complete(
     call: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
 ) -> c_int {
     let mut own = OwnStatus::new(status);
-    let rc = call(into.mpi_ptr(), own.ptr());
-    let delivered = deliver(name, comm, into, own.ptr());
+    let rc = call(into.mpi_ptr(), own.for_mpi());
+    let delivered = deliver(name, comm, into, own.filled());
     own.publish();
     match delivered {
         Err(e) if rc == 0 => e,

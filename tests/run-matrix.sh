@@ -7,7 +7,7 @@
 #   --mpi NAME   only this MPI (repeatable); the MPIs are the build/mpi/<name>.env files that
 #                tests/mpi/setup.sh wrote (ompi4 mpich4 ompi5 mpich5 mpich5abi)
 #   --test NAME  only this test (repeatable; NAME without .c)
-#   --dir DIR    where the tests are (default tests/c); tests/mpi/hello.c always joins as
+#   --dir DIR    where the tests are (repeatable; default tests/c and c_examples); tests/mpi/hello.c always joins as
 #                the row "mpi-hello" (a host-only program: the shim must pass it through)
 #   --list       print the tests with their parsed headers and exit
 #
@@ -58,7 +58,7 @@ case $FIXTURE_LIB in /*) ;; *) FIXTURE_LIB=$ROOT/$FIXTURE_LIB ;; esac
 case $FIXTURE_INC in /*) ;; *) FIXTURE_INC=$ROOT/$FIXTURE_INC ;; esac
 
 MPI_ORDER=(ompi4 mpich4 ompi5 mpich5 mpich5abi)
-TEST_DIR=tests/c
+TEST_DIRS=()
 HELLO=tests/mpi/hello.c
 want_mpi=()
 want_test=()
@@ -69,16 +69,20 @@ while [ $# -gt 0 ]; do
     --mpi=*) want_mpi+=("${1#*=}") ;;
     --test) want_test+=("${2:?--test needs a name}"); shift ;;
     --test=*) want_test+=("${1#*=}") ;;
-    --dir) TEST_DIR=${2:?--dir needs a directory}; shift ;;
-    --dir=*) TEST_DIR=${1#*=} ;;
+    --dir) TEST_DIRS+=("${2:?--dir needs a directory}"); shift ;;
+    --dir=*) TEST_DIRS+=("${1#*=}") ;;
     --list) list_only=1 ;;
     -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "run-matrix: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
 done
-[ -d "$TEST_DIR" ] || { echo "run-matrix: no directory $TEST_DIR" >&2; exit 2; }
-TEST_DIR=$(cd "$TEST_DIR" && pwd) # absolute from here on
+[ ${#TEST_DIRS[@]} -gt 0 ] || TEST_DIRS=(tests/c c_examples)
+for i in "${!TEST_DIRS[@]}"; do
+    [ -d "${TEST_DIRS[$i]}" ] || { echo "run-matrix: no directory ${TEST_DIRS[$i]}" >&2; exit 2; }
+    TEST_DIRS[$i]=$(cd "${TEST_DIRS[$i]}" && pwd) # absolute from here on
+done
+TEST_DIR=${TEST_DIRS[0]}
 
 LOGS=build/logs
 RESULTS=$LOGS/results.tsv
@@ -141,11 +145,13 @@ resolve() {
 
 TESTS=() # name:path
 if [ -f "$HELLO" ]; then TESTS+=("mpi-hello:$ROOT/$HELLO"); fi
-for f in "$TEST_DIR"/*.c; do
-    [ -e "$f" ] || continue
-    head -n 10 "$f" | grep -q 'cudampi-test:' || continue # helpers, tools: no header
-    n=$(basename "$f" .c)
-    TESTS+=("$n:$f")
+for d in "${TEST_DIRS[@]}"; do
+    for f in "$d"/*.c; do
+        [ -e "$f" ] || continue
+        head -n 10 "$f" | grep -q 'cudampi-test:' || continue # helpers, tools: no header
+        n=$(basename "$f" .c)
+        TESTS+=("$n:$f")
+    done
 done
 if [ ${#want_test[@]} -gt 0 ]; then
     sel=()
@@ -153,7 +159,7 @@ if [ ${#want_test[@]} -gt 0 ]; then
     for w in "${want_test[@]}"; do
         found=0
         for t in "${TESTS[@]}"; do [ "${t%%:*}" = "$w" ] && found=1; done
-        [ $found = 1 ] || echo "run-matrix: no test named '$w' in $TEST_DIR" >&2
+        [ $found = 1 ] || echo "run-matrix: no test named '$w' in ${TEST_DIRS[*]}" >&2
     done
     TESTS=("${sel[@]+"${sel[@]}"}")
 fi
@@ -239,7 +245,7 @@ run_cell() {
     rm -f "$logdir/$name".*.log
 
     for e in "${H_EXTRA[@]+"${H_EXTRA[@]}"}"; do extra+=("$(resolve "$e")"); done
-    local cflags=(-O1 -g -Wall -I "$TEST_DIR" -I "$ROOT/tests/c" -I "$FIXTURE_INC")
+    local cflags=(-O1 -g -Wall -I "$(dirname "$src")" -I "$ROOT/tests/c" -I "$FIXTURE_INC")
     local cudalibs=(-L"$FIXTURE_LIB" -Wl,-rpath,"$FIXTURE_LIB" -lcudart -lcuda -lpthread -ldl -lm)
 
     # build

@@ -47,6 +47,7 @@ const RANGE_START: c_uint = CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_STAR
 const RANGE_SIZE: c_uint = CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_SIZE as c_uint;
 const TYPE_HOST: u64 = CUmemorytype::CU_MEMORYTYPE_HOST as u64;
 const TYPE_DEVICE: u64 = CUmemorytype::CU_MEMORYTYPE_DEVICE as u64;
+const TYPE_UNIFIED: u64 = CUmemorytype::CU_MEMORYTYPE_UNIFIED as u64;
 const LOCATION_DEVICE: c_uint = CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE as c_uint;
 
 #[inline(never)]
@@ -58,7 +59,7 @@ fn query(d: &Driver, ptr: *const c_void) -> Location {
     let mut slot: [*mut c_void; 1] = [(&mut mem_type as *mut u64).cast()];
     // SAFETY: one attribute, one valid 8-byte out-slot.
     let rc = unsafe { (d.pointer_get_attributes)(1, attr.as_mut_ptr(), slot.as_mut_ptr(), ptr as u64) };
-    if rc != CUDA_SUCCESS || !matches!(mem_type & 0xffff_ffff, TYPE_DEVICE | TYPE_HOST) {
+    if rc != CUDA_SUCCESS || !matches!(mem_type & 0xffff_ffff, TYPE_DEVICE | TYPE_HOST | TYPE_UNIFIED) {
         // INVALID_VALUE / NOT_INITIALIZED, or no type: not memory the driver knows.
         return host_or_freed(ptr);
     }
