@@ -78,9 +78,7 @@ pub fn lease(len: usize, ctx: &InContext) -> Option<Lease> {
                 return Some(Lease { ptr: b.ptr, class: Some((class, b.ctx)) });
             }
             // Make room by giving cached buffers of other sizes back to the driver.
-            let mut c = CLASSES;
-            while p.held + cap > bound && c > 0 {
-                c -= 1;
+            for c in (0..CLASSES).rev() {
                 while p.held + cap > bound {
                     let Some(b) = p.free[c].pop() else { break };
                     p.held -= 1usize << (c as u32 + MIN_CLASS);
@@ -97,7 +95,7 @@ pub fn lease(len: usize, ctx: &InContext) -> Option<Lease> {
         free_pinned(ctx, evicted);
         if reserved {
             match alloc_pinned(ctx, cap) {
-                Some(ptr) => return Some(Lease { ptr, class: Some((class, current(ctx))) }),
+                Some(ptr) => return Some(Lease { ptr, class: Some((class, ctx.context())) }),
                 None => pool().held -= cap,
             }
         }
@@ -116,13 +114,6 @@ impl Drop for Lease {
             None => unsafe { libc::free(self.ptr.cast()) },
         }
     }
-}
-
-fn current(ctx: &InContext) -> CUcontext {
-    let mut c: CUcontext = std::ptr::null_mut();
-    // SAFETY: out-pointer valid.
-    unsafe { (ctx.driver().ctx_get_current)(&mut c) };
-    c
 }
 
 fn alloc_pinned(ctx: &InContext, cap: usize) -> Option<*mut u8> {

@@ -58,6 +58,7 @@ fn primary_context(d: &Driver, ordinal: i32) -> Result<CUcontext, CudaError> {
 /// Makes the allocation's context current for the scope, unless it already is.
 pub struct InContext<'a> {
     driver: &'a Driver,
+    ctx: CUcontext,
     pushed: bool,
 }
 
@@ -69,15 +70,20 @@ impl<'a> InContext<'a> {
         // SAFETY: out-pointer valid.
         check("cuCtxGetCurrent", unsafe { (d.ctx_get_current)(&mut current) })?;
         if current == target {
-            return Ok(InContext { driver: d, pushed: false });
+            return Ok(InContext { driver: d, ctx: target, pushed: false });
         }
         // SAFETY: target is a live context (from the pointer or a retained primary context).
         check("cuCtxPushCurrent", unsafe { (d.ctx_push_current)(target) })?;
-        Ok(InContext { driver: d, pushed: true })
+        Ok(InContext { driver: d, ctx: target, pushed: true })
     }
 
     pub fn driver(&self) -> &'a Driver {
         self.driver
+    }
+
+    /// The context the copies run in.
+    pub fn context(&self) -> CUcontext {
+        self.ctx
     }
 
     /// Device to host, `len` bytes.
