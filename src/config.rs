@@ -15,6 +15,9 @@ pub struct Config {
     /// `CUDAMPI_MANAGED=stage`: copy managed memory like device memory instead of letting MPI
     /// read it in place (page faults migrate it then).
     pub stage_managed: bool,
+    /// `CUDAMPI_HOST_CACHE=0`: ask the driver about every pointer outside the heap, stack and
+    /// program data instead of remembering plain host pages (see `cuda/mapwatch.rs`).
+    pub no_host_cache: bool,
 }
 
 /// 256 MiB: enough to stage the largest messages whole on typical codes, small next to host RAM.
@@ -29,6 +32,7 @@ pub fn get() -> &'static Config {
         pool_bytes: bytes("CUDAMPI_POOL_BYTES").unwrap_or(DEFAULT_POOL_BYTES),
         disabled: flag("CUDAMPI_DISABLE"),
         stage_managed: matches!(std::env::var("CUDAMPI_MANAGED").as_deref(), Ok("stage")),
+        no_host_cache: matches!(std::env::var("CUDAMPI_HOST_CACHE").as_deref(), Ok("0" | "no" | "off")),
     })
 }
 

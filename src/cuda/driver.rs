@@ -138,6 +138,14 @@ fn probe() -> Option<&'static Driver> {
                 let d = DRIVER.get_or_init(|| d);
                 // The pinned tail is no longer needed once CUDA is found.
                 *pin = None;
+                // SAFETY: RTLD_NOLOAD returns the library just found, or null; closed again below.
+                unsafe {
+                    let h = libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+                    if !h.is_null() {
+                        super::mapwatch::watch(h);
+                        libc::dlclose(h);
+                    }
+                }
                 return Some(d);
             }
             Ok(_) => crate::log::warn(format_args!("libcuda is loaded but cuInit failed; treating every buffer as host memory")),

@@ -5,11 +5,13 @@
 //! never hold device memory while they exist, so a pointer inside one of them is host memory:
 //! the `brk` heap (`[start_brk, sbrk(0))`, where small `malloc` blocks live), the calling
 //! thread's stack, and the main program's writable segment (globals, Fortran COMMON blocks).
-//! Everything else (large `mmap`-backed buffers, other threads' arenas) is still asked of the
-//! driver.
+//! Everything else (large `mmap`-backed buffers, other threads' arenas) is asked of the driver
+//! once per page: a page the driver does not know is remembered as plain host memory until
+//! libcuda next creates a mapping (`mapwatch.rs`), since only a new driver mapping can put
+//! device memory where plain host memory was.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Once;
 
 static HEAP_START: AtomicUsize = AtomicUsize::new(usize::MAX);
@@ -96,6 +98,37 @@ fn thread_stack() -> (usize, usize) {
             return (0, 0);
         }
         (base as usize, base as usize + size)
+    }
+}
+
+/// Remembered plain-host pages, each slot `page << 28 | generation` (the generation's low 28
+/// bits), so an entry from before the driver's last mapping never matches.
+const REMEMBERED: usize = 256;
+static PAGES: [AtomicU64; REMEMBERED] = [const { AtomicU64::new(0) }; REMEMBERED];
+const GEN_BITS: u32 = 28;
+
+fn entry(addr: usize, generation: u64) -> Option<(usize, u64)> {
+    let page = (addr >> 12) as u64;
+    if page >= 1 << (64 - GEN_BITS) {
+        return None;
+    }
+    let slot = (page.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % REMEMBERED;
+    Some((slot, page << GEN_BITS | (generation & ((1 << GEN_BITS) - 1))))
+}
+
+/// True when `addr`'s page was found to be plain host memory since the driver's last mapping.
+#[inline]
+pub fn remembered(addr: usize) -> bool {
+    if !super::mapwatch::watching() {
+        return false;
+    }
+    entry(addr, super::mapwatch::generation()).is_some_and(|(slot, e)| PAGES[slot].load(Relaxed) == e)
+}
+
+/// Notes that the driver did not know `addr`; `generation` was read before asking it.
+pub fn remember(addr: usize, generation: u64) {
+    if let Some((slot, e)) = entry(addr, generation).filter(|_| super::mapwatch::watching()) {
+        PAGES[slot].store(e, Relaxed);
     }
 }
 

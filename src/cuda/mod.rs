@@ -3,6 +3,7 @@
 pub mod copy;
 pub mod driver;
 mod hostmem;
+mod mapwatch;
 pub mod pointer;
 
 pub use copy::{CudaError, InContext};

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cudarc::driver::sys::{CUmemLocationType, CUmemorytype, CUpointer_attribute};
 
 use super::driver::{self, CUcontext, Driver, CUDA_SUCCESS};
+use super::{hostmem, mapwatch};
 
 /// A device allocation the shim must stage: copies run in `ctx`, or in the primary context of
 /// `ordinal` when the allocation has no context of its own (VMM and stream-ordered pool memory).
@@ -34,7 +35,7 @@ pub fn locate(ptr: *const c_void) -> Location {
     }
     match driver::get() {
         None => Location::Host,
-        Some(_) if super::hostmem::certainly_host(addr) => Location::Host,
+        Some(_) if hostmem::certainly_host(addr) || hostmem::remembered(addr) => Location::Host,
         Some(d) => query(d, ptr),
     }
 }
@@ -54,6 +55,7 @@ const LOCATION_DEVICE: c_uint = CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE a
 fn query(d: &Driver, ptr: *const c_void) -> Location {
     // The memory type alone first: for memory the driver does not know, every extra attribute
     // adds to an already slow lookup.
+    let generation = mapwatch::generation();
     let mut mem_type: u64 = 0;
     let mut attr = [MEMORY_TYPE];
     let mut slot: [*mut c_void; 1] = [(&mut mem_type as *mut u64).cast()];
@@ -61,7 +63,14 @@ fn query(d: &Driver, ptr: *const c_void) -> Location {
     let rc = unsafe { (d.pointer_get_attributes)(1, attr.as_mut_ptr(), slot.as_mut_ptr(), ptr as u64) };
     if rc != CUDA_SUCCESS || !matches!(mem_type & 0xffff_ffff, TYPE_DEVICE | TYPE_HOST | TYPE_UNIFIED) {
         // INVALID_VALUE / NOT_INITIALIZED, or no type: not memory the driver knows.
-        return host_or_freed(ptr);
+        let loc = host_or_freed(ptr);
+        // Freed device memory the shim never saw is unknown to the driver too, and the driver
+        // may hand it out again without a new mapping: only a page the host can read is plain
+        // host memory.
+        if matches!(loc, Location::Host) && mapwatch::watching() && host_readable(ptr) {
+            hostmem::remember(ptr as usize, generation);
+        }
+        return loc;
     }
     // Zero-initialised 8-byte slots: the driver writes 1, 4 or 8 bytes depending on the attribute.
     let mut ctx: CUcontext = std::ptr::null_mut();
