@@ -9,12 +9,12 @@ use std::ffi::{c_int, c_void};
 use crate::abi::Handle;
 
 macro_rules! export_one {
-    ($name:ident, $field:ident ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*)) => {
+    ($name:ident ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*)) => {
         #[no_mangle]
         #[allow(unused_variables, unused_unsafe)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
             crate::ffi::guard(stringify!($name), || {
-                let real = crate::real::get().$field;
+                let real = crate::real::get().$name;
                 crate::handlers::$handler(stringify!($name), $($harg,)* |$($cp),*| match real {
                     // SAFETY: the real function, called with the caller's arguments except those the
                     // handler substituted (closure parameters of the same names).
@@ -29,8 +29,8 @@ macro_rules! export_one {
 macro_rules! define_exports {
     ($( $name:ident, $pname:ident ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*); )*) => {
         $(
-            export_one!($name, $name ($($arg : $ty),*) => $handler [$($cp),*] ($($harg),*));
-            export_one!($pname, $pname ($($arg : $ty),*) => $handler [$($cp),*] ($($harg),*));
+            export_one!($name ($($arg : $ty),*) => $handler [$($cp),*] ($($harg),*));
+            export_one!($pname ($($arg : $ty),*) => $handler [$($cp),*] ($($harg),*));
         )*
     };
 }
