@@ -64,7 +64,8 @@ type SyscallFn = unsafe extern "C" fn(c_long, c_long, c_long, c_long, c_long, c_
 
 unsafe extern "C" fn watch_mmap(a: *mut c_void, l: usize, p: c_int, f: c_int, fd: c_int, o: i64) -> *mut c_void {
     bump();
-    // SAFETY: REAL_MMAP holds libc's mmap, set before this wrapper was installed.
+    // SAFETY: REAL_MMAP holds what the GOT entry held (libc's mmap or another library's hook),
+    // set before this wrapper was installed.
     unsafe { std::mem::transmute::<usize, MmapFn>(REAL_MMAP.load(Ordering::Acquire))(a, l, p, f, fd, o) }
 }
 
@@ -87,7 +88,7 @@ unsafe extern "C" fn watch_syscall(n: c_long, a: c_long, b: c_long, c: c_long, d
     if n == libc::SYS_mmap || n == libc::SYS_mremap || n == libc::SYS_remap_file_pages || n == libc::SYS_shmat {
         bump();
     }
-    // SAFETY: REAL_SYSCALL holds libc's syscall.
+    // SAFETY: as above, for syscall.
     unsafe { std::mem::transmute::<usize, SyscallFn>(REAL_SYSCALL.load(Ordering::Acquire))(n, a, b, c, d, e, f) }
 }
 
