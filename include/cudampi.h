@@ -34,6 +34,11 @@ typedef struct cudampi_stats {
   uint64_t pageable_fallbacks;
   // Errors cudampi raised itself.
   uint64_t errors;
+  // Staging buffers (pinned or pageable) leased to operations in flight now.
+  uint64_t staging_leased;
+  // Requests with staged device buffers that cudampi tracks now: posted and not yet
+  // completed, persistent requests not yet freed, and freed requests still in flight.
+  uint64_t requests_tracked;
 } cudampi_stats;
 
 #ifdef __cplusplus

@@ -47,7 +47,16 @@ pub struct Abi {
     pub err_other: c_int,
     pub err_intern: c_int,
     pub err_no_mem: c_int,
+    pub err_in_status: c_int,
+    pub err_pending: c_int,
+    pub request_null: Handle,
+    /// Bytes of one `MPI_Request` in an array: 4 for MPICH's `int` handles.
+    pub request_size: usize,
+    pub statuses_ignore: usize,
 }
+
+/// `MPI_UNDEFINED`, the same in every family.
+pub const UNDEFINED: c_int = -32766;
 
 /// Large enough for every family's `MPI_Status` (Open MPI 24 B, MPICH 20 B, standard ABI 32 B).
 pub const STATUS_BYTES: usize = 32;
@@ -97,6 +106,11 @@ fn detect() -> Abi {
             err_other: 16,
             err_intern: 17,
             err_no_mem: 39,
+            err_in_status: 18,
+            err_pending: 19,
+            request_null: symbol(c"ompi_request_null") as Handle,
+            request_size: 8,
+            statuses_ignore: 0,
         };
     }
     if abi_version_major() >= 1 {
@@ -116,6 +130,11 @@ fn detect() -> Abi {
             err_other: 16,
             err_intern: 17,
             err_no_mem: 39,
+            err_in_status: 19,
+            err_pending: 18,
+            request_null: 0x180,
+            request_size: 8,
+            statuses_ignore: 0,
         };
     }
     Abi {
@@ -134,6 +153,11 @@ fn detect() -> Abi {
         err_other: 15,
         err_intern: 16,
         err_no_mem: 34,
+        err_in_status: 17,
+        err_pending: 18,
+        request_null: 0x2c00_0000,
+        request_size: 4,
+        statuses_ignore: 1,
     }
 }
 
@@ -161,5 +185,51 @@ impl Abi {
     }
     pub fn is_status_ignore(&self, s: *mut c_void) -> bool {
         s as usize == self.status_ignore
+    }
+    pub fn is_statuses_ignore(&self, s: *mut c_void) -> bool {
+        s as usize == self.statuses_ignore
+    }
+    /// A handle with the bits the family does not use cleared, for use as a key.
+    pub fn key(&self, h: Handle) -> Handle {
+        h & self.handle_mask
+    }
+
+    /// Element `i` of an `MPI_Request` array.
+    ///
+    /// # Safety
+    /// `reqs` points to at least `i + 1` requests.
+    pub unsafe fn request_at(&self, reqs: *const c_void, i: usize) -> Handle {
+        // SAFETY: per the caller; arrays of `int` or of pointers.
+        unsafe {
+            if self.request_size == 4 {
+                reqs.cast::<u32>().add(i).read_unaligned() as Handle
+            } else {
+                reqs.cast::<usize>().add(i).read_unaligned()
+            }
+        }
+    }
+
+    /// Stores `MPI_REQUEST_NULL` in element `i` of an `MPI_Request` array.
+    ///
+    /// # Safety
+    /// `reqs` points to at least `i + 1` writable requests.
+    pub unsafe fn set_request_null(&self, reqs: *mut c_void, i: usize) {
+        // SAFETY: per the caller.
+        unsafe {
+            if self.request_size == 4 {
+                reqs.cast::<u32>().add(i).write_unaligned(self.request_null as u32)
+            } else {
+                reqs.cast::<usize>().add(i).write_unaligned(self.request_null)
+            }
+        }
+    }
+
+    /// The `MPI_ERROR` field of a status.
+    ///
+    /// # Safety
+    /// `status` points to a full status.
+    pub unsafe fn status_error(&self, status: *const c_void) -> c_int {
+        // SAFETY: per the caller.
+        unsafe { status.cast::<u8>().add(self.status_error_offset).cast::<c_int>().read_unaligned() }
     }
 }

@@ -3,7 +3,7 @@
 use std::ffi::{c_char, c_int, CStr};
 use std::sync::atomic::Ordering::Relaxed;
 
-use crate::{cuda, staging, stats};
+use crate::{cuda, requests, staging, stats};
 
 pub(crate) const VERSION: &CStr = c"cudampi 0.1.0";
 
@@ -27,6 +27,11 @@ pub struct CudampiStats {
     pub pageable_fallbacks: u64,
     /// Errors cudampi raised itself.
     pub errors: u64,
+    /// Staging buffers (pinned or pageable) leased to operations in flight now.
+    pub staging_leased: u64,
+    /// Requests with staged device buffers that cudampi tracks now: posted and not yet
+    /// completed, persistent requests not yet freed, and freed requests still in flight.
+    pub requests_tracked: u64,
 }
 
 /// The version string, e.g. "cudampi 0.1.0".
@@ -60,6 +65,8 @@ pub unsafe extern "C" fn cudampi_get_stats(out: *mut CudampiStats) -> c_int {
         pool_high_water: high as u64,
         pageable_fallbacks: stats::PAGEABLE_FALLBACKS.load(Relaxed),
         errors: stats::ERRORS.load(Relaxed),
+        staging_leased: staging::leased() as u64,
+        requests_tracked: requests::tracked() as u64,
     };
     // SAFETY: checked non-null; the caller provides room for one struct.
     unsafe { out.write(s) };

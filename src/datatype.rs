@@ -33,6 +33,15 @@ pub fn span(datatype: Handle, count: i64) -> Result<Span, c_int> {
     layout(count, size, extent, true_lb, true_extent, named).ok_or(abi::get().err_no_mem)
 }
 
+/// The extent (distance between consecutive elements) of a datatype.
+pub fn extent(datatype: Handle) -> Result<i64, c_int> {
+    let p = real::pmpi().ok_or(abi::get().err_intern)?;
+    let (mut lb, mut extent) = (0i64, 0i64);
+    // SAFETY: valid out-pointers.
+    check(unsafe { (p.type_get_extent_x)(datatype, &mut lb, &mut extent) })?;
+    Ok(extent)
+}
+
 fn check(rc: c_int) -> Result<(), c_int> {
     if rc == 0 {
         Ok(())

@@ -2,3 +2,8 @@
 
 pub use crate::lifecycle::{finalize, gpu_query_support, init, query_cuda_support};
 pub use crate::p2p::{recv, send, sendrecv, sendrecv_replace};
+pub use crate::completion::{
+    parrived, pready, pready_list, pready_range, request_free, request_get_status, some, start, startall, test, testall, testany, wait,
+    waitall, waitany,
+};
+pub use crate::nonblocking::{irecv, isend, isendrecv, isendrecv_replace, partitioned_init, recv_init, send_init};

@@ -8,7 +8,11 @@
 //!
 //! Module map:
 //! - `table`: the one table of interposed functions; `export` and `real` expand it.
-//! - `handlers`: what each table entry calls (`p2p`, `lifecycle`).
+//! - `handlers`: what each table entry calls: `p2p` (blocking), `nonblocking` (posting
+//!   nonblocking, persistent and partitioned operations), `completion` (Wait/Test and the
+//!   other request calls), `lifecycle`.
+//! - `stage`: one buffer argument, passed through or staged; `requests`: the requests that own
+//!   staged buffers until completion.
 //! - `abi`: which MPI family is loaded and its constants; `datatype`: spans of typed buffers.
 //! - `cuda`: the driver the process loaded, pointer classification, copies in context.
 //! - `staging`: the pinned host buffer pool.
@@ -31,8 +35,12 @@ mod ffi;
 mod handlers;
 mod lifecycle;
 mod log;
+mod completion;
+mod nonblocking;
 mod p2p;
 mod real;
+mod requests;
+mod stage;
 mod staging;
 mod stats;
 mod table;

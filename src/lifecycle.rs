@@ -3,7 +3,7 @@
 use std::ffi::c_int;
 use std::sync::atomic::Ordering::Relaxed;
 
-use crate::{abi, config, cuda, log, real, staging, stats};
+use crate::{abi, config, cuda, log, real, requests, staging, stats};
 
 pub fn init(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
     let rc = call();
@@ -35,8 +35,11 @@ pub fn finalize(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
     if stats::ENABLED.load(Relaxed) {
         report();
     }
+    // Requests the program freed while in flight must still deliver their data.
+    requests::finish_orphans();
     let rc = call();
     // After the library is done with any staging buffer it may have registered.
+    requests::clear();
     staging::release_all();
     cuda::copy::release_contexts();
     rc

@@ -89,6 +89,11 @@ define_pmpi! {
     get_elements_x = "PMPI_Get_elements_x": fn(*const c_void, Handle, *mut i64);
     comm_call_errhandler = "PMPI_Comm_call_errhandler": fn(Handle, c_int);
     comm_rank = "PMPI_Comm_rank": fn(Handle, *mut c_int);
+    test = "PMPI_Test": fn(*mut c_void, *mut c_int, *mut c_void);
+    wait = "PMPI_Wait": fn(*mut c_void, *mut c_void);
+    request_free = "PMPI_Request_free": fn(*mut c_void);
+    test_cancelled = "PMPI_Test_cancelled": fn(*const c_void, *mut c_int);
+    error_class = "PMPI_Error_class": fn(c_int, *mut c_int);
 }
 
 static PMPI: OnceLock<Option<Pmpi>> = OnceLock::new();

@@ -9,7 +9,7 @@
 //! copy or an MPI call.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::cuda::driver::{CUcontext, CUDA_SUCCESS};
@@ -38,6 +38,8 @@ struct Pool {
 
 static POOL: Mutex<Pool> = Mutex::new(Pool { free: [const { Vec::new() }; CLASSES], held: 0, high_water: 0 });
 static PIN_FAILURE_REPORTED: AtomicBool = AtomicBool::new(false);
+/// Leases alive now, pinned or pageable.
+static LEASED: AtomicUsize = AtomicUsize::new(0);
 
 fn pool() -> std::sync::MutexGuard<'static, Pool> {
     POOL.lock().unwrap_or_else(|e| e.into_inner())
@@ -69,6 +71,19 @@ fn class_of(len: usize) -> Option<(usize, usize)> {
 /// A buffer of at least `len` bytes. `ctx` is the device context current for the copy; pinned
 /// memory is allocated portable, so it serves every context afterwards. `None`: out of memory.
 pub fn lease(len: usize, ctx: &InContext) -> Option<Lease> {
+    let lease = lease_from_pool_or_heap(len, ctx);
+    if lease.is_some() {
+        LEASED.fetch_add(1, Ordering::Relaxed);
+    }
+    lease
+}
+
+/// Staging buffers leased now.
+pub fn leased() -> usize {
+    LEASED.load(Ordering::Relaxed)
+}
+
+fn lease_from_pool_or_heap(len: usize, ctx: &InContext) -> Option<Lease> {
     let bound = crate::config::get().pool_bytes;
     if let Some((class, cap)) = class_of(len).filter(|&(_, cap)| cap <= bound) {
         let mut evicted = Vec::new();
@@ -108,6 +123,7 @@ pub fn lease(len: usize, ctx: &InContext) -> Option<Lease> {
 
 impl Drop for Lease {
     fn drop(&mut self) {
+        LEASED.fetch_sub(1, Ordering::Relaxed);
         match self.class {
             Some((class, ctx)) => pool().free[class].push(Pinned { ptr: self.ptr, ctx }),
             // SAFETY: allocated with malloc in `lease`.

@@ -1,0 +1,357 @@
+//! The calls that complete, start, free and inspect requests. When MPI reports a staged
+//! receive complete, its data is copied to the device before the call returns, so the program
+//! sees it at the same moment it would with a host buffer.
+//!
+//! Each call takes the tracked requests among its arguments (`requests::take`), calls the real
+//! function, and settles them from what the call reported. A program without staged requests
+//! pays one atomic load per call.
+
+use std::ffi::{c_int, c_void};
+
+use crate::abi::{self, Handle, UNDEFINED};
+use crate::real;
+use crate::requests::{self, Kind};
+
+/// The call's return code, unless it succeeded and a copy to the device did not.
+fn outcome(rc: c_int, copies: Result<(), c_int>) -> c_int {
+    match copies {
+        Err(e) if rc == 0 => e,
+        _ => rc,
+    }
+}
+
+fn error_class(rc: c_int) -> c_int {
+    let mut class = rc;
+    if let Some(p) = real::pmpi() {
+        // SAFETY: valid out-pointer.
+        unsafe { (p.error_class)(rc, &mut class) };
+    }
+    class
+}
+
+/// The statuses MPI fills: the caller's, or ours when the caller ignores them, since a staged
+/// receive needs its status to know how much arrived.
+struct Statuses {
+    own: Vec<u32>,
+    base: *mut c_void,
+}
+
+impl Statuses {
+    fn new(caller: *mut c_void, n: usize, ignored: bool) -> Statuses {
+        if !ignored {
+            return Statuses { own: Vec::new(), base: caller };
+        }
+        let mut own = vec![0u32; n.max(1) * abi::get().status_size / 4];
+        let base = own.as_mut_ptr().cast();
+        Statuses { own, base }
+    }
+
+    fn single(caller: *mut c_void) -> Statuses {
+        Statuses::new(caller, 1, abi::get().is_status_ignore(caller))
+    }
+
+    fn array(caller: *mut c_void, n: c_int) -> Statuses {
+        Statuses::new(caller, n.max(0) as usize, abi::get().is_statuses_ignore(caller))
+    }
+
+    fn at(&self, k: usize) -> *mut c_void {
+        let _ = &self.own;
+        self.base.cast::<u8>().wrapping_add(k * abi::get().status_size).cast()
+    }
+}
+
+/// Reads an `int` output argument the call has filled; `fallback` if the caller passed null.
+fn out(p: *const c_int, fallback: c_int) -> c_int {
+    if p.is_null() {
+        fallback
+    } else {
+        // SAFETY: a caller's output argument that MPI has just written.
+        unsafe { p.read() }
+    }
+}
+
+pub fn wait(_name: &'static str, request: *mut c_void, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+    if !requests::any() {
+        return call(status);
+    }
+    requests::progress_orphans();
+    let taken = requests::take(request, 1);
+    if taken.is_empty() {
+        return call(status);
+    }
+    let st = Statuses::single(status);
+    let rc = call(st.at(0));
+    outcome(rc, requests::settle(taken, request, |_| Some(st.at(0))))
+}
+
+pub fn test(_name: &'static str, request: *mut c_void, flag: *mut c_int, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+    if !requests::any() {
+        return call(status);
+    }
+    requests::progress_orphans();
+    let taken = requests::take(request, 1);
+    if taken.is_empty() {
+        return call(status);
+    }
+    let st = Statuses::single(status);
+    let rc = call(st.at(0));
+    let done = rc == 0 && out(flag, 0) != 0;
+    outcome(rc, requests::settle(taken, request, |_| done.then(|| st.at(0))))
+}
+
+pub fn waitany(
+    _name: &'static str,
+    count: c_int,
+    requests: *mut c_void,
+    index: *mut c_int,
+    status: *mut c_void,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
+    if !requests::any() {
+        return call(status);
+    }
+    requests::progress_orphans();
+    let taken = requests::take(requests, count);
+    if taken.is_empty() {
+        return call(status);
+    }
+    let st = Statuses::single(status);
+    let rc = call(st.at(0));
+    let i = out(index, UNDEFINED);
+    outcome(rc, requests::settle(taken, requests, |k| (i >= 0 && k == i as usize).then(|| st.at(0))))
+}
+
+pub fn testany(
+    _name: &'static str,
+    count: c_int,
+    requests: *mut c_void,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut c_void,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
+    if !requests::any() {
+        return call(status);
+    }
+    requests::progress_orphans();
+    let taken = requests::take(requests, count);
+    if taken.is_empty() {
+        return call(status);
+    }
+    let st = Statuses::single(status);
+    let rc = call(st.at(0));
+    let i = if out(flag, 0) != 0 { out(index, UNDEFINED) } else { UNDEFINED };
+    outcome(rc, requests::settle(taken, requests, |k| (i >= 0 && k == i as usize).then(|| st.at(0))))
+}
+
+/// Which requests of an all-call completed: all of them on success; with
+/// `MPI_ERR_IN_STATUS`, those whose status error is not `MPI_ERR_PENDING`.
+fn all_done(rc: c_int, st: &Statuses, k: usize) -> Option<*mut c_void> {
+    let abi = abi::get();
+    if rc == 0 {
+        return Some(st.at(k));
+    }
+    // SAFETY: MPI filled every status of the array when it returned MPI_ERR_IN_STATUS.
+    let pending = unsafe { abi.status_error(st.at(k)) } == abi.err_pending;
+    (error_class(rc) == abi.err_in_status && !pending).then(|| st.at(k))
+}
+
+pub fn waitall(_name: &'static str, count: c_int, requests: *mut c_void, statuses: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+    if !requests::any() {
+        return call(statuses);
+    }
+    requests::progress_orphans();
+    let taken = requests::take(requests, count);
+    if taken.is_empty() {
+        return call(statuses);
+    }
+    let st = Statuses::array(statuses, count);
+    let rc = call(st.at(0));
+    outcome(rc, requests::settle(taken, requests, |k| all_done(rc, &st, k)))
+}
+
+pub fn testall(
+    _name: &'static str,
+    count: c_int,
+    requests: *mut c_void,
+    flag: *mut c_int,
+    statuses: *mut c_void,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
+    if !requests::any() {
+        return call(statuses);
+    }
+    requests::progress_orphans();
+    let taken = requests::take(requests, count);
+    if taken.is_empty() {
+        return call(statuses);
+    }
+    let st = Statuses::array(statuses, count);
+    let rc = call(st.at(0));
+    let done = out(flag, 0) != 0 || error_class(rc) == abi::get().err_in_status;
+    outcome(rc, requests::settle(taken, requests, |k| if done { all_done(rc, &st, k) } else { None }))
+}
+
+/// `MPI_Waitsome` and `MPI_Testsome`: status `j` belongs to request `indices[j]`.
+pub fn some(
+    _name: &'static str,
+    incount: c_int,
+    requests: *mut c_void,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut c_void,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
+    if !requests::any() {
+        return call(statuses);
+    }
+    requests::progress_orphans();
+    let taken = requests::take(requests, incount);
+    if taken.is_empty() {
+        return call(statuses);
+    }
+    let st = Statuses::array(statuses, incount);
+    let rc = call(st.at(0));
+    let n = out(outcount, UNDEFINED).clamp(0, incount.max(0)) as usize;
+    let completed: &[c_int] = if n == 0 || indices.is_null() {
+        &[]
+    } else {
+        // SAFETY: MPI wrote `n` indices.
+        unsafe { std::slice::from_raw_parts(indices, n) }
+    };
+    let done = |k: usize| completed.iter().position(|&i| i as usize == k).map(|j| st.at(j));
+    outcome(rc, requests::settle(taken, requests, done))
+}
+
+/// Reports completion without freeing the request: the data is copied now, once.
+pub fn request_get_status(_name: &'static str, request: Handle, flag: *mut c_int, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+    if !requests::any() {
+        return call(status);
+    }
+    requests::progress_orphans();
+    let staged_receive = requests::with(request, |e| e.active && !e.delivered && e.recv.is_some()).unwrap_or(false);
+    if !staged_receive {
+        return call(status);
+    }
+    let st = Statuses::single(status);
+    let rc = call(st.at(0));
+    if rc != 0 || out(flag, 0) == 0 {
+        return rc;
+    }
+    outcome(rc, requests::deliver_early(request, st.at(0)))
+}
+
+pub fn request_free(_name: &'static str, request: *mut c_void, call: impl FnOnce() -> c_int) -> c_int {
+    if !requests::any() || request.is_null() {
+        return call();
+    }
+    let abi = abi::get();
+    // SAFETY: non-null; the caller passes one request.
+    let h = unsafe { abi.request_at(request, 0) };
+    let Some(e) = requests::remove(h) else { return call() };
+    if e.active {
+        requests::orphan(h, e);
+        // SAFETY: as above; MPI_Request_free sets the caller's handle to MPI_REQUEST_NULL.
+        unsafe { abi.set_request_null(request, 0) };
+        return 0;
+    }
+    let rc = call();
+    if rc != 0 {
+        requests::put_back(h, e);
+    }
+    rc
+}
+
+pub fn start(_name: &'static str, request: *mut c_void, call: impl FnOnce() -> c_int) -> c_int {
+    startall(_name, 1, request, call)
+}
+
+pub fn startall(_name: &'static str, count: c_int, requests: *mut c_void, call: impl FnOnce() -> c_int) -> c_int {
+    if !requests::any() || requests.is_null() || count <= 0 {
+        return call();
+    }
+    let abi = abi::get();
+    let mut started = Vec::new();
+    for i in 0..count as usize {
+        // SAFETY: the caller passes `count` requests.
+        let h = unsafe { abi.request_at(requests, i) };
+        let Some(mut e) = requests::remove(h) else { continue };
+        let filled = e.start();
+        requests::put_back(h, e);
+        if let Err(rc) = filled {
+            undo_start(&started);
+            return rc;
+        }
+        started.push(h);
+    }
+    let rc = call();
+    if rc != 0 {
+        undo_start(&started);
+    }
+    rc
+}
+
+fn undo_start(handles: &[Handle]) {
+    for &h in handles {
+        requests::with(h, |e| e.active = false);
+    }
+}
+
+pub fn pready(name: &'static str, partition: c_int, request: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    pready_each(name, request, std::iter::once(partition), call)
+}
+
+pub fn pready_range(name: &'static str, low: c_int, high: c_int, request: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    pready_each(name, request, low..=high, call)
+}
+
+pub fn pready_list(name: &'static str, length: c_int, partitions: *const c_int, request: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    let list: &[c_int] = if partitions.is_null() || length <= 0 {
+        &[]
+    } else {
+        // SAFETY: the caller passes `length` partition numbers.
+        unsafe { std::slice::from_raw_parts(partitions, length as usize) }
+    };
+    pready_each(name, request, list.iter().copied(), call)
+}
+
+/// Copies each partition of a staged partitioned send to the host before MPI is told it is
+/// ready. Partition numbers out of range go to MPI untouched, which rejects them.
+fn pready_each(name: &'static str, request: Handle, partitions: impl Iterator<Item = c_int>, call: impl FnOnce() -> c_int) -> c_int {
+    if !requests::any() {
+        return call();
+    }
+    for i in partitions {
+        let copy = requests::with(request, |e| match (&e.kind, &e.send) {
+            (Kind::Partitioned(p), Some(s)) if e.active && i >= 0 && (i as usize) < p.delivered.len() => {
+                Some((s.window(), p.range(i as usize), e.comm))
+            }
+            _ => None,
+        });
+        let Some(Some((window, (at, len), comm))) = copy else { break };
+        if let Err(rc) = window.to_host(name, comm, at, len) {
+            return rc;
+        }
+    }
+    call()
+}
+
+/// When MPI reports a partition of a staged partitioned receive arrived, its bytes are copied
+/// to the device before the caller hears of it.
+pub fn parrived(name: &'static str, request: Handle, partition: c_int, flag: *mut c_int, call: impl FnOnce() -> c_int) -> c_int {
+    let rc = call();
+    if rc != 0 || !requests::any() || out(flag, 0) == 0 {
+        return rc;
+    }
+    let copy = requests::with(request, |e| match (&mut e.kind, &e.recv) {
+        (Kind::Partitioned(p), Some(r)) if e.active && partition >= 0 && (partition as usize) < p.delivered.len() => {
+            let first = !std::mem::replace(&mut p.delivered[partition as usize], true);
+            first.then(|| (r.window(), p.range(partition as usize), e.comm))
+        }
+        _ => None,
+    });
+    match copy {
+        Some(Some((window, (at, len), comm))) => outcome(rc, window.to_device(name, comm, at, len)),
+        _ => rc,
+    }
+}

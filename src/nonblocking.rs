@@ -1,0 +1,213 @@
+//! Posting nonblocking, persistent and partitioned point-to-point operations on device buffers.
+//!
+//! A device send is copied to its staging buffer before the real call, so MPI may read it at
+//! any time; the copy is synchronous, which keeps the order of messages exactly the order of
+//! the calls. A receive hands MPI its staging buffer and copies back at completion
+//! (`completion.rs`). Persistent requests lease their staging buffer at initialisation, since
+//! MPI binds the buffer address then, and copy afresh at every start.
+
+use std::ffi::{c_int, c_void};
+
+use crate::abi::Handle;
+use crate::datatype;
+use crate::requests::{self, Entry, Kind, Partitions};
+use crate::stage::{prepare, stage, Back, Direction, Prepared};
+use crate::stats;
+
+/// Runs the real post with the buffer MPI should see and, if it succeeded with a staged
+/// buffer, tracks the request.
+fn post(name: &'static str, comm: Option<Handle>, request: *mut c_void, send: Option<Prepared>, recv: Option<Prepared>, kind: Kind, rc: c_int) -> c_int {
+    if rc == 0 {
+        let send = send.and_then(Prepared::staged);
+        let recv = recv.and_then(Prepared::staged);
+        if send.is_some() || recv.is_some() {
+            requests::insert(request, Entry::new(name, comm, send, recv, kind));
+        }
+    }
+    rc
+}
+
+pub fn isend(
+    name: &'static str,
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    dest: c_int,
+    comm: Handle,
+    request: *mut c_void,
+    call: impl FnOnce(*const c_void) -> c_int,
+) -> c_int {
+    match stage(name, buf, count, datatype, dest, Some(comm), Direction::Send) {
+        Ok(Prepared::Direct(p)) if std::ptr::eq(p, buf) => {
+            stats::host_call();
+            call(buf)
+        }
+        Ok(p) => {
+            let rc = call(p.mpi_ptr());
+            post(name, Some(comm), request, Some(p), None, Kind::Once, rc)
+        }
+        Err(rc) => rc,
+    }
+}
+
+pub fn irecv(
+    name: &'static str,
+    buf: *mut c_void,
+    count: i64,
+    datatype: Handle,
+    source: c_int,
+    comm: Option<Handle>,
+    request: *mut c_void,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
+    match stage(name, buf, count, datatype, source, comm, Direction::Recv) {
+        Ok(Prepared::Direct(p)) if p == buf => {
+            stats::host_call();
+            call(buf)
+        }
+        Ok(p) => {
+            let rc = call(p.mpi_ptr());
+            post(name, comm, request, None, Some(p), Kind::Once, rc)
+        }
+        Err(rc) => rc,
+    }
+}
+
+pub fn isendrecv(
+    name: &'static str,
+    sendbuf: *const c_void,
+    sendcount: i64,
+    sendtype: Handle,
+    dest: c_int,
+    recvbuf: *mut c_void,
+    recvcount: i64,
+    recvtype: Handle,
+    source: c_int,
+    comm: Handle,
+    request: *mut c_void,
+    call: impl FnOnce(*const c_void, *mut c_void) -> c_int,
+) -> c_int {
+    let out = match stage(name, sendbuf, sendcount, sendtype, dest, Some(comm), Direction::Send) {
+        Ok(p) => p,
+        Err(rc) => return rc,
+    };
+    let into = match stage(name, recvbuf, recvcount, recvtype, source, Some(comm), Direction::Recv) {
+        Ok(p) => p,
+        Err(rc) => return rc,
+    };
+    if matches!((&out, &into), (Prepared::Direct(a), Prepared::Direct(b)) if std::ptr::eq(*a, sendbuf) && *b == recvbuf) {
+        stats::host_call();
+        return call(sendbuf, recvbuf);
+    }
+    let rc = call(out.mpi_ptr(), into.mpi_ptr());
+    post(name, Some(comm), request, Some(out), Some(into), Kind::Once, rc)
+}
+
+pub fn isendrecv_replace(
+    name: &'static str,
+    buf: *mut c_void,
+    count: i64,
+    datatype: Handle,
+    dest: c_int,
+    source: c_int,
+    comm: Handle,
+    request: *mut c_void,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
+    let abi = crate::abi::get();
+    // Only a PROC_NULL on both sides makes the call transfer nothing.
+    let peer = if dest == abi.proc_null && source == abi.proc_null { abi.proc_null } else { 0 };
+    match stage(name, buf, count, datatype, peer, Some(comm), Direction::Replace) {
+        Ok(Prepared::Direct(p)) if p == buf => {
+            stats::host_call();
+            call(buf)
+        }
+        Ok(p) => {
+            let rc = call(p.mpi_ptr());
+            post(name, Some(comm), request, None, Some(p), Kind::Once, rc)
+        }
+        Err(rc) => rc,
+    }
+}
+
+/// `MPI_Send_init` and its modes: the staging buffer is leased now and filled at each start.
+pub fn send_init(
+    name: &'static str,
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    dest: c_int,
+    comm: Handle,
+    request: *mut c_void,
+    call: impl FnOnce(*const c_void) -> c_int,
+) -> c_int {
+    match prepare(name, buf, count, datatype, dest, Some(comm), Direction::Send) {
+        Ok(Prepared::Direct(p)) => call(p),
+        Ok(p) => {
+            let rc = call(p.mpi_ptr());
+            post(name, Some(comm), request, Some(p), None, Kind::Persistent, rc)
+        }
+        Err(rc) => rc,
+    }
+}
+
+pub fn recv_init(
+    name: &'static str,
+    buf: *mut c_void,
+    count: i64,
+    datatype: Handle,
+    source: c_int,
+    comm: Handle,
+    request: *mut c_void,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
+    match prepare(name, buf, count, datatype, source, Some(comm), Direction::Recv) {
+        Ok(Prepared::Direct(p)) => call(p),
+        Ok(p) => {
+            let rc = call(p.mpi_ptr());
+            post(name, Some(comm), request, None, Some(p), Kind::Persistent, rc)
+        }
+        Err(rc) => rc,
+    }
+}
+
+/// `MPI_Psend_init` and `MPI_Precv_init`: `partitions` partitions of `count` elements each.
+pub fn partitioned_init(
+    name: &'static str,
+    buf: *mut c_void,
+    partitions: c_int,
+    count: i64,
+    datatype: Handle,
+    peer: c_int,
+    comm: Handle,
+    request: *mut c_void,
+    send: bool,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
+    let total = if partitions < 0 { -1 } else { count.saturating_mul(partitions as i64) };
+    let dir = if send { Direction::Send } else { Direction::Recv };
+    let mut p = match prepare(name, buf, total, datatype, peer, Some(comm), dir) {
+        Ok(Prepared::Direct(p)) => return call(p),
+        Ok(Prepared::Staged(s)) => s,
+        Err(rc) => return rc,
+    };
+    let geometry = datatype::span(datatype, count).and_then(|part| Ok((part, datatype::extent(datatype)?)));
+    let (part, extent) = match geometry {
+        Ok(g) => g,
+        Err(rc) => return rc,
+    };
+    // Every partition arrives whole, so a receive writes back whole partitions.
+    if !send {
+        p.back = Back::Span;
+    }
+    let parts = Partitions {
+        first: part.offset - p.span.offset,
+        stride: count * extent,
+        len: part.len,
+        delivered: vec![false; partitions as usize],
+    };
+    let prepared = Prepared::Staged(p);
+    let rc = call(prepared.mpi_ptr());
+    let (s, r) = if send { (Some(prepared), None) } else { (None, Some(prepared)) };
+    post(name, Some(comm), request, s, r, Kind::Partitioned(parts), rc)
+}

@@ -1,0 +1,373 @@
+//! Requests whose operations staged device buffers, from posting to completion.
+//!
+//! A nonblocking operation on a device buffer gives MPI a staging buffer; the request's entry
+//! here owns that buffer until MPI reports completion, when a receive's data is copied to the
+//! device. Entries are keyed by the request handle.
+//!
+//! MPI reuses a handle as soon as it frees the request, so an entry for a one-shot request is
+//! taken out of the table *before* the completion call and put back only if the request is
+//! still pending; another thread can then never find a stale entry under a handle MPI has
+//! handed out again. Persistent requests keep their handle until `MPI_Request_free` and stay
+//! in the table; their copies are made from a [`Window`] taken under the lock, never with the
+//! lock held.
+//!
+//! A host-only program never creates an entry, and every completion call checks one atomic
+//! counter before anything else.
+
+use std::collections::BTreeMap;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::abi::{self, Handle};
+use crate::real;
+use crate::stage::{self, Back, Staged, Window};
+
+/// Entries alive anywhere: in the table, held by a completion call, or orphaned.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static TABLE: Mutex<BTreeMap<Handle, Entry>> = Mutex::new(BTreeMap::new());
+/// Requests the program freed while their operation was still in flight.
+static ORPHANS: Mutex<Vec<(Handle, Entry)>> = Mutex::new(Vec::new());
+static ORPHAN_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+fn table() -> MutexGuard<'static, BTreeMap<Handle, Entry>> {
+    TABLE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn orphans() -> MutexGuard<'static, Vec<(Handle, Entry)>> {
+    ORPHANS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether any request has a staged buffer: when not, completion calls go straight through.
+#[inline(always)]
+pub fn any() -> bool {
+    LIVE.load(Relaxed) != 0
+}
+
+/// Entries alive now (for statistics and the soak test).
+pub fn tracked() -> usize {
+    LIVE.load(Relaxed)
+}
+
+pub enum Kind {
+    /// A nonblocking operation: the request is freed when it completes.
+    Once,
+    /// Started any number of times until `MPI_Request_free`.
+    Persistent,
+    /// Persistent, with the buffer in partitions marked ready or arrived one by one.
+    Partitioned(Partitions),
+}
+
+/// Where the partitions lie in the staged span. Partition `i` covers `len` bytes at
+/// `first + i * stride`.
+pub struct Partitions {
+    pub first: i64,
+    pub stride: i64,
+    pub len: usize,
+    /// Receive side: the partitions already copied to the device since the last start.
+    pub delivered: Vec<bool>,
+}
+
+impl Partitions {
+    /// (offset in the staged span, bytes) of partition `i`.
+    pub fn range(&self, i: usize) -> (usize, usize) {
+        ((self.first + i as i64 * self.stride) as usize, self.len)
+    }
+}
+
+pub struct Entry {
+    pub name: &'static str,
+    pub comm: Option<Handle>,
+    /// The buffer MPI reads.
+    pub send: Option<Staged>,
+    /// The buffer MPI writes (for a replace operation, the one buffer).
+    pub recv: Option<Staged>,
+    pub kind: Kind,
+    /// Posted or started, and not yet completed.
+    pub active: bool,
+    /// `MPI_Request_get_status` has already copied the data back.
+    pub delivered: bool,
+}
+
+impl Entry {
+    pub fn new(name: &'static str, comm: Option<Handle>, send: Option<Staged>, recv: Option<Staged>, kind: Kind) -> Entry {
+        LIVE.fetch_add(1, Relaxed);
+        let active = matches!(kind, Kind::Once);
+        Entry { name, comm, send, recv, kind, active, delivered: false }
+    }
+
+    fn persistent(&self) -> bool {
+        !matches!(self.kind, Kind::Once)
+    }
+
+    /// Prepares one start of a persistent request: copies in what MPI will read and marks it
+    /// active.
+    pub fn start(&mut self) -> Result<(), c_int> {
+        self.fill()?;
+        if let Kind::Partitioned(p) = &mut self.kind {
+            p.delivered.iter_mut().for_each(|d| *d = false);
+        }
+        self.active = true;
+        self.delivered = false;
+        Ok(())
+    }
+
+    /// Copies in what MPI will read. Partitioned sends copy each partition when it is marked
+    /// ready instead.
+    fn fill(&self) -> Result<(), c_int> {
+        if let (Some(s), false) = (&self.send, matches!(self.kind, Kind::Partitioned(_))) {
+            s.fill(self.name, self.comm)?;
+        }
+        if let Some(r) = &self.recv {
+            r.fill(self.name, self.comm)?;
+        }
+        Ok(())
+    }
+
+    /// The copy to the device this completion owes, marking it done.
+    fn take_delivery(&mut self) -> Option<Delivery> {
+        if !self.active || self.delivered {
+            return None;
+        }
+        self.delivered = true;
+        let r = self.recv.as_ref()?;
+        let ranges = match &mut self.kind {
+            Kind::Partitioned(p) => {
+                let mut ranges: Vec<(usize, usize)> = Vec::new();
+                for i in 0..p.delivered.len() {
+                    if std::mem::replace(&mut p.delivered[i], true) {
+                        continue;
+                    }
+                    let (at, len) = p.range(i);
+                    match ranges.last_mut() {
+                        Some(last) if last.0 + last.1 == at => last.1 += len,
+                        _ => ranges.push((at, len)),
+                    }
+                }
+                Some(ranges)
+            }
+            _ => None,
+        };
+        Some(Delivery { name: self.name, comm: self.comm, window: r.window(), back: r.back, ranges })
+    }
+
+    /// Marks the operation complete; returns the copy still owed.
+    fn complete(&mut self) -> Option<Delivery> {
+        let d = self.take_delivery();
+        self.active = false;
+        self.delivered = false;
+        d
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Relaxed);
+    }
+}
+
+/// A copy of received data to the device, made with no lock held.
+pub struct Delivery {
+    name: &'static str,
+    comm: Option<Handle>,
+    window: Window,
+    back: Back,
+    /// Partitioned receives: the byte ranges still to copy.
+    ranges: Option<Vec<(usize, usize)>>,
+}
+
+impl Delivery {
+    /// `status` is the completed request's status, or null when the call gives none.
+    pub fn run(self, status: *mut c_void) -> Result<(), c_int> {
+        match self.ranges {
+            None => stage::deliver(self.window, self.back, self.name, self.comm, status),
+            Some(ranges) => {
+                for (at, len) in ranges {
+                    self.window.to_device(self.name, self.comm, at, len)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Starts tracking the request MPI just wrote to `*request`.
+pub fn insert(request: *const c_void, entry: Entry) {
+    if request.is_null() {
+        return;
+    }
+    let abi = abi::get();
+    // SAFETY: MPI has just written the handle of a successfully posted request there.
+    let h = abi.key(unsafe { abi.request_at(request, 0) });
+    table().insert(h, entry);
+}
+
+/// Runs `f` on the entry of a handle with the table locked; `f` must not copy or call MPI.
+pub fn with<R>(h: Handle, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
+    table().get_mut(&abi::get().key(h)).map(f)
+}
+
+/// One request of a completion call's array that cudampi tracks.
+pub struct Taken {
+    pub index: usize,
+    handle: Handle,
+    /// One-shot entries travel with the call; persistent ones stay in the table.
+    once: Option<Entry>,
+}
+
+/// Takes the tracked requests among `n` (see the module comment). Null or negative arguments
+/// take nothing, so MPI answers them itself.
+pub fn take(reqs: *const c_void, n: c_int) -> Vec<Taken> {
+    let mut taken = Vec::new();
+    if reqs.is_null() || n <= 0 {
+        return taken;
+    }
+    let abi = abi::get();
+    let mut t = table();
+    for i in 0..n as usize {
+        // SAFETY: the caller passes n requests.
+        let h = abi.key(unsafe { abi.request_at(reqs, i) });
+        let once = match t.get(&h) {
+            None => continue,
+            Some(e) if e.persistent() => None,
+            Some(_) => t.remove(&h),
+        };
+        taken.push(Taken { index: i, handle: h, once });
+    }
+    taken
+}
+
+/// After the completion call: `done(index)` says whether the call reported request `index`
+/// complete and gives its status (null if none). One-shot requests are complete exactly when
+/// MPI has replaced their handle with `MPI_REQUEST_NULL`; those still pending go back into the
+/// table. Returns the first copy error.
+pub fn settle(taken: Vec<Taken>, reqs: *const c_void, done: impl Fn(usize) -> Option<*mut c_void>) -> Result<(), c_int> {
+    let abi = abi::get();
+    let mut result = Ok(());
+    let mut pending = Vec::new();
+    for t in taken {
+        let status = done(t.index);
+        let delivery = match t.once {
+            Some(mut e) => {
+                // SAFETY: the same array the call was given.
+                let now = abi.key(unsafe { abi.request_at(reqs, t.index) });
+                if now == t.handle {
+                    pending.push((t.handle, e));
+                    continue;
+                }
+                e.complete()
+            }
+            None if status.is_some() => with(t.handle, Entry::complete).flatten(),
+            None => None,
+        };
+        if let Some(d) = delivery {
+            let r = d.run(status.unwrap_or(std::ptr::null_mut()));
+            if result.is_ok() {
+                result = r;
+            }
+        }
+    }
+    if !pending.is_empty() {
+        table().extend(pending);
+    }
+    result
+}
+
+/// `MPI_Request_get_status` reported the operation complete without freeing the request:
+/// the data is copied now, and the later completion copies nothing.
+pub fn deliver_early(h: Handle, status: *mut c_void) -> Result<(), c_int> {
+    match with(h, Entry::take_delivery).flatten() {
+        Some(d) => d.run(status),
+        None => Ok(()),
+    }
+}
+
+/// Removes an entry (`MPI_Request_free`); `None` if untracked.
+pub fn remove(h: Handle) -> Option<Entry> {
+    table().remove(&abi::get().key(h))
+}
+
+pub fn put_back(h: Handle, e: Entry) {
+    table().insert(abi::get().key(h), e);
+}
+
+/// The program freed an active request: MPI's request stays alive here, completed in later
+/// calls ([`progress_orphans`]) or at `MPI_Finalize`, so the data still reaches the device and
+/// the staging buffer is released exactly once.
+pub fn orphan(h: Handle, e: Entry) {
+    let mut o = orphans();
+    o.push((h, e));
+    ORPHAN_COUNT.store(o.len(), Relaxed);
+}
+
+/// Tests every orphaned request once. Called from completion calls; the list is taken out
+/// while MPI is called, so no lock is held across it.
+pub fn progress_orphans() {
+    if ORPHAN_COUNT.load(Relaxed) == 0 {
+        return;
+    }
+    let list = {
+        let mut o = orphans();
+        ORPHAN_COUNT.store(0, Relaxed);
+        std::mem::take(&mut *o)
+    };
+    let Some(p) = real::pmpi() else { return };
+    let mut left = Vec::new();
+    for (h, e) in list {
+        let mut req = h;
+        let mut flag: c_int = 0;
+        let mut status = abi::Status::zeroed();
+        // SAFETY: a live request of this process; handle widths: MPI reads an int or a
+        // pointer from the start of `req`, which is little-endian and zero-extended.
+        let rc = unsafe { (p.test)((&mut req as *mut Handle).cast(), &mut flag, status.as_mut_ptr()) };
+        if rc != 0 || flag != 0 {
+            finish_orphan(h, e, status.as_mut_ptr());
+        } else {
+            left.push((h, e));
+        }
+    }
+    if !left.is_empty() {
+        let mut o = orphans();
+        o.extend(left);
+        ORPHAN_COUNT.store(o.len(), Relaxed);
+    }
+}
+
+fn finish_orphan(h: Handle, mut e: Entry, status: *mut c_void) {
+    if let Some(d) = e.complete() {
+        // Nobody is left to hear of an error; the copy reports it on its own line.
+        let _ = d.run(status);
+    }
+    if e.persistent() {
+        if let Some(p) = real::pmpi() {
+            let mut req = h;
+            // SAFETY: an inactive persistent request the program asked to free.
+            unsafe { (p.request_free)((&mut req as *mut Handle).cast()) };
+        }
+    }
+}
+
+/// Completes every orphaned request (`MPI_Finalize`, before the real one).
+pub fn finish_orphans() {
+    let list = {
+        let mut o = orphans();
+        ORPHAN_COUNT.store(0, Relaxed);
+        std::mem::take(&mut *o)
+    };
+    let Some(p) = real::pmpi() else { return };
+    for (h, e) in list {
+        let mut req = h;
+        let mut status = abi::Status::zeroed();
+        // SAFETY: a live request of this process (see progress_orphans).
+        unsafe { (p.wait)((&mut req as *mut Handle).cast(), status.as_mut_ptr()) };
+        finish_orphan(h, e, status.as_mut_ptr());
+    }
+}
+
+/// Drops every entry and its staging buffers (after the real `MPI_Finalize`).
+pub fn clear() {
+    let entries = std::mem::take(&mut *table());
+    drop(entries);
+    drop(std::mem::take(&mut *orphans()));
+    ORPHAN_COUNT.store(0, Relaxed);
+}
