@@ -159,11 +159,9 @@ static void pass(int kind, struct trace *tr)
             n++;
         }
         complete_window(win, rq, n, st);
-        int any = 0;
         for (int j = 0; j < n / 2; j++) {
             int i = its[j];
             if (!sampled(i)) continue;
-            any = 1;
             size_t sz = size_of(i);
             char lab[96];
             snprintf(lab, sizeof lab, "iteration %d (%zu bytes)", i, sz);
@@ -178,9 +176,9 @@ static void pass(int kind, struct trace *tr)
             mem_pattern(sb[j], sz, t_rank, -1 - j);
             nchecked++;
         }
-        if (any && kind != MEM_HOST && (win % 64 == 0)) {
+        if (win % 64 == 63) {
             char when[64];
-            snprintf(when, sizeof when, "after window %d", win);
+            snprintf(when, sizeof when, "%s pass, after window %d", mem_kind_name(kind), win);
             check_idle(when, 0);
         }
     }
