@@ -137,6 +137,10 @@ static void identify(const unsigned char *got, const unsigned char *exp, size_t 
     while (off < n && got[off] == exp[off]) off++;
     if (off >= n) return;
     size_t k = n - off < 32 ? n - off : 32;
+    if (k < 12) {
+        note("%s: too few wrong bytes from offset %zu to tell whose they are", what, off);
+        return;
+    }
     unsigned char *p = (unsigned char *)xmalloc(300000);
     for (int r = 0; r < 2; r++)
         for (int t = 0; t < NT; t++)
