@@ -50,9 +50,15 @@ pub struct Abi {
     pub err_in_status: c_int,
     pub err_pending: c_int,
     pub request_null: Handle,
-    /// Bytes of one `MPI_Request` in an array: 4 for MPICH's `int` handles.
+    /// Bytes of one handle in an array: 4 for MPICH's `int` handles.
     pub request_size: usize,
     pub statuses_ignore: usize,
+    pub in_place: usize,
+    pub root: c_int,
+    /// `MPI_Topo_test` answers.
+    pub topo_cart: c_int,
+    pub topo_graph: c_int,
+    pub topo_dist_graph: c_int,
 }
 
 /// `MPI_UNDEFINED`, the same in every family.
@@ -111,6 +117,11 @@ fn detect() -> Abi {
             request_null: symbol(c"ompi_request_null") as Handle,
             request_size: 8,
             statuses_ignore: 0,
+            in_place: 1,
+            root: -4,
+            topo_cart: 1,
+            topo_graph: 2,
+            topo_dist_graph: 3,
         };
     }
     if abi_version_major() >= 1 {
@@ -135,6 +146,11 @@ fn detect() -> Abi {
             request_null: 0x180,
             request_size: 8,
             statuses_ignore: 0,
+            in_place: 1,
+            root: -4,
+            topo_cart: 211,
+            topo_graph: 212,
+            topo_dist_graph: 213,
         };
     }
     Abi {
@@ -158,6 +174,11 @@ fn detect() -> Abi {
         request_null: 0x2c00_0000,
         request_size: 4,
         statuses_ignore: 1,
+        in_place: usize::MAX,
+        root: -3,
+        topo_cart: 2,
+        topo_graph: 1,
+        topo_dist_graph: 3,
     }
 }
 
@@ -194,7 +215,12 @@ impl Abi {
         h & self.handle_mask
     }
 
-    /// Element `i` of an `MPI_Request` array.
+    pub fn is_in_place(&self, p: *const c_void) -> bool {
+        p as usize == self.in_place
+    }
+
+    /// Element `i` of an array of handles (`MPI_Request`, `MPI_Datatype`: all handles of a
+    /// family have one width).
     ///
     /// # Safety
     /// `reqs` points to at least `i + 1` requests.

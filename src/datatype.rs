@@ -17,8 +17,18 @@ pub struct Span {
     pub named: bool,
 }
 
-/// Queries the datatype. An `Err` carries the MPI error code of a failed query.
-pub fn span(datatype: Handle, count: i64) -> Result<Span, c_int> {
+/// What the shim needs to know of a datatype.
+#[derive(Clone, Copy, Debug)]
+pub struct TypeInfo {
+    pub size: i64,
+    pub extent: i64,
+    pub true_lb: i64,
+    pub true_extent: i64,
+    pub named: bool,
+}
+
+/// Asks the library about a datatype. An `Err` carries the MPI error code of a failed query.
+pub fn query(datatype: Handle) -> Result<TypeInfo, c_int> {
     let p = real::pmpi().ok_or(abi::get().err_intern)?;
     let (mut size, mut lb, mut extent, mut true_lb, mut true_extent) = (0i64, 0i64, 0i64, 0i64, 0i64);
     let (mut ints, mut addrs, mut types, mut combiner) = (0, 0, 0, 0);
@@ -30,16 +40,34 @@ pub fn span(datatype: Handle, count: i64) -> Result<Span, c_int> {
         check((p.type_get_envelope)(datatype, &mut ints, &mut addrs, &mut types, &mut combiner))?;
     }
     let named = combiner == abi::get().combiner_named;
-    layout(count, size, extent, true_lb, true_extent, named).ok_or(abi::get().err_no_mem)
+    Ok(TypeInfo { size, extent, true_lb, true_extent, named })
 }
 
-/// The extent (distance between consecutive elements) of a datatype.
-pub fn extent(datatype: Handle) -> Result<i64, c_int> {
-    let p = real::pmpi().ok_or(abi::get().err_intern)?;
-    let (mut lb, mut extent) = (0i64, 0i64);
-    // SAFETY: valid out-pointers.
-    check(unsafe { (p.type_get_extent_x)(datatype, &mut lb, &mut extent) })?;
-    Ok(extent)
+impl TypeInfo {
+    /// The bytes `count` elements touch.
+    pub fn span(&self, count: i64) -> Result<Span, c_int> {
+        layout(count, self.size, self.extent, self.true_lb, self.true_extent, self.named).ok_or(abi::get().err_no_mem)
+    }
+}
+
+/// The bytes `count` elements of `datatype` touch.
+pub fn span(datatype: Handle, count: i64) -> Result<Span, c_int> {
+    query(datatype)?.span(count)
+}
+
+/// The smallest span covering byte ranges `(offset, len)` relative to one buffer, and whether
+/// the ranges cover it without gaps. `None` for no non-empty range.
+pub fn union(ranges: &mut [(i64, usize)]) -> Option<(i64, usize, bool)> {
+    ranges.sort_unstable();
+    let mut it = ranges.iter().filter(|r| r.1 > 0);
+    let &(lo, len) = it.next()?;
+    let mut hi = lo + len as i64;
+    let mut gapless = true;
+    for &(at, len) in it {
+        gapless &= at <= hi;
+        hi = hi.max(at + len as i64);
+    }
+    Some((lo, (hi - lo) as usize, gapless))
 }
 
 fn check(rc: c_int) -> Result<(), c_int> {
@@ -92,6 +120,14 @@ mod tests {
         // elements walk downwards: starts at 0, -16, -32; each 8 bytes.
         let s = layout(3, 8, -16, 0, 8, false).unwrap();
         assert_eq!((s.offset, s.len), (-32, 40));
+    }
+
+    #[test]
+    fn unions() {
+        assert_eq!(union(&mut [(8, 8), (0, 8)]), Some((0, 16, true)));
+        assert_eq!(union(&mut [(0, 4), (12, 4), (4, 0)]), Some((0, 16, false)));
+        assert_eq!(union(&mut [(-8, 4), (-4, 4)]), Some((-8, 8, true)));
+        assert_eq!(union(&mut [(0, 0)]), None);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 use std::ffi::{c_int, c_void};
 
 use crate::abi::Handle;
+use crate::collectives::{plan, Blocks, Ints, Mode};
 
 macro_rules! export_one {
     ($name:ident ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*)) => {

@@ -10,7 +10,7 @@
 //! - `table`: the one table of interposed functions; `export` and `real` expand it.
 //! - `handlers`: what each table entry calls: `p2p` (blocking), `nonblocking` (posting
 //!   nonblocking, persistent and partitioned operations), `completion` (Wait/Test and the
-//!   other request calls), `lifecycle`.
+//!   other request calls), `collectives`, `lifecycle`.
 //! - `stage`: one buffer argument, passed through or staged; `requests`: the requests that own
 //!   staged buffers until completion.
 //! - `abi`: which MPI family is loaded and its constants; `datatype`: spans of typed buffers.
@@ -35,6 +35,7 @@ mod ffi;
 mod handlers;
 mod lifecycle;
 mod log;
+mod collectives;
 mod completion;
 mod nonblocking;
 mod p2p;

@@ -191,7 +191,7 @@ pub fn partitioned_init(
         Ok(Prepared::Staged(s)) => s,
         Err(rc) => return rc,
     };
-    let geometry = datatype::span(datatype, count).and_then(|part| Ok((part, datatype::extent(datatype)?)));
+    let geometry = datatype::query(datatype).and_then(|t| Ok((t.span(count)?, t.extent)));
     let (part, extent) = match geometry {
         Ok(g) => g,
         Err(rc) => return rc,

@@ -94,6 +94,13 @@ define_pmpi! {
     request_free = "PMPI_Request_free": fn(*mut c_void);
     test_cancelled = "PMPI_Test_cancelled": fn(*const c_void, *mut c_int);
     error_class = "PMPI_Error_class": fn(c_int, *mut c_int);
+    comm_size = "PMPI_Comm_size": fn(Handle, *mut c_int);
+    comm_test_inter = "PMPI_Comm_test_inter": fn(Handle, *mut c_int);
+    comm_remote_size = "PMPI_Comm_remote_size": fn(Handle, *mut c_int);
+    topo_test = "PMPI_Topo_test": fn(Handle, *mut c_int);
+    cartdim_get = "PMPI_Cartdim_get": fn(Handle, *mut c_int);
+    graph_neighbors_count = "PMPI_Graph_neighbors_count": fn(Handle, c_int, *mut c_int);
+    dist_graph_neighbors_count = "PMPI_Dist_graph_neighbors_count": fn(Handle, *mut c_int, *mut c_int, *mut c_int);
 }
 
 static PMPI: OnceLock<Option<Pmpi>> = OnceLock::new();

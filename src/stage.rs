@@ -112,15 +112,28 @@ pub fn prepare(
     if span.len == 0 {
         return Ok(Prepared::Direct(placeholder()));
     }
-    stats::device_call(name);
-    let user = buf.cast::<u8>().wrapping_offset(span.offset as isize) as *mut c_void;
-    let ctx = InContext::enter(&dev).map_err(|e| errors::cuda(name, comm, e, buf, span.len, &dev))?;
-    let lease = staging::lease(span.len, &ctx).ok_or_else(|| errors::no_mem(name, comm, span.len))?;
     let (fill, back) = match dir {
         Direction::Send => (true, Back::Nothing),
         Direction::Recv if span.named => (false, Back::Received),
         Direction::Recv | Direction::Replace => (true, Back::Span),
     };
+    lease_for(name, buf, dev, span, comm, fill, back).map(Prepared::Staged)
+}
+
+/// Leases a staging buffer for `span` of a device buffer (not yet filled).
+pub fn lease_for(
+    name: &'static str,
+    buf: *const c_void,
+    dev: Device,
+    span: Span,
+    comm: Option<Handle>,
+    fill: bool,
+    back: Back,
+) -> Result<Staged, c_int> {
+    stats::device_call(name);
+    let user = buf.cast::<u8>().wrapping_offset(span.offset as isize) as *mut c_void;
+    let ctx = InContext::enter(&dev).map_err(|e| errors::cuda(name, comm, e, buf, span.len, &dev))?;
+    let lease = staging::lease(span.len, &ctx).ok_or_else(|| errors::no_mem(name, comm, span.len))?;
     if config::get().debug {
         log::debug(format_args!(
             "{name}: device buffer {buf:p} (GPU {}), {} bytes through {} staging buffer",
@@ -129,7 +142,7 @@ pub fn prepare(
             if lease.is_pinned() { "a pinned" } else { "a pageable" },
         ));
     }
-    Ok(Prepared::Staged(Staged { dev, user, lease, span, fill, back }))
+    Ok(Staged { dev, user, lease, span, fill, back })
 }
 
 /// [`prepare`] and [`Staged::fill`] in one: the buffer is ready for MPI.
