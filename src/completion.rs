@@ -212,13 +212,7 @@ pub fn some(
     }
     let st = Statuses::array(statuses, incount);
     let rc = call(st.at(0));
-    let n = out(outcount, UNDEFINED).clamp(0, incount.max(0)) as usize;
-    let completed: &[c_int] = if n == 0 || indices.is_null() {
-        &[]
-    } else {
-        // SAFETY: MPI wrote `n` indices.
-        unsafe { std::slice::from_raw_parts(indices, n) }
-    };
+    let completed = reported(incount, outcount, indices);
     let done = |k: usize| completed.iter().position(|&i| i as usize == k).map(|j| st.at(j));
     outcome(rc, requests::settle(taken, requests, done))
 }
@@ -239,6 +233,111 @@ pub fn request_get_status(_name: &'static str, request: Handle, flag: *mut c_int
         return rc;
     }
     outcome(rc, requests::deliver_early(request, st.at(0)))
+}
+
+/// The staged receives among `n` requests that an inspection call may report complete.
+fn inspectable(reqs: *const c_void, n: c_int) -> Vec<(usize, Handle)> {
+    if reqs.is_null() || n <= 0 {
+        return Vec::new();
+    }
+    let abi = abi::get();
+    (0..n as usize)
+        // SAFETY: the caller passes n requests.
+        .map(|i| (i, unsafe { abi.request_at(reqs, i) }))
+        .filter(|&(_, h)| requests::with(h, |e| e.active && !e.delivered && e.recv.is_some()).unwrap_or(false))
+        .collect()
+}
+
+/// Copies the data of every inspected request that `done` reports complete.
+fn deliver_inspected(rc: c_int, found: Vec<(usize, Handle)>, done: impl Fn(usize) -> Option<*mut c_void>) -> c_int {
+    let mut result = Ok(());
+    for (i, h) in found {
+        if let Some(st) = done(i) {
+            let r = requests::deliver_early(h, st);
+            if result.is_ok() {
+                result = r;
+            }
+        }
+    }
+    outcome(rc, result)
+}
+
+/// MPI-4.1 `MPI_Request_get_status_any`.
+pub fn request_get_status_any(
+    _name: &'static str,
+    count: c_int,
+    requests: *mut c_void,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut c_void,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
+    if !requests::any() {
+        return call(status);
+    }
+    let found = inspectable(requests, count);
+    if found.is_empty() {
+        return call(status);
+    }
+    let st = Statuses::single(status);
+    let rc = call(st.at(0));
+    let i = if rc == 0 && out(flag, 0) != 0 { out(index, UNDEFINED) } else { UNDEFINED };
+    deliver_inspected(rc, found, |k| (i >= 0 && k == i as usize).then(|| st.at(0)))
+}
+
+/// MPI-4.1 `MPI_Request_get_status_all`.
+pub fn request_get_status_all(
+    _name: &'static str,
+    count: c_int,
+    requests: *mut c_void,
+    flag: *mut c_int,
+    statuses: *mut c_void,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
+    if !requests::any() {
+        return call(statuses);
+    }
+    let found = inspectable(requests, count);
+    if found.is_empty() {
+        return call(statuses);
+    }
+    let st = Statuses::array(statuses, count);
+    let rc = call(st.at(0));
+    let done = rc == 0 && out(flag, 0) != 0;
+    deliver_inspected(rc, found, |k| done.then(|| st.at(k)))
+}
+
+/// MPI-4.1 `MPI_Request_get_status_some`.
+pub fn request_get_status_some(
+    _name: &'static str,
+    incount: c_int,
+    requests: *mut c_void,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut c_void,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
+    if !requests::any() {
+        return call(statuses);
+    }
+    let found = inspectable(requests, incount);
+    if found.is_empty() {
+        return call(statuses);
+    }
+    let st = Statuses::array(statuses, incount);
+    let rc = call(st.at(0));
+    let completed = reported(incount, outcount, indices);
+    deliver_inspected(rc, found, |k| completed.iter().position(|&i| i as usize == k).map(|j| st.at(j)))
+}
+
+/// The indices a `...some` call reported.
+fn reported<'a>(incount: c_int, outcount: *const c_int, indices: *const c_int) -> &'a [c_int] {
+    let n = out(outcount, UNDEFINED).clamp(0, incount.max(0)) as usize;
+    if n == 0 || indices.is_null() {
+        return &[];
+    }
+    // SAFETY: MPI wrote `n` indices.
+    unsafe { std::slice::from_raw_parts(indices, n) }
 }
 
 pub fn request_free(_name: &'static str, request: *mut c_void, call: impl FnOnce() -> c_int) -> c_int {

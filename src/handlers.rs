@@ -4,7 +4,7 @@ pub use crate::collectives::{coll, coll1};
 pub use crate::lifecycle::{finalize, gpu_query_support, init, query_cuda_support};
 pub use crate::p2p::{recv, send, sendrecv, sendrecv_replace};
 pub use crate::completion::{
-    parrived, pready, pready_list, pready_range, request_free, request_get_status, some, start, startall, test, testall, testany, wait,
+    parrived, pready, pready_list, pready_range, request_free, request_get_status, request_get_status_all, request_get_status_any, request_get_status_some, some, start, startall, test, testall, testany, wait,
     waitall, waitany,
 };
 pub use crate::nonblocking::{irecv, isend, isendrecv, isendrecv_replace, partitioned_init, recv_init, send_init};

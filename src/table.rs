@@ -167,6 +167,12 @@ macro_rules! mpi_functions {
                 => some [statuses] (incount, requests, outcount, indices, statuses);
             MPI_Request_get_status, PMPI_Request_get_status (request: Handle, flag: *mut c_int, status: *mut c_void)
                 => request_get_status [status] (request, flag, status);
+            MPI_Request_get_status_any, PMPI_Request_get_status_any (count: c_int, requests: *mut c_void, index: *mut c_int, flag: *mut c_int, status: *mut c_void)
+                => request_get_status_any [status] (count, requests, index, flag, status);
+            MPI_Request_get_status_all, PMPI_Request_get_status_all (count: c_int, requests: *mut c_void, flag: *mut c_int, statuses: *mut c_void)
+                => request_get_status_all [statuses] (count, requests, flag, statuses);
+            MPI_Request_get_status_some, PMPI_Request_get_status_some (incount: c_int, requests: *mut c_void, outcount: *mut c_int, indices: *mut c_int, statuses: *mut c_void)
+                => request_get_status_some [statuses] (incount, requests, outcount, indices, statuses);
             MPI_Request_free, PMPI_Request_free (request: *mut c_void) => request_free [] (request);
 
             // Collectives, blocking, nonblocking (MPI_I...) and persistent (MPI-4 ..._init),
