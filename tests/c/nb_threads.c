@@ -1,4 +1,4 @@
-// cudampi-test: ranks=2 without-shim=crash link=yes timeout=180
+// cudampi-test: ranks=2 without-shim=crash link=yes timeout=240
 /* MPI_THREAD_MULTIPLE with nonblocking and blocking device point-to-point: 4 threads per rank,
  * thread t on rank 0 talking to thread t on rank 1, each for ITERS iterations of
  *   (a) MPI_Irecv into a device buffer and into a host buffer, MPI_Isend of a device buffer
@@ -19,7 +19,7 @@
 #include <pthread.h>
 
 #define NT 4
-#define ITERS 150
+#define ITERS 100
 #define SLACK 16
 #define PSLOT 4120 /* bytes per iteration slot of a CUDA-free thread's regions */
 #define NP 4       /* messages per iteration: device + host nonblocking, and 2 blocking */
