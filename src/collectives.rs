@@ -10,6 +10,7 @@
 //! alone keep their device values.
 
 use std::ffi::{c_int, c_void};
+use std::sync::Arc;
 
 use crate::abi::{self, Handle};
 use crate::cuda::{self, Location};
@@ -395,6 +396,47 @@ fn span_of(a: &Arg) -> Result<(Span, bool), c_int> {
     })
 }
 
+/// The byte runs an argument's blocks consist of, within its span; `None` when there are too
+/// many to copy one by one.
+fn runs_of(a: &Arg, span: Span) -> Result<Option<Arc<[(usize, usize)]>>, c_int> {
+    let n = a.n.max(0) as usize;
+    let abi = abi::get();
+    let mut runs: Vec<(i64, usize)> = Vec::new();
+    let mut last: Option<(Handle, TypeInfo, Vec<(i64, usize)>)> = None;
+    for i in 0..n {
+        // (count, byte offset of the block, datatype)
+        // SAFETY: the caller passes one count, displacement (and datatype) per peer.
+        let (count, dt) = unsafe {
+            match a.blocks {
+                Blocks::Same(c) => (c, a.datatype),
+                Blocks::V(counts, _) => (counts.at(i), a.datatype),
+                Blocks::W(counts, _, types) => (counts.at(i), abi.request_at(types, i)),
+            }
+        };
+        if count <= 0 {
+            continue;
+        }
+        if !matches!(&last, Some((h, _, _)) if abi.same(*h, dt)) {
+            let t = datatype::query(dt)?;
+            last = Some((dt, t, datatype::element_runs(dt, &t)?));
+        }
+        let Some((_, t, element)) = &last else { unreachable!() };
+        // SAFETY: as above.
+        let base = unsafe {
+            match a.blocks {
+                Blocks::Same(c) => i as i64 * c * t.extent,
+                Blocks::V(_, displs) => displs.at(i) * t.extent,
+                Blocks::W(_, displs, _) => displs.at(i),
+            }
+        };
+        if (runs.len() as i64).saturating_add((element.len() as i64).saturating_mul(count)) > stage::MAX_RUNS {
+            return Ok(None);
+        }
+        datatype::push_runs(&mut runs, element, t.extent, base, count);
+    }
+    Ok(stage::span_runs(runs, span))
+}
+
 /// How the call's request, if any, is created.
 #[derive(Clone, Copy)]
 pub enum Mode {
@@ -432,13 +474,17 @@ fn stage_plan(
             out.ptrs[i] = stage::placeholder();
             continue;
         }
+        let writes = matches!(a.usage, Use::Write | Use::ReadWrite);
+        let runs = if writes && !gapless { runs_of(&a, span)? } else { None };
         let (fill, back) = match a.usage {
             Use::Read => (true, Back::Nothing),
-            Use::Write => (!gapless, Back::Span),
+            // MPI writes every byte of every block; without the runs the gaps come along.
+            Use::Write => (!gapless && runs.is_none(), Back::Span),
             Use::ReadWrite => (true, Back::Span),
             Use::Scratch => (false, Back::Nothing),
         };
-        let s = stage::lease_for(name, bufs[i], dev, span, comm, fill, back)?;
+        let mut s = stage::lease_for(name, bufs[i], dev, span, comm, fill, back)?;
+        s.runs = runs;
         if !matches!(mode, Mode::Persistent(_)) {
             s.fill(name, comm)?;
         }

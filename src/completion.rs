@@ -9,7 +9,7 @@
 use std::ffi::{c_int, c_void};
 
 use crate::abi::{self, Handle, UNDEFINED};
-use crate::real;
+use crate::errors;
 use crate::requests::{self, Kind};
 
 /// The call's return code, unless it succeeded and a copy to the device did not.
@@ -20,14 +20,6 @@ fn outcome(rc: c_int, copies: Result<(), c_int>) -> c_int {
     }
 }
 
-fn error_class(rc: c_int) -> c_int {
-    let mut class = rc;
-    if let Some(p) = real::pmpi() {
-        // SAFETY: valid out-pointer.
-        unsafe { (p.error_class)(rc, &mut class) };
-    }
-    class
-}
 
 /// The statuses MPI fills: the caller's, or ours when the caller ignores them, since a staged
 /// receive needs its status to know how much arrived.
@@ -81,7 +73,7 @@ pub fn wait(_name: &'static str, request: *mut c_void, status: *mut c_void, call
     }
     let st = Statuses::single(status);
     let rc = call(st.at(0));
-    outcome(rc, requests::settle(taken, request, |_| Some(st.at(0))))
+    outcome(rc, requests::settle(taken, request, rc, |_| Some(st.at(0))))
 }
 
 pub fn test(_name: &'static str, request: *mut c_void, flag: *mut c_int, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
@@ -96,7 +88,7 @@ pub fn test(_name: &'static str, request: *mut c_void, flag: *mut c_int, status:
     let st = Statuses::single(status);
     let rc = call(st.at(0));
     let done = rc == 0 && out(flag, 0) != 0;
-    outcome(rc, requests::settle(taken, request, |_| done.then(|| st.at(0))))
+    outcome(rc, requests::settle(taken, request, rc, |_| done.then(|| st.at(0))))
 }
 
 pub fn waitany(
@@ -118,7 +110,7 @@ pub fn waitany(
     let st = Statuses::single(status);
     let rc = call(st.at(0));
     let i = out(index, UNDEFINED);
-    outcome(rc, requests::settle(taken, requests, |k| (i >= 0 && k == i as usize).then(|| st.at(0))))
+    outcome(rc, requests::settle(taken, requests, rc, |k| (i >= 0 && k == i as usize).then(|| st.at(0))))
 }
 
 pub fn testany(
@@ -141,7 +133,7 @@ pub fn testany(
     let st = Statuses::single(status);
     let rc = call(st.at(0));
     let i = if out(flag, 0) != 0 { out(index, UNDEFINED) } else { UNDEFINED };
-    outcome(rc, requests::settle(taken, requests, |k| (i >= 0 && k == i as usize).then(|| st.at(0))))
+    outcome(rc, requests::settle(taken, requests, rc, |k| (i >= 0 && k == i as usize).then(|| st.at(0))))
 }
 
 /// Which requests of an all-call completed: all of them on success; with
@@ -153,7 +145,7 @@ fn all_done(rc: c_int, st: &Statuses, k: usize) -> Option<*mut c_void> {
     }
     // SAFETY: MPI filled every status of the array when it returned MPI_ERR_IN_STATUS.
     let pending = unsafe { abi.status_error(st.at(k)) } == abi.err_pending;
-    (error_class(rc) == abi.err_in_status && !pending).then(|| st.at(k))
+    (errors::class(rc) == abi.err_in_status && !pending).then(|| st.at(k))
 }
 
 pub fn waitall(_name: &'static str, count: c_int, requests: *mut c_void, statuses: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
@@ -167,7 +159,7 @@ pub fn waitall(_name: &'static str, count: c_int, requests: *mut c_void, statuse
     }
     let st = Statuses::array(statuses, count);
     let rc = call(st.at(0));
-    outcome(rc, requests::settle(taken, requests, |k| all_done(rc, &st, k)))
+    outcome(rc, requests::settle(taken, requests, rc, |k| all_done(rc, &st, k)))
 }
 
 pub fn testall(
@@ -188,8 +180,8 @@ pub fn testall(
     }
     let st = Statuses::array(statuses, count);
     let rc = call(st.at(0));
-    let done = out(flag, 0) != 0 || error_class(rc) == abi::get().err_in_status;
-    outcome(rc, requests::settle(taken, requests, |k| if done { all_done(rc, &st, k) } else { None }))
+    let done = out(flag, 0) != 0 || errors::class(rc) == abi::get().err_in_status;
+    outcome(rc, requests::settle(taken, requests, rc, |k| if done { all_done(rc, &st, k) } else { None }))
 }
 
 /// `MPI_Waitsome` and `MPI_Testsome`: status `j` belongs to request `indices[j]`.
@@ -214,7 +206,7 @@ pub fn some(
     let rc = call(st.at(0));
     let completed = reported(incount, outcount, indices);
     let done = |k: usize| completed.iter().position(|&i| i as usize == k).map(|j| st.at(j));
-    outcome(rc, requests::settle(taken, requests, done))
+    outcome(rc, requests::settle(taken, requests, rc, done))
 }
 
 /// Reports completion without freeing the request: the data is copied now, once.

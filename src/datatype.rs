@@ -50,9 +50,61 @@ impl TypeInfo {
     }
 }
 
-/// The bytes `count` elements of `datatype` touch.
-pub fn span(datatype: Handle, count: i64) -> Result<Span, c_int> {
-    query(datatype)?.span(count)
+/// Byte runs `(offset from the element's address, len)` that one element of a datatype
+/// consists of, found by unpacking marked bytes with the library's own `MPI_Unpack`.
+pub fn element_runs(datatype: Handle, t: &TypeInfo) -> Result<Vec<(i64, usize)>, c_int> {
+    if t.named {
+        return Ok(vec![(0, t.size as usize)]);
+    }
+    let abi = abi::get();
+    let p = real::pmpi().ok_or(abi.err_intern)?;
+    let (size, width) = match (c_int::try_from(t.size), usize::try_from(t.true_extent)) {
+        (Ok(s), Ok(w)) => (s, w),
+        _ => return Err(abi.err_no_mem),
+    };
+    let packed = vec![0xffu8; size as usize];
+    let mut element = vec![0u8; width];
+    let mut position: c_int = 0;
+    let out = element.as_mut_ptr().wrapping_offset(-t.true_lb as isize);
+    // SAFETY: unpacking one element writes only within its true extent, which `element` holds
+    // at `out + true_lb`; `packed` holds one element's packed bytes.
+    check(unsafe { (p.unpack)(packed.as_ptr().cast(), size, &mut position, out.cast(), 1, datatype, abi.comm_self) })?;
+    let mut runs: Vec<(i64, usize)> = Vec::new();
+    let mut i = 0;
+    while i < width {
+        if element[i] == 0 {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < width && element[i] != 0 {
+            i += 1;
+        }
+        runs.push((t.true_lb + start as i64, i - start));
+    }
+    Ok(runs)
+}
+
+/// Appends the runs of `count` elements placed from byte offset `base`.
+pub fn push_runs(out: &mut Vec<(i64, usize)>, element: &[(i64, usize)], extent: i64, base: i64, count: i64) {
+    for j in 0..count.max(0) {
+        let at = base + j * extent;
+        out.extend(element.iter().map(|&(o, l)| (at + o, l)));
+    }
+}
+
+/// Sorts and merges runs, relative to `origin` (the span's first byte).
+pub fn normalize(mut runs: Vec<(i64, usize)>, origin: i64) -> Vec<(usize, usize)> {
+    runs.sort_unstable();
+    let mut out: Vec<(usize, usize)> = Vec::with_capacity(runs.len());
+    for (at, len) in runs {
+        let at = (at - origin) as usize;
+        match out.last_mut() {
+            Some(last) if at <= last.0 + last.1 => last.1 = last.1.max(at + len - last.0),
+            _ => out.push((at, len)),
+        }
+    }
+    out
 }
 
 /// The smallest span covering byte ranges `(offset, len)` relative to one buffer, and whether
@@ -120,6 +172,17 @@ mod tests {
         // elements walk downwards: starts at 0, -16, -32; each 8 bytes.
         let s = layout(3, 8, -16, 0, 8, false).unwrap();
         assert_eq!((s.offset, s.len), (-32, 40));
+    }
+
+    #[test]
+    fn runs_merge_and_expand() {
+        let mut r = Vec::new();
+        // A column: one 8-byte block per element, elements 32 bytes apart, from offset 8.
+        push_runs(&mut r, &[(0, 8)], 32, 8, 3);
+        assert_eq!(normalize(r, 8), vec![(0, 8), (32, 8), (64, 8)]);
+        let mut r = Vec::new();
+        push_runs(&mut r, &[(0, 4), (4, 4)], 8, 0, 2);
+        assert_eq!(normalize(r, 0), vec![(0, 16)]);
     }
 
     #[test]

@@ -41,3 +41,22 @@ pub fn cuda(name: &str, comm: Option<Handle>, e: CudaError, buf: *const c_void, 
     const CUDA_ERROR_INVALID_VALUE: u32 = 1;
     raise(comm, if e.code == CUDA_ERROR_INVALID_VALUE { abi.err_buffer } else { abi.err_other })
 }
+
+/// The error class of a code the library returned.
+pub fn class(rc: c_int) -> c_int {
+    let mut class = rc;
+    if rc != 0 {
+        if let Some(p) = real::pmpi() {
+            // SAFETY: valid out-pointer.
+            unsafe { (p.error_class)(rc, &mut class) };
+        }
+    }
+    class
+}
+
+/// A staged receive ended in `MPI_ERR_TRUNCATE`. What a library leaves in a receive buffer
+/// then is undefined (some write the prefix, some nothing and report a meaningless count), so
+/// the device buffer is left as it was rather than given bytes that may never have arrived.
+pub fn truncated(name: &str, buf: *const c_void) {
+    log::warn(format_args!("{name}: message truncated (MPI_ERR_TRUNCATE); device buffer {buf:p} left unchanged"));
+}

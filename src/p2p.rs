@@ -6,7 +6,7 @@ use std::ffi::{c_int, c_void};
 
 use crate::abi::{self, Handle};
 use crate::stage::{stage, Direction, OwnStatus, Prepared};
-use crate::stats;
+use crate::{errors, stats};
 
 /// `MPI_Mrecv` has no source argument: the matched message carries it.
 pub const SOURCE_IN_MESSAGE: c_int = c_int::MIN;
@@ -23,6 +23,10 @@ fn complete(
     let mut own = OwnStatus::new(status);
     let rc = call(into.mpi_ptr(), own.for_mpi());
     let delivered = match &into {
+        Prepared::Staged(s) if rc != 0 && errors::class(rc) == abi::get().err_truncate => {
+            errors::truncated(name, s.window().user());
+            Ok(())
+        }
         Prepared::Staged(s) => s.deliver(name, comm, own.filled()),
         Prepared::Direct(_) => Ok(()),
     };

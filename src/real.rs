@@ -95,6 +95,7 @@ define_pmpi! {
     test_cancelled = "PMPI_Test_cancelled": fn(*const c_void, *mut c_int);
     error_class = "PMPI_Error_class": fn(c_int, *mut c_int);
     comm_size = "PMPI_Comm_size": fn(Handle, *mut c_int);
+    unpack = "PMPI_Unpack": fn(*const c_void, c_int, *mut c_int, *mut c_void, c_int, Handle, Handle);
     comm_test_inter = "PMPI_Comm_test_inter": fn(Handle, *mut c_int);
     comm_remote_size = "PMPI_Comm_remote_size": fn(Handle, *mut c_int);
     topo_test = "PMPI_Topo_test": fn(Handle, *mut c_int);

@@ -17,10 +17,10 @@
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::abi::{self, Handle};
-use crate::real;
+use crate::{errors, real};
 use crate::stage::{self, Back, Staged, Window};
 
 /// Entries alive anywhere: in the table, held by a completion call, or orphaned.
@@ -148,7 +148,7 @@ impl Entry {
             }
             _ => None,
         };
-        Some(Delivery { name: self.name, comm: self.comm, window: r.window(), back: r.back, ranges })
+        Some(Delivery { name: self.name, comm: self.comm, window: r.window(), back: r.back, runs: r.runs.clone(), ranges })
     }
 
     /// Marks the operation complete; returns the copy still owed.
@@ -172,15 +172,22 @@ pub struct Delivery {
     comm: Option<Handle>,
     window: Window,
     back: Back,
+    runs: Option<Arc<[(usize, usize)]>>,
     /// Partitioned receives: the byte ranges still to copy.
     ranges: Option<Vec<(usize, usize)>>,
 }
 
 impl Delivery {
+    fn truncated(&self) {
+        if self.back != Back::Nothing {
+            errors::truncated(self.name, self.window.user());
+        }
+    }
+
     /// `status` is the completed request's status, or null when the call gives none.
     pub fn run(self, status: *mut c_void) -> Result<(), c_int> {
         match self.ranges {
-            None => stage::deliver(self.window, self.back, self.name, self.comm, status),
+            None => stage::deliver(self.window, self.back, self.runs.as_deref(), self.name, self.comm, status),
             Some(ranges) => {
                 for (at, len) in ranges {
                     self.window.to_device(self.name, self.comm, at, len)?;
@@ -241,13 +248,16 @@ pub fn take(reqs: *const c_void, n: c_int) -> Vec<Taken> {
 /// complete and gives its status (null if none). One-shot requests are complete exactly when
 /// MPI has replaced their handle with `MPI_REQUEST_NULL`; those still pending go back into the
 /// table. Returns the first copy error.
-pub fn settle(taken: Vec<Taken>, reqs: *const c_void, done: impl Fn(usize) -> Option<*mut c_void>) -> Result<(), c_int> {
+pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(usize) -> Option<*mut c_void>) -> Result<(), c_int> {
     let abi = abi::get();
+    let in_status = rc != 0 && errors::class(rc) == abi.err_in_status;
     let mut result = Ok(());
     let mut pending = Vec::new();
     for t in taken {
         let status = done(t.index);
-        let delivery = match t.once {
+        // A completed one-shot entry is dropped, releasing its staging buffer, only after the
+        // copy that reads it.
+        let (delivery, _owner) = match t.once {
             Some(mut e) => {
                 // SAFETY: the same array the call was given.
                 let now = abi.key(unsafe { abi.request_at(reqs, t.index) });
@@ -255,13 +265,21 @@ pub fn settle(taken: Vec<Taken>, reqs: *const c_void, done: impl Fn(usize) -> Op
                     pending.push((t.handle, e));
                     continue;
                 }
-                e.complete()
+                (e.complete(), Some(e))
             }
-            None if status.is_some() => with(t.handle, Entry::complete).flatten(),
-            None => None,
+            None if status.is_some() => (with(t.handle, Entry::complete).flatten(), None),
+            None => (None, None),
         };
         if let Some(d) = delivery {
-            let r = d.run(status.unwrap_or(std::ptr::null_mut()));
+            let st = status.unwrap_or(std::ptr::null_mut());
+            // The request's own error: in its status when the call says so, else the call's.
+            // SAFETY: a status MPI filled for a completed request.
+            let error = if in_status && !st.is_null() { unsafe { abi.status_error(st) } } else { rc };
+            if error != 0 && errors::class(error) == abi.err_truncate {
+                d.truncated();
+                continue;
+            }
+            let r = d.run(st);
             if result.is_ok() {
                 result = r;
             }

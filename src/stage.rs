@@ -7,6 +7,7 @@
 //! [`Staged::deliver`] copies back what MPI wrote (on return, or at completion).
 
 use std::ffi::{c_int, c_void};
+use std::sync::Arc;
 
 use crate::abi::{self, Handle};
 use crate::cuda::{self, Device, InContext, Location};
@@ -49,7 +50,8 @@ pub enum Back {
     Nothing,
     /// The bytes the status says arrived.
     Received,
-    /// The whole span (it was filled first, or MPI writes all of it).
+    /// The whole span (it was filled first, or MPI writes all of it), or only its runs when
+    /// the staged buffer has them.
     Span,
 }
 
@@ -62,6 +64,10 @@ pub struct Staged {
     /// The device bytes are copied to the staging buffer before MPI sees it.
     pub fill: bool,
     pub back: Back,
+    /// The byte runs `(offset in the span, len)` that the datatype(s) consist of, when they
+    /// leave gaps: only these are written back, so bytes between them that the program (or
+    /// another pending receive) changes meanwhile are not overwritten with stale copies.
+    pub runs: Option<Arc<[(usize, usize)]>>,
 }
 
 // SAFETY: the pointers are device and staging addresses, usable from any thread; a staged
@@ -108,7 +114,8 @@ pub fn prepare(
     if count <= 0 || peer == abi.proc_null || abi.same(datatype, abi.datatype_null) {
         return Ok(Prepared::Direct(placeholder()));
     }
-    let span = datatype::span(datatype, count)?;
+    let t = datatype::query(datatype)?;
+    let span = t.span(count)?;
     if span.len == 0 {
         return Ok(Prepared::Direct(placeholder()));
     }
@@ -117,7 +124,26 @@ pub fn prepare(
         Direction::Recv if span.named => (false, Back::Received),
         Direction::Recv | Direction::Replace => (true, Back::Span),
     };
-    lease_for(name, buf, dev, span, comm, fill, back).map(Prepared::Staged)
+    let mut s = lease_for(name, buf, dev, span, comm, fill, back)?;
+    if back == Back::Span && !span.named {
+        let element = datatype::element_runs(datatype, &t)?;
+        if (element.len() as i64).saturating_mul(count) <= MAX_RUNS {
+            let mut runs = Vec::new();
+            datatype::push_runs(&mut runs, &element, t.extent, 0, count);
+            s.runs = span_runs(runs, span);
+        }
+    }
+    Ok(Prepared::Staged(s))
+}
+
+/// Most byte runs a staged buffer writes back one by one; beyond it the whole span is copied.
+pub const MAX_RUNS: i64 = 1 << 20;
+
+/// Runs relative to the buffer address, as runs within `span`; `None` when they cover it.
+pub fn span_runs(runs: Vec<(i64, usize)>, span: Span) -> Option<Arc<[(usize, usize)]>> {
+    let runs = datatype::normalize(runs, span.offset);
+    // One run covering the span is the whole span.
+    (runs.len() != 1 || runs[0] != (0, span.len)).then(|| runs.into())
 }
 
 /// Leases a staging buffer for `span` of a device buffer (not yet filled).
@@ -142,7 +168,7 @@ pub fn lease_for(
             if lease.is_pinned() { "a pinned" } else { "a pageable" },
         ));
     }
-    Ok(Staged { dev, user, lease, span, fill, back })
+    Ok(Staged { dev, user, lease, span, fill, back, runs: None })
 }
 
 /// [`prepare`] and [`Staged::fill`] in one: the buffer is ready for MPI.
@@ -190,15 +216,25 @@ impl Staged {
     /// `MPI_STATUS_IGNORE`), or null when the call has none (collectives); a cancelled
     /// receive copies nothing.
     pub fn deliver(&self, name: &'static str, comm: Option<Handle>, status: *mut c_void) -> Result<(), c_int> {
-        deliver(self.window(), self.back, name, comm, status)
+        deliver(self.window(), self.back, self.runs.as_deref(), name, comm, status)
     }
 }
 
 /// Copies back what MPI wrote into a staged span, as `back` says. `status` as for
 /// [`Staged::deliver`].
-pub fn deliver(w: Window, back: Back, name: &'static str, comm: Option<Handle>, status: *mut c_void) -> Result<(), c_int> {
+pub fn deliver(
+    w: Window,
+    back: Back,
+    runs: Option<&[(usize, usize)]>,
+    name: &'static str,
+    comm: Option<Handle>,
+    status: *mut c_void,
+) -> Result<(), c_int> {
     if back == Back::Nothing || (!status.is_null() && cancelled(status)) {
         return Ok(());
+    }
+    if let (Back::Span, Some(runs)) = (back, runs) {
+        return w.runs_to_device(name, comm, runs);
     }
     let len = match back {
         Back::Received => match received_bytes(status) {
@@ -229,6 +265,11 @@ pub struct Window {
 unsafe impl Send for Window {}
 
 impl Window {
+    /// The first byte of the span in device memory.
+    pub fn user(&self) -> *const c_void {
+        self.user
+    }
+
     /// Copies `len` bytes at `at` within the span from the device to the staging buffer.
     pub fn to_host(self, name: &'static str, comm: Option<Handle>, at: usize, len: usize) -> Result<(), c_int> {
         if len == 0 {
@@ -242,6 +283,16 @@ impl Window {
         let dst = unsafe { self.host.cast::<u8>().add(at) }.cast();
         ctx.to_host(dst, src, len).map_err(fail)?;
         stats::add(&stats::BYTES_TO_HOST, len);
+        Ok(())
+    }
+
+    /// Copies the byte runs of the span from the staging buffer to the device.
+    pub fn runs_to_device(self, name: &'static str, comm: Option<Handle>, runs: &[(usize, usize)]) -> Result<(), c_int> {
+        let fail = |e| errors::cuda(name, comm, e, self.user, self.len, &self.dev);
+        let ctx = InContext::enter(&self.dev).map_err(fail)?;
+        debug_assert!(runs.iter().all(|&(at, len)| at + len <= self.len));
+        ctx.runs_to_device(self.user, self.host, runs).map_err(fail)?;
+        stats::add(&stats::BYTES_TO_DEVICE, runs.iter().map(|r| r.1).sum());
         Ok(())
     }
 

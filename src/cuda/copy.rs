@@ -4,10 +4,10 @@
 //! they start after all work already issued to blocking streams of the context, and the data is
 //! in place when they return. That is the ordering guarantee the README documents.
 
-use std::ffi::c_void;
+use std::ffi::{c_uint, c_void};
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use super::driver::{self, CUcontext, CuResult, Driver, CUDA_SUCCESS};
+use super::driver::{self, CUcontext, CuResult, Driver, Memcpy2D, CUDA_SUCCESS};
 use super::pointer::Device;
 
 /// A failed driver call: which one and its result code.
@@ -100,6 +100,58 @@ impl<'a> InContext<'a> {
         // SAFETY: the caller guarantees src holds len readable bytes until this returns; the
         // driver validates dst.
         check("cuMemcpyHtoDAsync", unsafe { (self.driver.memcpy_htod_async)(dst as u64, src, len, legacy) })?;
+        // SAFETY: the legacy default stream of the current context.
+        check("cuStreamSynchronize", unsafe { (self.driver.stream_synchronize)(legacy) })
+    }
+
+    /// Host to device, only the byte runs `(offset, len)` (sorted, disjoint) of `src` to the
+    /// same offsets of `dst`, complete on return. Runs of equal length at a constant stride go
+    /// as one pitched copy, so a strided datatype costs one copy, not one per block.
+    pub fn runs_to_device(&self, dst: *mut c_void, src: *const c_void, runs: &[(usize, usize)]) -> Result<(), CudaError> {
+        use cudarc::driver::sys::CUmemorytype;
+        let legacy = std::ptr::null_mut();
+        let mut i = 0;
+        while i < runs.len() {
+            let (at, len) = runs[i];
+            // The longest group of runs from i with this length and one stride.
+            let mut rows = 1;
+            if i + 1 < runs.len() && runs[i + 1].1 == len {
+                let pitch = runs[i + 1].0 - at;
+                while i + rows < runs.len() && runs[i + rows].1 == len && runs[i + rows].0 - runs[i + rows - 1].0 == pitch {
+                    rows += 1;
+                }
+            }
+            if rows == 1 {
+                // SAFETY: the run lies within both buffers (the caller's staged span).
+                check("cuMemcpyHtoDAsync", unsafe {
+                    (self.driver.memcpy_htod_async)(dst as u64 + at as u64, src.cast::<u8>().add(at).cast(), len, legacy)
+                })?;
+            } else {
+                let pitch = runs[i + 1].0 - at;
+                let c = Memcpy2D {
+                    src_x_in_bytes: 0,
+                    src_y: 0,
+                    src_memory_type: CUmemorytype::CU_MEMORYTYPE_HOST as c_uint,
+                    // SAFETY: within the staged span.
+                    src_host: unsafe { src.cast::<u8>().add(at) }.cast(),
+                    src_device: 0,
+                    src_array: std::ptr::null_mut(),
+                    src_pitch: pitch,
+                    dst_x_in_bytes: 0,
+                    dst_y: 0,
+                    dst_memory_type: CUmemorytype::CU_MEMORYTYPE_DEVICE as c_uint,
+                    dst_host: std::ptr::null_mut(),
+                    dst_device: dst as u64 + at as u64,
+                    dst_array: std::ptr::null_mut(),
+                    dst_pitch: pitch,
+                    width_in_bytes: len,
+                    height: rows,
+                };
+                // SAFETY: a host-to-device pitched copy within both spans.
+                check("cuMemcpy2DAsync", unsafe { (self.driver.memcpy_2d_async)(&c, legacy) })?;
+            }
+            i += rows;
+        }
         // SAFETY: the legacy default stream of the current context.
         check("cuStreamSynchronize", unsafe { (self.driver.stream_synchronize)(legacy) })
     }

@@ -32,6 +32,27 @@ pub struct AllocProp {
     pub alloc_flags: [u8; 8],
 }
 
+/// `CUDA_MEMCPY2D`, with its memory-type enums read as integers.
+#[repr(C)]
+pub struct Memcpy2D {
+    pub src_x_in_bytes: usize,
+    pub src_y: usize,
+    pub src_memory_type: c_uint,
+    pub src_host: *const c_void,
+    pub src_device: CUdeviceptr,
+    pub src_array: *mut c_void,
+    pub src_pitch: usize,
+    pub dst_x_in_bytes: usize,
+    pub dst_y: usize,
+    pub dst_memory_type: c_uint,
+    pub dst_host: *mut c_void,
+    pub dst_device: CUdeviceptr,
+    pub dst_array: *mut c_void,
+    pub dst_pitch: usize,
+    pub width_in_bytes: usize,
+    pub height: usize,
+}
+
 macro_rules! driver_api {
     ($($field:ident = $sym:literal : fn($($arg:ty),*);)*) => {
         /// Entry points of the loaded libcuda.
@@ -68,6 +89,7 @@ driver_api! {
     primary_ctx_release = "cuDevicePrimaryCtxRelease_v2": fn(CUdevice);
     memcpy_dtoh = "cuMemcpyDtoH_v2": fn(*mut c_void, CUdeviceptr, usize);
     memcpy_htod_async = "cuMemcpyHtoDAsync_v2": fn(CUdeviceptr, *const c_void, usize, *mut c_void);
+    memcpy_2d_async = "cuMemcpy2DAsync_v2": fn(*const Memcpy2D, *mut c_void);
     mem_host_alloc = "cuMemHostAlloc": fn(*mut *mut c_void, usize, c_uint);
     mem_free_host = "cuMemFreeHost": fn(*mut c_void);
     stream_synchronize = "cuStreamSynchronize": fn(*mut c_void);
