@@ -16,16 +16,18 @@
 #   2. seed 000 (c_examples/seed000.c) without the shim (must crash) and with it (must pass);
 #      the manual recipe c_examples/seed000_manual.c with and without the shim
 #   3. tests/gpu/stream_order.cu (nvcc): the stream-ordering rule of the shim's copies
-#   4. bench/pingpong.c with the shim: host overhead, device latency, manual recipe -> JSON
+#   4. benchmarks with the shim, 2 ranks: bench/bw.c and bench/coll.c with -c at small sizes
+#      (data checks), bench/pingpong.c (host overhead, device latency, manual recipe), then
+#      bench/bw.c (bandwidth) and bench/coll.c (Allreduce, Bcast, Alltoall) timed -> JSON
 #   5. step 1 for each wheel MPI
 # At the end: a table of results, the benchmark's key numbers, and `N passed, N failed`.
 #
 # Output: $OUT if set, else build/gpu-check/: gpu-check.log (all printed), summary.txt,
-# pingpong.json, logs.tar.gz (every build and run log). At most 4 files.
+# pingpong.json, bw.json, coll.json, logs.tar.gz (every build and run log). At most 6 files.
 # Environment: GPU_CHECK_LIMIT (seconds, default 540), GPU_CHECK_TIMEOUT (per run, default
 # 120; a test's timeout= header wins when larger), GPU_CHECK_MPIS (default
 # "system ompi5 mpich5 mpich5abi"), GPU_CHECK_TESTS (space-separated test names, default all),
-# GPU_CHECK_BENCH=0 (skip the benchmark), CUDAMPI_* (passed to every run with the shim).
+# GPU_CHECK_BENCH=0 (skip the benchmarks), CUDAMPI_* (passed to every run with the shim).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -319,19 +321,59 @@ fi
 
 # ---- 4. benchmark ------------------------------------------------------------------------------------
 BENCH_JSON=$RES/pingpong.json
+# bench_run NAME WANT MIN LOG CMD...: check NAME with a limit of WANT seconds, cut to what is left
+# of GPU_CHECK_LIMIT; SKIPPED when less than MIN seconds are left (a timed run needs its time)
+bench_run() {
+    local name=$1 want=$2 min=$3 log=$4 left
+    shift 4
+    left=$((LIMIT - $(el)))
+    if [ "$left" -lt "$min" ]; then
+        record SKIP "$name" "$first" 0 "${left}s left of ${LIMIT}s, needs ${min}s"
+        return 0
+    fi
+    [ "$left" -lt "$want" ] && want=$left
+    check "$name" "$first" pass "$want" "$log" "$@"
+}
 if [ -n "$first" ] && [ "${GPU_CHECK_BENCH:-1}" != 0 ]; then
     if out_of_time; then
-        record SKIP "bench/pingpong" "$first" 0 "time limit"
+        for b in "bench/bw -c (data check)" "bench/coll -c (data check)" bench/pingpong bench/bw bench/coll; do
+            record SKIP "$b" "$first" 0 "time limit"
+        done
     else
-        say "4. bench/pingpong on $first (ranks on GPU rank % $NGPU)"
+        say "4. bench/pingpong, bench/bw, bench/coll on $first, 2 ranks (ranks on GPU rank % $NGPU)"
+        built=()
+        for b in bw coll; do
+            if build_c "$first" bench/$b.c "$BIN/$b"; then
+                built+=("$b")
+            else
+                record FAIL "bench/$b (build)" "$first" 0 "$first.$b.build.log"
+                tail -5 "$LOGS/$first.$b.build.log" | sed 's/^/           | /'
+            fi
+        done
+        # the data checks first (-c, small sizes, a few seconds): device buffers through the
+        # shim and the manual recipe, every byte compared
+        for b in ${built[@]+"${built[@]}"}; do
+            if [ "$b" = bw ]; then sz=1:256k; else sz=8:256k; fi
+            mapfile -t cmd < <(launch "$first" 2 "${PASSENV[@]}" "LD_PRELOAD=$SHIM" -- "$BIN/$b" -m "$sz" -c -i 20 -x 2)
+            bench_run "bench/$b -c (data check)" 120 10 "$LOGS/$b-check.log" "${cmd[@]}"
+            grep -E '^# data check|^(bw|coll): ' "$LOGS/$b-check.log" 2>/dev/null | head -6 | sed 's/^/   /'
+        done
         if build_c "$first" bench/pingpong.c "$BIN/pingpong"; then
             rm -f "$BENCH_JSON"
             mapfile -t cmd < <(launch "$first" 2 "${PASSENV[@]}" "LD_PRELOAD=$SHIM" -- "$BIN/pingpong" -S 8 -o "$BENCH_JSON")
-            check "bench/pingpong" "$first" pass 300 "$LOGS/pingpong.log" "${cmd[@]}"
-            grep -v '^\s*$' "$LOGS/pingpong.log" | grep -v '^note' | sed 's/^/   /' | head -40
+            bench_run "bench/pingpong" 300 30 "$LOGS/pingpong.log" "${cmd[@]}"
+            grep -v '^\s*$' "$LOGS/pingpong.log" 2>/dev/null | grep -v '^note' | sed 's/^/   /' | head -40
         else
             record FAIL "bench/pingpong (build)" "$first" 0 "$first.pingpong.build.log"
         fi
+        # the timed runs, default sizes (bw 1 B .. 64 MiB, coll 8 B .. 64 MiB) -> bw.json, coll.json
+        for b in ${built[@]+"${built[@]}"}; do
+            rm -f "$RES/$b.json"
+            mapfile -t cmd < <(launch "$first" 2 "${PASSENV[@]}" "LD_PRELOAD=$SHIM" -- "$BIN/$b" -o "$RES/$b.json")
+            if [ "$b" = bw ]; then secs=240; else secs=180; fi
+            bench_run "bench/$b" "$secs" 60 "$LOGS/$b.log" "${cmd[@]}"
+            grep -v '^\s*$' "$LOGS/$b.log" 2>/dev/null | grep -v '^note' | sed 's/^/   /' | head -70
+        done
     fi
 fi
 

@@ -1,0 +1,523 @@
+/* bench/bw.c -- OSU-style uni-directional bandwidth between ranks 0 and 1, four ways side by
+ * side in one run, over the same sizes:
+ *
+ *   (a) host     host buffers through the MPI library's own PMPI_Isend/PMPI_Irecv/PMPI_Waitall,
+ *                bypassing the shim even when it is preloaded (found via dladdr(MPI_Comm_rank)
+ *                -> dlopen(RTLD_NOLOAD) -> dlsym, as bench/pingpong.c does): the host ceiling
+ *   (b) device   device buffers (cudaMalloc) through MPI_Isend/MPI_Irecv/MPI_Waitall: needs the
+ *                shim (dlsym(RTLD_DEFAULT, "cudampi_version")); skipped without it unless -f
+ *   (c) manual, pageable   the recipe without the shim: the sender cudaMemcpy's each message of
+ *                the window to a malloc'd host buffer and then posts its PMPI_Isend; the
+ *                receiver, after PMPI_Waitall, cudaMemcpy's each received message to the device
+ *   (d) manual, pinned     the same with cudaMallocHost buffers
+ *
+ * Per size and way: rank 0 posts a window of W sends, rank 1 the W matching receives, both wait
+ * for all of them, then rank 1 sends rank 0 a 4-byte ack (through the real PMPI_Send/PMPI_Recv
+ * in every way). Bandwidth = size * W * ITERS / time on rank 0, in MB/s (10^6 bytes/s).
+ *
+ * Every message of a window has its own buffer (the receives never overlap, the manual recipe
+ * never overwrites a host buffer that a pending send still reads). Where W * size exceeds
+ * -B BYTES (default 1G) that size runs with the window cut to BYTES / size for all four ways;
+ * the table's "win" column shows the window used.
+ *
+ * -c checks the data: each iteration the sender fills message k of the window with a pattern
+ * that depends on the iteration and on k, the receiver compares every byte (device buffers are
+ * copied back first; the manual ways are checked in device memory, where the recipe leaves
+ * them); mismatches are reported on stderr and the exit status is 1. The times of a -c run
+ * include the filling and checking.
+ *
+ * Build (stand-in driver, no GPU):
+ *   mpicc -O2 bench/bw.c -o build/bw -Itests/fixture/include \
+ *         -Lbuild/fixture/lib -Wl,-rpath,$PWD/build/fixture/lib -lcudart -lcuda -ldl
+ * Build (real GPU):
+ *   mpicc -O2 bench/bw.c -o build/bw -I/usr/local/cuda/include \
+ *         -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcudart -ldl
+ * Run:
+ *   mpirun -np 2 -x LD_PRELOAD=$PWD/target/release/libcudampi.so build/bw \
+ *          [-m MIN:MAX] [-2] [-w WINDOW] [-i ITERS] [-x WARMUP] [-B BYTES] [-c] [-f] [-o out.json]
+ *   MPICH: LD_PRELOAD=$PWD/target/release/libcudampi.so mpirun -n 2 build/bw ...
+ *
+ * Sizes take k/M/G suffixes (powers of 1024). Defaults: 1 B .. 64 MiB by powers of 4 (-2: by
+ * powers of 2; MAX is always included), WINDOW 64, ITERS 100 and WARMUP 10 up to 64 KiB,
+ * above that both shrink in proportion to the size (at least 4 iterations and 2 warm-ups).
+ * -f runs the device way without the shim (a non-CUDA-aware MPI crashes; a CUDA-aware one
+ * gives its own figure). Each rank uses GPU (node-local rank % device count); ranks above 1
+ * only wait.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <mpi.h>
+#include <cuda_runtime.h>
+#ifdef FAKECUDA_FIXTURE
+#include <cuda.h>
+#endif
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int (*isend_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+typedef int (*irecv_fn)(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+typedef int (*waitall_fn)(int, MPI_Request *, MPI_Status *);
+typedef int (*send_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
+typedef int (*recv_fn)(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Status *);
+typedef const char *(*version_fn)(void);
+
+static int rank, nranks;
+static isend_fn real_isend;
+static irecv_fn real_irecv;
+static waitall_fn real_waitall;
+static send_fn real_send;
+static recv_fn real_recv;
+static const char *real_lib = "(not found: MPI_* used instead)";
+
+/* The real library's PMPI functions: the library that defines MPI_Comm_rank (the shim does not
+ * intercept it) opened again with RTLD_NOLOAD, then dlsym in that handle alone. */
+static void find_real(void)
+{
+    Dl_info di;
+    void *sym = dlsym(RTLD_DEFAULT, "MPI_Comm_rank");
+    real_isend = (isend_fn)MPI_Isend;
+    real_irecv = (irecv_fn)MPI_Irecv;
+    real_waitall = (waitall_fn)MPI_Waitall;
+    real_send = (send_fn)MPI_Send;
+    real_recv = (recv_fn)MPI_Recv;
+    if (!sym || !dladdr(sym, &di) || !di.dli_fname) return;
+    void *h = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_NOW);
+    if (!h) return;
+    isend_fn is = (isend_fn)dlsym(h, "PMPI_Isend");
+    irecv_fn ir = (irecv_fn)dlsym(h, "PMPI_Irecv");
+    waitall_fn wa = (waitall_fn)dlsym(h, "PMPI_Waitall");
+    send_fn s = (send_fn)dlsym(h, "PMPI_Send");
+    recv_fn r = (recv_fn)dlsym(h, "PMPI_Recv");
+    if (is && ir && wa && s && r) {
+        real_isend = is;
+        real_irecv = ir;
+        real_waitall = wa;
+        real_send = s;
+        real_recv = r;
+        real_lib = di.dli_fname;
+    }
+}
+
+/* ---- the machine (same block in bench/coll.c) ---- */
+struct rankinfo {
+    char host[64];
+    char gpu[96];
+    int dev;
+    int pad;
+};
+
+static void clean(char *s) /* keep a string JSON- and table-safe */
+{
+    for (; *s; s++)
+        if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20) *s = ' ';
+}
+
+static void gpu_name(int dev, char *name, size_t len)
+{
+    snprintf(name, len, "(none)");
+    if (dev < 0) return;
+#ifdef FAKECUDA_FIXTURE
+    /* the stand-in runtime has no cudaGetDeviceProperties; its driver names the device */
+    CUdevice d;
+    if (cuInit(0) == CUDA_SUCCESS && cuDeviceGet(&d, dev) == CUDA_SUCCESS) cuDeviceGetName(name, (int)len, d);
+#else
+    struct cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, dev) == cudaSuccess) {
+        size_t k = strnlen(p.name, sizeof p.name);
+        if (k >= len) k = len - 1;
+        memcpy(name, p.name, k);
+        name[k] = 0;
+    }
+#endif
+    clean(name);
+}
+
+static void cuda_version_str(int v, char *s, size_t len)
+{
+    if (v > 0)
+        snprintf(s, len, "%d.%d", v / 1000, (v % 1000) / 10);
+    else
+        snprintf(s, len, "unknown");
+}
+
+static void utc_now(char *s, size_t len)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(s, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static size_t parse_size(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (*end == 'k' || *end == 'K') v *= 1024;
+    if (*end == 'm' || *end == 'M') v *= 1024 * 1024;
+    if (*end == 'g' || *end == 'G') v *= 1024.0 * 1024 * 1024;
+    return (size_t)v;
+}
+
+/* ---- data pattern for -c ----
+ * Message bytes are base[s .. s+n) with base[x] = x + 3 (x >> 8) (mod 256), period 65536, and
+ * s < 256 chosen from the iteration and the window slot, so that two messages with different
+ * s differ in their first byte already and a shifted copy differs everywhere. */
+static unsigned char *base;
+static void make_base(size_t n)
+{
+    base = malloc(n + 256);
+    for (size_t x = 0; x < n + 256; x++) base[x] = (unsigned char)(x + 3 * (x >> 8));
+}
+static unsigned seed(int iter, int slot) { return (7u + (unsigned)iter * 131u + (unsigned)slot * 29u) & 255u; }
+
+enum way { W_HOST, W_DEVICE, W_PAGEABLE, W_PINNED, W_N };
+static const char *way_key[W_N] = {"host_real_mbs", "device_shim_mbs", "manual_pageable_mbs",
+                                   "manual_pinned_mbs"};
+static const char *way_name[W_N] = {"host(real)", "device(shim)", "manual-page", "manual-pin"};
+
+static long errors;
+/* MPI_STATUSES_IGNORE through a variable: GCC's access attributes on MPICH's MPI_Waitall
+ * otherwise warn that the constant points at no statuses */
+MPI_Status *bw_no_statuses;
+static void report(int way, size_t size, int iter, int slot, const unsigned char *got, const unsigned char *want)
+{
+    size_t off = 0;
+    while (off < size && got[off] == want[off]) off++;
+    if (off == size) return;
+    if (errors < 5)
+        fprintf(stderr, "bw: rank %d: %s, %zu B, iteration %d, window slot %d: byte %zu is 0x%02x, expected 0x%02x\n",
+                rank, way_name[way], size, iter, slot, off, got[off], want[off]);
+    errors++;
+}
+
+/* One bandwidth measurement of one way at one size; MB/s on rank 0, 0 elsewhere. */
+static double bw(int way, size_t size, int win, int iters, int warmup, int check, char *dbuf, char *hbuf,
+                 char *pinned, char *scratch, MPI_Request *req)
+{
+    const int n = (int)size, peer = 1 - rank, tag = 100, acktag = 101;
+    char *host = way == W_PINNED ? pinned : hbuf;
+    int ack = 0;
+    double t0 = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank > 1) return 0;
+    if (check) { /* poison the receive side once */
+        if (rank == 1 && way != W_HOST) cudaMemset(dbuf, 0xee, size * (size_t)win);
+        if (rank == 1) memset(host, 0xee, size * (size_t)win);
+    }
+    for (int i = -warmup; i < iters; i++) {
+        if (i == 0) t0 = MPI_Wtime();
+        if (rank == 0) {
+            if (check)
+                for (int k = 0; k < win; k++) {
+                    const unsigned char *p = base + seed(i, k);
+                    if (way == W_HOST)
+                        memcpy(host + (size_t)k * size, p, size);
+                    else
+                        cudaMemcpy(dbuf + (size_t)k * size, p, size, cudaMemcpyHostToDevice);
+                }
+            switch (way) {
+            case W_HOST:
+                for (int k = 0; k < win; k++) real_isend(host + (size_t)k * size, n, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &req[k]);
+                real_waitall(win, req, bw_no_statuses);
+                break;
+            case W_DEVICE:
+                for (int k = 0; k < win; k++) MPI_Isend(dbuf + (size_t)k * size, n, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &req[k]);
+                MPI_Waitall(win, req, bw_no_statuses);
+                break;
+            default:
+                for (int k = 0; k < win; k++) {
+                    cudaMemcpy(host + (size_t)k * size, dbuf + (size_t)k * size, size, cudaMemcpyDeviceToHost);
+                    real_isend(host + (size_t)k * size, n, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &req[k]);
+                }
+                real_waitall(win, req, bw_no_statuses);
+                break;
+            }
+            real_recv(&ack, 1, MPI_INT, peer, acktag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            switch (way) {
+            case W_HOST:
+                for (int k = 0; k < win; k++) real_irecv(host + (size_t)k * size, n, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &req[k]);
+                real_waitall(win, req, bw_no_statuses);
+                break;
+            case W_DEVICE:
+                for (int k = 0; k < win; k++) MPI_Irecv(dbuf + (size_t)k * size, n, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &req[k]);
+                MPI_Waitall(win, req, bw_no_statuses);
+                break;
+            default:
+                for (int k = 0; k < win; k++) real_irecv(host + (size_t)k * size, n, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &req[k]);
+                real_waitall(win, req, bw_no_statuses);
+                for (int k = 0; k < win; k++)
+                    cudaMemcpy(dbuf + (size_t)k * size, host + (size_t)k * size, size, cudaMemcpyHostToDevice);
+                break;
+            }
+            real_send(&ack, 1, MPI_INT, peer, acktag, MPI_COMM_WORLD);
+            if (check)
+                for (int k = 0; k < win; k++) {
+                    const unsigned char *got = (const unsigned char *)host + (size_t)k * size;
+                    if (way != W_HOST) {
+                        cudaMemcpy(scratch, dbuf + (size_t)k * size, size, cudaMemcpyDeviceToHost);
+                        got = (const unsigned char *)scratch;
+                    }
+                    if (memcmp(got, base + seed(i, k), size)) report(way, size, i, k, got, base + seed(i, k));
+                }
+        }
+    }
+    double t = MPI_Wtime() - t0;
+    return rank == 0 ? (double)size * win * iters / t / 1e6 : 0;
+}
+
+static void usage(void)
+{
+    if (rank == 0)
+        fprintf(stderr, "usage: bw [-m MIN:MAX] [-2] [-w WINDOW] [-i ITERS] [-x WARMUP] [-B BYTES] [-c] [-f] "
+                        "[-o out.json]\n");
+}
+
+int main(int argc, char **argv)
+{
+    size_t minsz = 1, maxsz = 64u << 20, cap = 1u << 30;
+    int iters = 100, warmup = 10, window = 64, check = 0, force_dev = 0, factor = 4;
+    const char *out = NULL;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+
+    int opt;
+    while ((opt = getopt(argc, argv, "m:2w:i:x:B:cfo:h")) != -1) {
+        switch (opt) {
+        case 'm': {
+            char *c = strchr(optarg, ':');
+            if (c) {
+                *c = 0;
+                minsz = parse_size(optarg);
+                maxsz = parse_size(c + 1);
+            } else
+                maxsz = parse_size(optarg);
+            break;
+        }
+        case '2': factor = 2; break;
+        case 'w': window = atoi(optarg); break;
+        case 'i': iters = atoi(optarg); break;
+        case 'x': warmup = atoi(optarg); break;
+        case 'B': cap = parse_size(optarg); break;
+        case 'c': check = 1; break;
+        case 'f': force_dev = 1; break;
+        case 'o': out = optarg; break;
+        default:
+            usage();
+            MPI_Finalize();
+            return opt == 'h' ? 0 : 2;
+        }
+    }
+    if (minsz < 1) minsz = 1;
+    if (window < 1 || iters < 1 || warmup < 0 || maxsz < minsz || maxsz > (size_t)1 << 30) {
+        usage();
+        MPI_Finalize();
+        return 2;
+    }
+    if (nranks < 2) {
+        if (rank == 0) fprintf(stderr, "bw: needs 2 ranks\n");
+        MPI_Finalize();
+        return 2;
+    }
+    bw_no_statuses = MPI_STATUSES_IGNORE;
+    find_real();
+    version_fn ver = (version_fn)dlsym(RTLD_DEFAULT, "cudampi_version");
+    int shim = ver != NULL;
+
+    /* machine */
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len;
+    MPI_Get_library_version(lib, &len);
+    char *nl = strchr(lib, '\n');
+    if (nl) *nl = 0;
+    clean(lib);
+    MPI_Comm node;
+    int lrank = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &lrank);
+    MPI_Comm_free(&node);
+    int ndev = 0, have_dev = 0, drv = 0, rt = 0;
+    struct rankinfo me;
+    memset(&me, 0, sizeof me);
+    me.dev = -1;
+    if (cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0) {
+        me.dev = lrank % ndev;
+        have_dev = cudaSetDevice(me.dev) == cudaSuccess;
+    }
+    cudaDriverGetVersion(&drv);
+    cudaRuntimeGetVersion(&rt);
+    gethostname(me.host, sizeof me.host - 1);
+    clean(me.host);
+    gpu_name(have_dev ? me.dev : -1, me.gpu, sizeof me.gpu);
+    struct rankinfo *all = rank == 0 ? calloc((size_t)nranks, sizeof *all) : NULL;
+    MPI_Gather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0, MPI_COMM_WORLD);
+    char date[32], drvs[16], rts[16];
+    utc_now(date, sizeof date);
+    cuda_version_str(drv, drvs, sizeof drvs);
+    cuda_version_str(rt, rts, sizeof rts);
+
+    /* sizes and windows */
+    int nsz = 0;
+    size_t sizes[80];
+    int wins[80];
+    for (size_t s = minsz; s <= maxsz && nsz < 79; s *= (size_t)factor) sizes[nsz++] = s;
+    if (sizes[nsz - 1] != maxsz) sizes[nsz++] = maxsz;
+    size_t bufbytes = 0;
+    for (int i = 0; i < nsz; i++) {
+        size_t w = cap / sizes[i];
+        wins[i] = w >= (size_t)window ? window : w < 1 ? 1 : (int)w;
+        if ((size_t)wins[i] * sizes[i] > bufbytes) bufbytes = (size_t)wins[i] * sizes[i];
+    }
+
+    /* buffers: rank 0's are the sending slots, rank 1's the receiving ones */
+    char *dbuf = NULL, *hbuf = NULL, *pinned = NULL, *scratch = NULL;
+    int dev_ok = 0, have_pinned = 0;
+    if (rank <= 1) {
+        hbuf = malloc(bufbytes);
+        if (!hbuf) {
+            fprintf(stderr, "bw: rank %d: cannot allocate %zu bytes\n", rank, bufbytes);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        memset(hbuf, 1, bufbytes);
+        if (have_dev && cudaMalloc((void **)&dbuf, bufbytes) != cudaSuccess) {
+            dbuf = NULL;
+            have_dev = 0;
+        }
+        if (have_dev) {
+            cudaMemset(dbuf, 1, bufbytes);
+            if (cudaMallocHost((void **)&pinned, bufbytes) == cudaSuccess) {
+                memset(pinned, 1, bufbytes);
+                have_pinned = 1;
+            } else
+                pinned = NULL;
+        }
+        if (check) {
+            make_base(maxsz);
+            scratch = malloc(maxsz);
+        }
+    }
+    /* ranks 0 and 1 must agree on what runs (the others only vote yes) */
+    int lo[2];
+    int mine[2] = {rank <= 1 ? have_dev : 1, rank <= 1 ? have_pinned : 1};
+    MPI_Allreduce(mine, lo, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    have_dev = lo[0];
+    have_pinned = lo[1];
+    dev_ok = have_dev && (shim || force_dev);
+    MPI_Request *req = malloc(sizeof(MPI_Request) * (size_t)window);
+
+    if (rank == 0) {
+        printf("# cudampi bw: %s\n", lib);
+        printf("# shim: %s; real MPI calls from %s\n", shim ? ver() : "not loaded", real_lib);
+        printf("# %s, GPU %d: %s; CUDA driver %s, runtime %s; %s\n", me.host, me.dev, me.gpu, drvs, rts, date);
+        printf("# ranks: %d (rank 0 sends to rank 1); window %d; iterations %d, warm-up %d (fewer above 64 KiB)%s\n",
+               nranks, window, iters, warmup, check ? "; checking the data (-c)" : "");
+        if (!have_dev) printf("# no usable CUDA device on ranks 0 and 1: device and manual columns skipped\n");
+        if (have_dev && !dev_ok) printf("# device column skipped: the shim is not loaded (use -f to force)\n");
+        fflush(stdout);
+    }
+
+    double (*res)[W_N] = calloc((size_t)nsz, sizeof *res);
+    int *its = calloc((size_t)nsz, sizeof *its);
+    for (int i = 0; i < nsz; i++) {
+        size_t s = sizes[i];
+        int it = iters, wu = warmup;
+        if (s > 65536) {
+            it = (int)((double)iters * 65536 / (double)s);
+            wu = (int)((double)warmup * 65536 / (double)s);
+            if (it < 4) it = 4;
+            if (wu < 2) wu = 2;
+        }
+        its[i] = it;
+        for (int w = 0; w < W_N; w++) {
+            res[i][w] = NAN;
+            if (w == W_DEVICE && !dev_ok) continue;
+            if ((w == W_PAGEABLE || w == W_PINNED) && !have_dev) continue;
+            if (w == W_PINNED && !have_pinned) continue;
+            res[i][w] = bw(w, s, wins[i], it, wu, check, dbuf, hbuf, pinned, scratch, req);
+        }
+    }
+
+    long total = 0;
+    MPI_Allreduce(&errors, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) {
+        if (out) {
+            FILE *f = fopen(out, "w");
+            if (!f) {
+                perror(out);
+            } else {
+                fprintf(f, "{\n  \"bench\": \"bw\",\n  \"unit\": \"MB/s (10^6 bytes/s), rank 0 to rank 1\",\n");
+                fprintf(f, "  \"machine\": {\"hostname\": \"%s\", \"date_utc\": \"%s\", \"gpu\": \"%s\", "
+                           "\"cuda_driver\": \"%s\", \"cuda_driver_version\": %d, \"cuda_runtime\": \"%s\", "
+                           "\"cuda_runtime_version\": %d, \"cuda_devices\": %d,\n",
+                        me.host, date, me.gpu, drvs, drv, rts, rt, ndev);
+                fprintf(f, "    \"mpi\": \"%s\", \"real_mpi_lib\": \"%s\", \"shim\": ", lib, real_lib);
+                if (shim)
+                    fprintf(f, "\"%s\",\n", ver());
+                else
+                    fprintf(f, "null,\n");
+                fprintf(f, "    \"ranks\": [");
+                for (int r = 0; r < nranks; r++)
+                    fprintf(f, "%s{\"rank\": %d, \"host\": \"%s\", \"device\": %d, \"gpu\": \"%s\"}", r ? ", " : "", r,
+                            all[r].host, all[r].dev, all[r].gpu);
+                fprintf(f, "]},\n");
+                fprintf(f, "  \"parameters\": {\"nranks\": %d, \"window\": %d, \"iterations\": %d, \"warmup\": %d, "
+                           "\"min_size\": %zu, \"max_size\": %zu, \"size_factor\": %d, \"window_bytes_cap\": %zu, "
+                           "\"check\": %s, \"force_device\": %s},\n",
+                        nranks, window, iters, warmup, minsz, maxsz, factor, cap, check ? "true" : "false",
+                        force_dev ? "true" : "false");
+                fprintf(f, "  \"check_errors\": %ld,\n  \"results\": [\n", check ? total : 0);
+                for (int i = 0; i < nsz; i++) {
+                    fprintf(f, "    {\"size\": %zu, \"window\": %d, \"iterations\": %d", sizes[i], wins[i], its[i]);
+                    for (int w = 0; w < W_N; w++) {
+                        fprintf(f, ", \"%s\": ", way_key[w]);
+                        if (isnan(res[i][w]))
+                            fprintf(f, "null");
+                        else
+                            fprintf(f, "%.3f", res[i][w]);
+                    }
+                    fprintf(f, "}%s\n", i + 1 < nsz ? "," : "");
+                }
+                fprintf(f, "  ]\n}\n");
+                fclose(f);
+                printf("# wrote %s\n", out);
+            }
+        }
+        if (check)
+            printf("# data check: %s (%ld bad messages)\n", total ? "FAILED" : "passed", total);
+        printf("\n# bandwidth in MB/s (10^6 bytes/s), rank 0 -> rank 1%s\n",
+               check ? "; -c: includes filling and checking the buffers" : "");
+        printf("# %10s %4s %6s", "bytes", "win", "iters");
+        for (int w = 0; w < W_N; w++) printf(" %13s", way_name[w]);
+        printf("\n");
+        for (int i = 0; i < nsz; i++) {
+            printf("  %10zu %4d %6d", sizes[i], wins[i], its[i]);
+            for (int w = 0; w < W_N; w++)
+                if (isnan(res[i][w]))
+                    printf(" %13s", "-");
+                else
+                    printf(" %13.2f", res[i][w]);
+            printf("\n");
+        }
+        fflush(stdout);
+    }
+    free(res);
+    free(its);
+    free(all);
+    free(req);
+    free(hbuf);
+    free(scratch);
+    free(base);
+    if (pinned) cudaFreeHost(pinned);
+    if (dbuf) cudaFree(dbuf);
+    MPI_Finalize();
+    return total ? 1 : 0;
+}

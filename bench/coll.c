@@ -1,0 +1,601 @@
+/* bench/coll.c -- OSU-style latency of MPI_Allreduce (MPI_FLOAT, MPI_SUM), MPI_Bcast (root 0)
+ * and MPI_Alltoall on any number of ranks, four ways side by side in one run, same sizes:
+ *
+ *   (a) host     host buffers through the MPI library's own PMPI_Allreduce/PMPI_Bcast/
+ *                PMPI_Alltoall, bypassing the shim even when it is preloaded (found via
+ *                dladdr(MPI_Comm_rank) -> dlopen(RTLD_NOLOAD) -> dlsym, as bench/pingpong.c
+ *                does): the host ceiling
+ *   (b) device   device buffers (cudaMalloc) through MPI_Allreduce/MPI_Bcast/MPI_Alltoall:
+ *                needs the shim (dlsym(RTLD_DEFAULT, "cudampi_version")); skipped without it
+ *                unless -f
+ *   (c) manual, pageable   the recipe without the shim: cudaMemcpy device -> malloc'd host
+ *                buffer, the host collective through the real PMPI function, cudaMemcpy the
+ *                result back to the device (Bcast: the root copies out, the others copy in)
+ *   (d) manual, pinned     the same with cudaMallocHost buffers
+ *
+ * Sizes are bytes per rank: the Allreduce vector (size / 4 floats), the Bcast message, the
+ * Alltoall block each rank sends to each other rank (its buffers hold size * ranks bytes).
+ * Each call is timed alone between MPI_Barriers; the time per call is averaged over ITERS
+ * calls after WARMUP untimed ones, and the table shows the maximum of that average over the
+ * ranks (MPI_Reduce MAX), in microseconds.
+ *
+ * -c checks the data: before every call the inputs are refilled with values that depend on
+ * the iteration and the rank (Allreduce: small integers, so that the float sum is exact in any
+ * order), and after it every rank compares its whole result (device results copied back
+ * first; the manual ways are checked in device memory, where the recipe leaves them) with the
+ * host computation; mismatches are reported on stderr and the exit status is 1. Filling and
+ * checking happen outside the timed calls.
+ *
+ * Build (stand-in driver, no GPU):
+ *   mpicc -O2 bench/coll.c -o build/coll -Itests/fixture/include \
+ *         -Lbuild/fixture/lib -Wl,-rpath,$PWD/build/fixture/lib -lcudart -lcuda -ldl
+ * Build (real GPU):
+ *   mpicc -O2 bench/coll.c -o build/coll -I/usr/local/cuda/include \
+ *         -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcudart -ldl
+ * Run:
+ *   mpirun -np N -x LD_PRELOAD=$PWD/target/release/libcudampi.so build/coll \
+ *          [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall] [-i ITERS] [-x WARMUP] [-c] [-f]
+ *          [-o out.json]
+ *   MPICH: LD_PRELOAD=$PWD/target/release/libcudampi.so mpirun -n N build/coll ...
+ *
+ * Sizes take k/M/G suffixes (powers of 1024). Defaults: 8 B .. 64 MiB by powers of 4 (-2: by
+ * powers of 2; MAX is always included), ITERS 100 and WARMUP 10 up to 64 KiB, above that both
+ * shrink in proportion to the size (at least 4 iterations and 2 warm-ups). -f runs the
+ * device way without the shim (a non-CUDA-aware MPI crashes; a CUDA-aware one gives its own
+ * figure). Each rank uses GPU (node-local rank % device count).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <mpi.h>
+#include <cuda_runtime.h>
+#ifdef FAKECUDA_FIXTURE
+#include <cuda.h>
+#endif
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int (*allreduce_fn)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm);
+typedef int (*bcast_fn)(void *, int, MPI_Datatype, int, MPI_Comm);
+typedef int (*alltoall_fn)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm);
+typedef const char *(*version_fn)(void);
+
+static int rank, nranks;
+static allreduce_fn real_allreduce;
+static bcast_fn real_bcast;
+static alltoall_fn real_alltoall;
+static const char *real_lib = "(not found: MPI_* used instead)";
+
+/* The real library's PMPI functions: the library that defines MPI_Comm_rank (the shim does not
+ * intercept it) opened again with RTLD_NOLOAD, then dlsym in that handle alone. */
+static void find_real(void)
+{
+    Dl_info di;
+    void *sym = dlsym(RTLD_DEFAULT, "MPI_Comm_rank");
+    real_allreduce = (allreduce_fn)MPI_Allreduce;
+    real_bcast = (bcast_fn)MPI_Bcast;
+    real_alltoall = (alltoall_fn)MPI_Alltoall;
+    if (!sym || !dladdr(sym, &di) || !di.dli_fname) return;
+    void *h = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_NOW);
+    if (!h) return;
+    allreduce_fn ar = (allreduce_fn)dlsym(h, "PMPI_Allreduce");
+    bcast_fn bc = (bcast_fn)dlsym(h, "PMPI_Bcast");
+    alltoall_fn aa = (alltoall_fn)dlsym(h, "PMPI_Alltoall");
+    if (ar && bc && aa) {
+        real_allreduce = ar;
+        real_bcast = bc;
+        real_alltoall = aa;
+        real_lib = di.dli_fname;
+    }
+}
+
+/* ---- the machine (same block in bench/bw.c) ---- */
+struct rankinfo {
+    char host[64];
+    char gpu[96];
+    int dev;
+    int pad;
+};
+
+static void clean(char *s) /* keep a string JSON- and table-safe */
+{
+    for (; *s; s++)
+        if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20) *s = ' ';
+}
+
+static void gpu_name(int dev, char *name, size_t len)
+{
+    snprintf(name, len, "(none)");
+    if (dev < 0) return;
+#ifdef FAKECUDA_FIXTURE
+    /* the stand-in runtime has no cudaGetDeviceProperties; its driver names the device */
+    CUdevice d;
+    if (cuInit(0) == CUDA_SUCCESS && cuDeviceGet(&d, dev) == CUDA_SUCCESS) cuDeviceGetName(name, (int)len, d);
+#else
+    struct cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, dev) == cudaSuccess) {
+        size_t k = strnlen(p.name, sizeof p.name);
+        if (k >= len) k = len - 1;
+        memcpy(name, p.name, k);
+        name[k] = 0;
+    }
+#endif
+    clean(name);
+}
+
+static void cuda_version_str(int v, char *s, size_t len)
+{
+    if (v > 0)
+        snprintf(s, len, "%d.%d", v / 1000, (v % 1000) / 10);
+    else
+        snprintf(s, len, "unknown");
+}
+
+static void utc_now(char *s, size_t len)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(s, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static size_t parse_size(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (*end == 'k' || *end == 'K') v *= 1024;
+    if (*end == 'm' || *end == 'M') v *= 1024 * 1024;
+    if (*end == 'g' || *end == 'G') v *= 1024.0 * 1024 * 1024;
+    return (size_t)v;
+}
+
+/* ---- data for -c ----
+ * Byte messages are base[s .. s+n) with base[x] = x + 3 (x >> 8) (mod 256), period 65536, and
+ * s < 256 chosen from the iteration (and for Alltoall the source and destination ranks), so
+ * that two messages with different s differ in their first byte already and a shifted copy
+ * differs everywhere. Allreduce inputs are small integers (exact float sums). */
+static unsigned char *base;
+static void make_base(size_t n)
+{
+    base = malloc(n + 256);
+    for (size_t x = 0; x < n + 256; x++) base[x] = (unsigned char)(x + 3 * (x >> 8));
+}
+static unsigned seed(int iter, int src, int dst)
+{
+    return (7u + (unsigned)iter * 131u + (unsigned)src * 29u + (unsigned)dst * 53u) & 255u;
+}
+static float ar_value(int r, int iter, size_t j) { return (float)((j + 13u * (unsigned)r + 3u * (unsigned)iter + 1u) & 63u); }
+
+enum coll { C_ALLREDUCE, C_BCAST, C_ALLTOALL, C_N };
+static const char *coll_key[C_N] = {"allreduce", "bcast", "alltoall"};
+static const char *coll_title[C_N] = {"MPI_Allreduce (MPI_FLOAT, MPI_SUM)", "MPI_Bcast (root 0)",
+                                      "MPI_Alltoall (bytes per rank pair)"};
+enum way { W_HOST, W_DEVICE, W_PAGEABLE, W_PINNED, W_N };
+static const char *way_key[W_N] = {"host_real_us", "device_shim_us", "manual_pageable_us", "manual_pinned_us"};
+static const char *way_name[W_N] = {"host(real)", "device(shim)", "manual-page", "manual-pin"};
+
+struct bufs {
+    char *dsend, *drecv; /* device */
+    char *hsend, *hrecv; /* malloc */
+    char *psend, *precv; /* cudaMallocHost */
+    char *scratch;       /* -c: inputs built here, device results copied back here */
+};
+
+static long errors;
+static void report(int c, int w, size_t size, int iter, size_t off, double got, double want)
+{
+    if (errors < 5)
+        fprintf(stderr, "coll: rank %d: %s, %s, %zu B, iteration %d: element %zu is %g, expected %g\n", rank,
+                coll_key[c], way_name[w], size, iter, off, got, want);
+    errors++;
+}
+
+/* one call of collective c, way w; size in bytes per rank (see the header) */
+static void one_call(int c, int w, size_t size, struct bufs *b)
+{
+    const int n = (int)size, cnt = (int)(size / sizeof(float));
+    const size_t a2a = size * (size_t)nranks, arb = (size_t)cnt * sizeof(float);
+    char *hs = w == W_PINNED ? b->psend : b->hsend, *hr = w == W_PINNED ? b->precv : b->hrecv;
+    switch (c) {
+    case C_ALLREDUCE:
+        if (w == W_HOST)
+            real_allreduce(b->hsend, b->hrecv, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        else if (w == W_DEVICE)
+            MPI_Allreduce(b->dsend, b->drecv, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        else {
+            cudaMemcpy(hs, b->dsend, arb, cudaMemcpyDeviceToHost);
+            real_allreduce(hs, hr, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            cudaMemcpy(b->drecv, hr, arb, cudaMemcpyHostToDevice);
+        }
+        break;
+    case C_BCAST: /* one buffer: the receive one */
+        if (w == W_HOST)
+            real_bcast(b->hrecv, n, MPI_CHAR, 0, MPI_COMM_WORLD);
+        else if (w == W_DEVICE)
+            MPI_Bcast(b->drecv, n, MPI_CHAR, 0, MPI_COMM_WORLD);
+        else {
+            if (rank == 0) cudaMemcpy(hr, b->drecv, size, cudaMemcpyDeviceToHost);
+            real_bcast(hr, n, MPI_CHAR, 0, MPI_COMM_WORLD);
+            if (rank != 0) cudaMemcpy(b->drecv, hr, size, cudaMemcpyHostToDevice);
+        }
+        break;
+    case C_ALLTOALL:
+        if (w == W_HOST)
+            real_alltoall(b->hsend, n, MPI_CHAR, b->hrecv, n, MPI_CHAR, MPI_COMM_WORLD);
+        else if (w == W_DEVICE)
+            MPI_Alltoall(b->dsend, n, MPI_CHAR, b->drecv, n, MPI_CHAR, MPI_COMM_WORLD);
+        else {
+            cudaMemcpy(hs, b->dsend, a2a, cudaMemcpyDeviceToHost);
+            real_alltoall(hs, n, MPI_CHAR, hr, n, MPI_CHAR, MPI_COMM_WORLD);
+            cudaMemcpy(b->drecv, hr, a2a, cudaMemcpyHostToDevice);
+        }
+        break;
+    }
+}
+
+/* -c: this rank's inputs for iteration i (into the host or the device send buffer) */
+static void fill(int c, int w, size_t size, int i, struct bufs *b)
+{
+    const size_t cnt = size / sizeof(float), a2a = size * (size_t)nranks;
+    char *dst = w == W_HOST ? (c == C_BCAST ? b->hrecv : b->hsend) : b->scratch;
+    size_t bytes = 0;
+    switch (c) {
+    case C_ALLREDUCE: {
+        float *f = (float *)dst;
+        for (size_t j = 0; j < cnt; j++) f[j] = ar_value(rank, i, j);
+        bytes = cnt * sizeof(float);
+        break;
+    }
+    case C_BCAST:
+        if (rank != 0) return;
+        memcpy(dst, base + seed(i, 0, 0), size);
+        bytes = size;
+        break;
+    case C_ALLTOALL:
+        for (int p = 0; p < nranks; p++) memcpy(dst + (size_t)p * size, base + seed(i, rank, p), size);
+        bytes = a2a;
+        break;
+    }
+    if (w != W_HOST) cudaMemcpy(c == C_BCAST ? b->drecv : b->dsend, b->scratch, bytes, cudaMemcpyHostToDevice);
+}
+
+/* -c: poison this rank's result buffer before the call (the root's Bcast buffer is its input) */
+static void poison(int c, int w, size_t size, struct bufs *b)
+{
+    size_t bytes = c == C_ALLTOALL ? size * (size_t)nranks : size;
+    if (c == C_BCAST && rank == 0) return;
+    if (w == W_HOST)
+        memset(b->hrecv, 0xee, bytes);
+    else
+        cudaMemset(b->drecv, 0xee, bytes);
+}
+
+/* -c: compare this rank's result of iteration i with the host computation */
+static void verify(int c, int w, size_t size, int i, struct bufs *b)
+{
+    const size_t cnt = size / sizeof(float), a2a = size * (size_t)nranks;
+    size_t bytes = c == C_ALLTOALL ? a2a : c == C_ALLREDUCE ? cnt * sizeof(float) : size;
+    const char *got = b->hrecv;
+    if (c == C_BCAST && rank == 0) return;
+    if (w != W_HOST) {
+        cudaMemcpy(b->scratch, b->drecv, bytes, cudaMemcpyDeviceToHost);
+        got = b->scratch;
+    }
+    switch (c) {
+    case C_ALLREDUCE: {
+        const float *f = (const float *)got;
+        for (size_t j = 0; j < cnt; j++) {
+            float want = 0;
+            for (int r = 0; r < nranks; r++) want += ar_value(r, i, j);
+            if (f[j] != want) {
+                report(c, w, size, i, j, f[j], want);
+                return;
+            }
+        }
+        break;
+    }
+    case C_BCAST:
+    case C_ALLTOALL:
+        for (int q = 0; q < (c == C_BCAST ? 1 : nranks); q++) {
+            const unsigned char *g = (const unsigned char *)got + (size_t)q * size;
+            const unsigned char *want = c == C_BCAST ? base + seed(i, 0, 0) : base + seed(i, q, rank);
+            if (memcmp(g, want, size)) {
+                size_t off = 0;
+                while (g[off] == want[off]) off++;
+                report(c, w, size, i, (size_t)q * size + off, g[off], want[off]);
+                return;
+            }
+        }
+        break;
+    }
+}
+
+/* time per call in microseconds, max over the ranks (valid on rank 0) */
+static double measure(int c, int w, size_t size, int iters, int warmup, int check, struct bufs *b)
+{
+    double sum = 0, avg, mx = 0;
+    for (int i = -warmup; i < iters; i++) {
+        if (check) {
+            fill(c, w, size, i, b);
+            poison(c, w, size, b);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        one_call(c, w, size, b);
+        double t = MPI_Wtime() - t0;
+        if (i >= 0) sum += t;
+        if (check) verify(c, w, size, i, b);
+    }
+    avg = sum * 1e6 / iters;
+    MPI_Reduce(&avg, &mx, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    return mx;
+}
+
+static void usage(void)
+{
+    if (rank == 0)
+        fprintf(stderr, "usage: coll [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall] [-i ITERS] [-x WARMUP] [-c] "
+                        "[-f] [-o out.json]\n");
+}
+
+int main(int argc, char **argv)
+{
+    size_t minsz = 8, maxsz = 64u << 20;
+    int iters = 100, warmup = 10, check = 0, force_dev = 0, factor = 4, want[C_N] = {1, 1, 1};
+    const char *out = NULL;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+
+    int opt, bad = 0;
+    while ((opt = getopt(argc, argv, "m:2l:i:x:cfo:h")) != -1) {
+        switch (opt) {
+        case 'm': {
+            char *c = strchr(optarg, ':');
+            if (c) {
+                *c = 0;
+                minsz = parse_size(optarg);
+                maxsz = parse_size(c + 1);
+            } else
+                maxsz = parse_size(optarg);
+            break;
+        }
+        case '2': factor = 2; break;
+        case 'l': {
+            char *save = NULL;
+            for (int k = 0; k < C_N; k++) want[k] = 0;
+            for (char *t = strtok_r(optarg, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                int k = 0;
+                while (k < C_N && strcmp(t, coll_key[k])) k++;
+                if (k == C_N) bad = 1; else want[k] = 1;
+            }
+            break;
+        }
+        case 'i': iters = atoi(optarg); break;
+        case 'x': warmup = atoi(optarg); break;
+        case 'c': check = 1; break;
+        case 'f': force_dev = 1; break;
+        case 'o': out = optarg; break;
+        default:
+            usage();
+            MPI_Finalize();
+            return opt == 'h' ? 0 : 2;
+        }
+    }
+    if (minsz < 1) minsz = 1;
+    if (bad || iters < 1 || warmup < 0 || maxsz < minsz || maxsz > (size_t)1 << 30) {
+        usage();
+        MPI_Finalize();
+        return 2;
+    }
+    find_real();
+    version_fn ver = (version_fn)dlsym(RTLD_DEFAULT, "cudampi_version");
+    int shim = ver != NULL;
+
+    /* machine */
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len;
+    MPI_Get_library_version(lib, &len);
+    char *nl = strchr(lib, '\n');
+    if (nl) *nl = 0;
+    clean(lib);
+    MPI_Comm node;
+    int lrank = 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &lrank);
+    MPI_Comm_free(&node);
+    int ndev = 0, have_dev = 0, drv = 0, rt = 0;
+    struct rankinfo me;
+    memset(&me, 0, sizeof me);
+    me.dev = -1;
+    if (cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0) {
+        me.dev = lrank % ndev;
+        have_dev = cudaSetDevice(me.dev) == cudaSuccess;
+    }
+    cudaDriverGetVersion(&drv);
+    cudaRuntimeGetVersion(&rt);
+    gethostname(me.host, sizeof me.host - 1);
+    clean(me.host);
+    gpu_name(have_dev ? me.dev : -1, me.gpu, sizeof me.gpu);
+    struct rankinfo *all = rank == 0 ? calloc((size_t)nranks, sizeof *all) : NULL;
+    MPI_Gather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0, MPI_COMM_WORLD);
+    char date[32], drvs[16], rts[16];
+    utc_now(date, sizeof date);
+    cuda_version_str(drv, drvs, sizeof drvs);
+    cuda_version_str(rt, rts, sizeof rts);
+
+    /* sizes */
+    int nsz = 0;
+    size_t sizes[80];
+    for (size_t s = minsz; s <= maxsz && nsz < 79; s *= (size_t)factor) sizes[nsz++] = s;
+    if (sizes[nsz - 1] != maxsz) sizes[nsz++] = maxsz;
+
+    /* buffers: Alltoall needs size * ranks on each side, the others size */
+    size_t bytes = maxsz * (size_t)(want[C_ALLTOALL] ? nranks : 1);
+    struct bufs b;
+    memset(&b, 0, sizeof b);
+    int have_pinned = 0;
+    b.hsend = malloc(bytes);
+    b.hrecv = malloc(bytes);
+    if (!b.hsend || !b.hrecv) {
+        fprintf(stderr, "coll: rank %d: cannot allocate 2 x %zu bytes\n", rank, bytes);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    memset(b.hsend, 1, bytes);
+    memset(b.hrecv, 1, bytes);
+    if (have_dev && (cudaMalloc((void **)&b.dsend, bytes) != cudaSuccess ||
+                     cudaMalloc((void **)&b.drecv, bytes) != cudaSuccess))
+        have_dev = 0;
+    if (have_dev) {
+        cudaMemset(b.dsend, 1, bytes);
+        cudaMemset(b.drecv, 1, bytes);
+        if (cudaMallocHost((void **)&b.psend, bytes) == cudaSuccess &&
+            cudaMallocHost((void **)&b.precv, bytes) == cudaSuccess) {
+            memset(b.psend, 1, bytes);
+            memset(b.precv, 1, bytes);
+            have_pinned = 1;
+        }
+    }
+    if (check) {
+        make_base(maxsz);
+        b.scratch = malloc(bytes);
+    }
+    /* every rank must run the same ways */
+    int mine[2] = {have_dev, have_pinned}, lo[2];
+    MPI_Allreduce(mine, lo, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    have_dev = lo[0];
+    have_pinned = lo[1];
+    int dev_ok = have_dev && (shim || force_dev);
+
+    if (rank == 0) {
+        printf("# cudampi coll: %s\n", lib);
+        printf("# shim: %s; real MPI calls from %s\n", shim ? ver() : "not loaded", real_lib);
+        printf("# %s, GPU %d: %s; CUDA driver %s, runtime %s; %s\n", me.host, me.dev, me.gpu, drvs, rts, date);
+        printf("# ranks: %d; iterations %d, warm-up %d (fewer above 64 KiB)%s\n", nranks, iters, warmup,
+               check ? "; checking the data (-c)" : "");
+        if (!have_dev) printf("# no usable CUDA device on every rank: device and manual columns skipped\n");
+        if (have_dev && !dev_ok) printf("# device column skipped: the shim is not loaded (use -f to force)\n");
+        fflush(stdout);
+    }
+
+    double (*res)[C_N][W_N] = calloc((size_t)nsz, sizeof *res);
+    int *its = calloc((size_t)nsz, sizeof *its);
+    for (int i = 0; i < nsz; i++) {
+        size_t s = sizes[i];
+        int it = iters, wu = warmup;
+        if (s > 65536) {
+            it = (int)((double)iters * 65536 / (double)s);
+            wu = (int)((double)warmup * 65536 / (double)s);
+            if (it < 4) it = 4;
+            if (wu < 2) wu = 2;
+        }
+        its[i] = it;
+        for (int c = 0; c < C_N; c++)
+            for (int w = 0; w < W_N; w++) {
+                res[i][c][w] = NAN;
+                if (!want[c]) continue;
+                if (c == C_ALLREDUCE && s < sizeof(float)) continue;
+                if (w == W_DEVICE && !dev_ok) continue;
+                if ((w == W_PAGEABLE || w == W_PINNED) && !have_dev) continue;
+                if (w == W_PINNED && !have_pinned) continue;
+                res[i][c][w] = measure(c, w, s, it, wu, check, &b);
+            }
+    }
+
+    long total = 0;
+    MPI_Allreduce(&errors, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) {
+        if (out) {
+            FILE *f = fopen(out, "w");
+            if (!f) {
+                perror(out);
+            } else {
+                fprintf(f, "{\n  \"bench\": \"coll\",\n  \"unit\": \"us per call, mean over iterations, max over ranks\",\n");
+                fprintf(f, "  \"machine\": {\"hostname\": \"%s\", \"date_utc\": \"%s\", \"gpu\": \"%s\", "
+                           "\"cuda_driver\": \"%s\", \"cuda_driver_version\": %d, \"cuda_runtime\": \"%s\", "
+                           "\"cuda_runtime_version\": %d, \"cuda_devices\": %d,\n",
+                        me.host, date, me.gpu, drvs, drv, rts, rt, ndev);
+                fprintf(f, "    \"mpi\": \"%s\", \"real_mpi_lib\": \"%s\", \"shim\": ", lib, real_lib);
+                if (shim)
+                    fprintf(f, "\"%s\",\n", ver());
+                else
+                    fprintf(f, "null,\n");
+                fprintf(f, "    \"ranks\": [");
+                for (int r = 0; r < nranks; r++)
+                    fprintf(f, "%s{\"rank\": %d, \"host\": \"%s\", \"device\": %d, \"gpu\": \"%s\"}", r ? ", " : "", r,
+                            all[r].host, all[r].dev, all[r].gpu);
+                fprintf(f, "]},\n");
+                fprintf(f, "  \"parameters\": {\"nranks\": %d, \"iterations\": %d, \"warmup\": %d, \"min_size\": %zu, "
+                           "\"max_size\": %zu, \"size_factor\": %d, \"bcast_root\": 0, \"check\": %s, "
+                           "\"force_device\": %s, \"collectives\": [",
+                        nranks, iters, warmup, minsz, maxsz, factor, check ? "true" : "false",
+                        force_dev ? "true" : "false");
+                for (int c = 0, first = 1; c < C_N; c++)
+                    if (want[c]) {
+                        fprintf(f, "%s\"%s\"", first ? "" : ", ", coll_key[c]);
+                        first = 0;
+                    }
+                fprintf(f, "]},\n");
+                fprintf(f, "  \"check_errors\": %ld,\n  \"results\": [\n", check ? total : 0);
+                int nrow = 0, rows = 0;
+                for (int c = 0; c < C_N; c++) rows += want[c] ? nsz : 0;
+                for (int c = 0; c < C_N; c++) {
+                    if (!want[c]) continue;
+                    for (int i = 0; i < nsz; i++) {
+                        fprintf(f, "    {\"collective\": \"%s\", \"size\": %zu, \"iterations\": %d", coll_key[c],
+                                sizes[i], its[i]);
+                        for (int w = 0; w < W_N; w++) {
+                            fprintf(f, ", \"%s\": ", way_key[w]);
+                            if (isnan(res[i][c][w]))
+                                fprintf(f, "null");
+                            else
+                                fprintf(f, "%.3f", res[i][c][w]);
+                        }
+                        fprintf(f, "}%s\n", ++nrow < rows ? "," : "");
+                    }
+                }
+                fprintf(f, "  ]\n}\n");
+                fclose(f);
+                printf("# wrote %s\n", out);
+            }
+        }
+        if (check) printf("# data check: %s (%ld bad results)\n", total ? "FAILED" : "passed", total);
+        for (int c = 0; c < C_N; c++) {
+            if (!want[c]) continue;
+            printf("\n# %s: us per call, mean over the iterations, max over %d ranks\n", coll_title[c], nranks);
+            printf("# %10s %6s", "bytes", "iters");
+            for (int w = 0; w < W_N; w++) printf(" %13s", way_name[w]);
+            printf("\n");
+            for (int i = 0; i < nsz; i++) {
+                printf("  %10zu %6d", sizes[i], its[i]);
+                for (int w = 0; w < W_N; w++)
+                    if (isnan(res[i][c][w]))
+                        printf(" %13s", "-");
+                    else
+                        printf(" %13.2f", res[i][c][w]);
+                printf("\n");
+            }
+        }
+        fflush(stdout);
+    }
+    free(res);
+    free(its);
+    free(all);
+    free(b.hsend);
+    free(b.hrecv);
+    free(b.scratch);
+    free(base);
+    if (b.psend) cudaFreeHost(b.psend);
+    if (b.precv) cudaFreeHost(b.precv);
+    if (b.dsend) cudaFree(b.dsend);
+    if (b.drecv) cudaFree(b.drecv);
+    MPI_Finalize();
+    return total ? 1 : 0;
+}
