@@ -91,7 +91,7 @@ pub fn isendrecv(
         Ok(p) => p,
         Err(rc) => return rc,
     };
-    let into = match stage(name, recvbuf, recvcount, recvtype, source, Some(comm), Direction::Recv) {
+    let into = match stage(name, recvbuf, recvcount, recvtype, source, Some(comm), Direction::RecvWhole) {
         Ok(p) => p,
         Err(rc) => return rc,
     };

@@ -42,6 +42,9 @@ pub enum Direction {
     Recv,
     /// `MPI_Sendrecv_replace`: the whole span goes out and all of it comes back.
     Replace,
+    /// A receive whose status cannot be trusted to count what arrived (MPICH's
+    /// `MPI_Isendrecv` leaves a stale one): the span is copied in first and written back whole.
+    RecvWhole,
 }
 
 /// What to copy back to the device once MPI has written the staging buffer.
@@ -122,7 +125,7 @@ pub fn prepare(
     let (fill, back) = match dir {
         Direction::Send => (true, Back::Nothing),
         Direction::Recv if span.named => (false, Back::Received),
-        Direction::Recv | Direction::Replace => (true, Back::Span),
+        Direction::Recv | Direction::Replace | Direction::RecvWhole => (true, Back::Span),
     };
     let mut s = lease_for(name, buf, dev, span, comm, fill, back)?;
     if back == Back::Span && !span.named {
