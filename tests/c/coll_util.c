@@ -520,12 +520,18 @@ struct ccase {
     MPI_Datatype sdt, rdt;
     int sc[MAXP], sd[MAXP], rc[MAXP], rd[MAXP];
     MPI_Datatype sty[MAXP], rty[MAXP];
+    /* arrays handed to nonblocking / persistent calls must live until completion / free:
+     * large-count copies and MPI_Aint byte displacements are kept here */
+    MPI_Count scc[MAXP], rcc[MAXP];
+    MPI_Aint sda[MAXP], rda[MAXP];
     int s_arrays_null, r_arrays_null;
     int sarg, rarg; /* ARG_* */
     int s_kind, r_kind;
     size_t sspan, rspan;
     struct side sin, rin, rout;
     int call_root; /* root argument passed (MPI_ROOT/MPI_PROC_NULL for intercomms) */
+    int host_only; /* the receive buffer is compared with the host run only (an MPI that
+                    * delivers what the standard does not say: see the test) */
     /* run time */
     void *sbuf, *rbuf, *freed;
     unsigned char *simg, *rimg, *rexp, *rmask;
@@ -861,6 +867,9 @@ T_UNUSED static void case_fill(struct ccase *c, int seed)
     }
     if (c->rbuf) {
         build_image(c->rimg, c->rspan, &c->rin, &c->rout, c->vt, c->opid, seed, c->rexp, c->rmask);
+        if (c->host_only)
+            for (size_t i = 0; i < c->rspan + SLACK; i++)
+                if (c->rmask[i] == 1) c->rmask[i] = 2;
         mem_put(c->rbuf, c->rimg, c->rspan + SLACK);
     }
 }
@@ -954,9 +963,9 @@ T_UNUSED static const char *coll_quirk(const struct ccase *c, int mode)
         return "Open MPI's single-process MPI_Alltoallw (coll/self) scales the byte displacements "
                "by the type extents";
     if (P == 1 && c->coll == C_ALLGATHERV && !c->inplace && lib_is_mpich40() &&
-        (nb || (c->rt != &TT_INT && c->rt != &TT_DOUBLE && c->rt != &TT_BYTE)))
+        (mode != M_BLOCK || (c->rt != &TT_INT && c->rt != &TT_DOUBLE && c->rt != &TT_BYTE)))
         return "MPICH 4.0's single-process MPI_Allgatherv ignores the displacement for a derived "
-               "receive type (MPI_Iallgatherv for any type)";
+               "receive type (MPI_Iallgatherv, MPI_Allgatherv_c for any type)";
     if ((nb || mode == M_INIT || mode == M_INIT_C) && c->inplace && P >= 4 && c->n > 100 &&
         (c->coll == C_ALLTOALLV || c->coll == C_ALLTOALLW) && lib_is_ompi())
         return "Open MPI's (libnbc) in-place MPI_Ialltoallv/w deliver wrong, varying bytes with 4 "
@@ -1017,12 +1026,10 @@ T_UNUSED static int coll_start(struct ccase *c, int mode)
     MPI_Info inf = MPI_INFO_NULL;
 #endif
 #ifdef HAVE_COLL_C
-    MPI_Count scc[MAXP], rcc[MAXP];
-    MPI_Aint sdc[MAXP], rdc[MAXP];
     for (int i = 0; i < c->P && i < MAXP; i++)
-        scc[i] = c->sc[i], rcc[i] = c->rc[i], sdc[i] = c->sd[i], rdc[i] = c->rd[i];
-    const MPI_Count *sccp = c->s_arrays_null ? NULL : scc, *rccp = c->r_arrays_null ? NULL : rcc;
-    const MPI_Aint *sdcp = c->s_arrays_null ? NULL : sdc, *rdcp = c->r_arrays_null ? NULL : rdc;
+        c->scc[i] = c->sc[i], c->rcc[i] = c->rc[i], c->sda[i] = c->sd[i], c->rda[i] = c->rd[i];
+    const MPI_Count *sccp = c->s_arrays_null ? NULL : c->scc, *rccp = c->r_arrays_null ? NULL : c->rcc;
+    const MPI_Aint *sdcp = c->s_arrays_null ? NULL : c->sda, *rdcp = c->r_arrays_null ? NULL : c->rda;
 #endif
     if (c->coll == C_REDUCE_SCATTER_BLOCK) n = c->rcount;
     switch (mode) {
