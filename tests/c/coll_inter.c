@@ -199,11 +199,12 @@ int main(int argc, char **argv)
                     c->opid = OP_NONE;
                 }
                 c->seed = nc + 1;
-                if (!case_keep(c, M_BLOCK)) continue;
-                if (coll_has_root(coll)) {
-                    size_t l = strlen(c->label);
-                    snprintf(c->label + l, sizeof c->label - l, " (root: rank %d of group %d)", c->root, g);
-                }
+                char suffix[64];
+                snprintf(suffix, sizeof suffix, " (root: rank %d of group %d)", c->root, g);
+                t_case_suffix = coll_has_root(coll) ? suffix : NULL;
+                int keep = case_keep(c, M_BLOCK);
+                t_case_suffix = NULL;
+                if (!keep) continue;
                 nc++;
             }
 

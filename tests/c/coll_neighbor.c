@@ -312,9 +312,12 @@ static int build_cases(struct ccase *cases, int mode)
                 if (c->coll == C_NEIGHBOR_ALLTOALLW) c->st = c->rt = &TT_VEC; /* per block */
                 c->opid = OP_NONE;
                 c->seed = nc + 1;
-                if (!case_keep(c, mode)) continue;
-                size_t l = strlen(c->label);
-                snprintf(c->label + l, sizeof c->label - l, " on the %s", topo_name[t]);
+                char suffix[64];
+                snprintf(suffix, sizeof suffix, " on the %s", topo_name[t]);
+                t_case_suffix = suffix;
+                int keep = case_keep(c, mode);
+                t_case_suffix = NULL;
+                if (!keep) continue;
                 if (c->coll == C_NEIGHBOR_ALLTOALLW && topos[t].uneven && lib_is_mpich40()) {
                     if (t_rank == 0 && k == 0)
                         note("left out: %s: MPICH 4.0's Neighbor_alltoallw leaves blocks unwritten "

@@ -539,6 +539,7 @@ struct ccase {
     MPI_Request req;
 };
 
+static const char *t_case_suffix = NULL; /* appended to the labels made while it is set */
 T_UNUSED static void case_label(struct ccase *c)
 {
     char extra[120] = "";
@@ -551,6 +552,10 @@ T_UNUSED static void case_label(struct ccase *c)
              c->inplace ? " IN_PLACE" : "",
              c->insig == INS_NULL ? " insignificant=NULL"
                                   : (c->insig == INS_FREED ? " insignificant=freed" : ""));
+    if (t_case_suffix) {
+        size_t l = strlen(c->label);
+        snprintf(c->label + l, sizeof c->label - l, "%s", t_case_suffix);
+    }
 }
 
 /* element counts of v/w variants: block i -> j. Symmetric (in-place Alltoallv/w needs that),
