@@ -27,7 +27,12 @@
  * Reductions use integer-valued data (MPI_INT, MPI_DOUBLE: |v| <= 8191, so sums and products
  * of up to four values are exact in any order) and two user-defined ops: a NON-commutative
  * composition of affine maps x -> a*x+b (mod 2^32) on a contiguous 2 x uint32 type, and a
- * commutative lexicographic max over a struct {int32 key; (hole); double val} type. */
+ * commutative lexicographic max over a struct {int32 key; (hole); double val} type.
+ *
+ * coll_quirk() lists the bugs of the plain MPIs (seen on host buffers without the shim) that
+ * some cases would hit; tests leave those cases out with a note naming them.
+ * Debugging: COLL_ONLY=text runs only the cases whose label contains text; COLL_DEBUG=1 prints
+ * a note per call (blocking calls with their time). */
 
 #define MAXP 16
 #define MAXSEG (4 * MAXP + 8)
