@@ -329,15 +329,17 @@ pub mod plan {
     }
 
     /// `MPI_Neighbor_allgather(v)`: one block to every destination, one from every source.
+    /// A source may be `MPI_PROC_NULL` (the edge of a non-periodic Cartesian grid), whose block
+    /// MPI leaves alone, so the receive span is copied in first.
     pub fn neighbor_allgather(comm: Handle, sendcount: i64, sendtype: Handle, recv: Blocks, recvtype: Handle) -> Result<Plan, c_int> {
         let (sources, _) = neighbors(comm)?;
-        Ok([one(sendcount, sendtype, Use::Read), arg(recv, recvtype, sources, Use::Write)])
+        Ok([one(sendcount, sendtype, Use::Read), arg(recv, recvtype, sources, Use::ReadWrite)])
     }
 
-    /// `MPI_Neighbor_alltoall(v,w)`.
+    /// `MPI_Neighbor_alltoall(v,w)`; sources as for `neighbor_allgather`.
     pub fn neighbor_alltoall(comm: Handle, send: Blocks, sendtype: Handle, recv: Blocks, recvtype: Handle) -> Result<Plan, c_int> {
         let (sources, destinations) = neighbors(comm)?;
-        Ok([arg(send, sendtype, destinations, Use::Read), arg(recv, recvtype, sources, Use::Write)])
+        Ok([arg(send, sendtype, destinations, Use::Read), arg(recv, recvtype, sources, Use::ReadWrite)])
     }
 }
 
@@ -510,14 +512,14 @@ fn finish(name: &'static str, comm: Option<Handle>, mode: Mode, staging: Staging
             }
             rc
         }
-        Mode::Nonblocking(request) => {
-            requests::insert(request, Entry::new(name, comm, send, recv, Kind::Once));
-            rc
-        }
-        Mode::Persistent(request) => {
-            requests::insert(request, Entry::new(name, comm, send, recv, Kind::Persistent));
-            rc
-        }
+        Mode::Nonblocking(request) => match requests::insert(request, Entry::collective(name, comm, send, recv, Kind::Once)) {
+            Ok(()) => rc,
+            Err(e) => e,
+        },
+        Mode::Persistent(request) => match requests::insert(request, Entry::collective(name, comm, send, recv, Kind::Persistent)) {
+            Ok(()) => rc,
+            Err(e) => e,
+        },
     }
 }
 

@@ -21,7 +21,9 @@ fn post(name: &'static str, comm: Option<Handle>, request: *mut c_void, send: Op
         let send = send.and_then(Prepared::staged);
         let recv = recv.and_then(Prepared::staged);
         if send.is_some() || recv.is_some() {
-            requests::insert(request, Entry::new(name, comm, send, recv, kind));
+            if let Err(e) = requests::insert(request, Entry::new(name, comm, send, recv, kind)) {
+                return e;
+            }
         }
     }
     rc

@@ -87,13 +87,23 @@ pub struct Entry {
     pub active: bool,
     /// `MPI_Request_get_status` has already copied the data back.
     pub delivered: bool,
+    /// A point-to-point receive, whose status says whether it was cancelled and how much
+    /// arrived; a collective's status says nothing.
+    pub p2p: bool,
 }
 
 impl Entry {
     pub fn new(name: &'static str, comm: Option<Handle>, send: Option<Staged>, recv: Option<Staged>, kind: Kind) -> Entry {
         LIVE.fetch_add(1, Relaxed);
         let active = matches!(kind, Kind::Once);
-        Entry { name, comm, send, recv, kind, active, delivered: false }
+        Entry { name, comm, send, recv, kind, active, delivered: false, p2p: true }
+    }
+
+    /// The entry of a nonblocking or persistent collective.
+    pub fn collective(name: &'static str, comm: Option<Handle>, send: Option<Staged>, recv: Option<Staged>, kind: Kind) -> Entry {
+        let mut e = Entry::new(name, comm, send, recv, kind);
+        e.p2p = false;
+        e
     }
 
     fn persistent(&self) -> bool {
@@ -148,7 +158,7 @@ impl Entry {
             }
             _ => None,
         };
-        Some(Delivery { name: self.name, comm: self.comm, window: r.window(), back: r.back, runs: r.runs.clone(), ranges })
+        Some(Delivery { name: self.name, comm: self.comm, window: r.window(), back: r.back, runs: r.runs.clone(), ranges, p2p: self.p2p })
     }
 
     /// Marks the operation complete; returns the copy still owed.
@@ -175,6 +185,7 @@ pub struct Delivery {
     runs: Option<Arc<[(usize, usize)]>>,
     /// Partitioned receives: the byte ranges still to copy.
     ranges: Option<Vec<(usize, usize)>>,
+    p2p: bool,
 }
 
 impl Delivery {
@@ -186,6 +197,7 @@ impl Delivery {
 
     /// `status` is the completed request's status, or null when the call gives none.
     pub fn run(self, status: *mut c_void) -> Result<(), c_int> {
+        let status = if self.p2p { status } else { std::ptr::null_mut() };
         match self.ranges {
             None => stage::deliver(self.window, self.back, self.runs.as_deref(), self.name, self.comm, status),
             Some(ranges) => {
@@ -199,14 +211,35 @@ impl Delivery {
 }
 
 /// Starts tracking the request MPI just wrote to `*request`.
-pub fn insert(request: *const c_void, entry: Entry) {
+///
+/// A collective MPI completed while posting it (on one process, say) may come back as a
+/// request handle the library shares among all such operations, so it is finished here
+/// instead: its data is copied now and nothing is tracked. `Err` is a failed copy's error
+/// code.
+pub fn insert(request: *const c_void, mut entry: Entry) -> Result<(), c_int> {
     if request.is_null() {
-        return;
+        return Ok(());
     }
     let abi = abi::get();
     // SAFETY: MPI has just written the handle of a successfully posted request there.
     let h = abi.key(unsafe { abi.request_at(request, 0) });
+    // Point-to-point requests are never shared, and their status from MPI_Request_get_status
+    // would not carry a truncation error; they complete in the completion calls.
+    if matches!(entry.kind, Kind::Once) && !entry.p2p {
+        if let Some(p) = real::pmpi() {
+            let (mut flag, mut status) = (0, abi::Status::zeroed());
+            // SAFETY: a live request; valid out-pointers. The request is not freed.
+            let rc = unsafe { (p.request_get_status)(h, &mut flag, status.as_mut_ptr()) };
+            if rc == 0 && flag != 0 {
+                return match entry.complete() {
+                    Some(d) => d.run(status.as_mut_ptr()),
+                    None => Ok(()),
+                };
+            }
+        }
+    }
     table().insert(h, entry);
+    Ok(())
 }
 
 /// Runs `f` on the entry of a handle with the table locked; `f` must not copy or call MPI.
