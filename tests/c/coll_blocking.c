@@ -21,7 +21,10 @@
  * Allreduce, Scan, Exscan, Reduce_local, Reduce_scatter_block, with and without MPI_IN_PLACE.
  * Receive buffers start poisoned; SLACK bytes after the used span must stay poison; send
  * buffers must come back unchanged; Exscan's result on rank 0 and the rest of an in-place
- * Reduce_scatter buffer are undefined and not compared. MPI_Barrier needs no buffer. */
+ * Reduce_scatter buffer are undefined and not compared. MPI_Barrier needs no buffer.
+ * Plain-MPI bugs worked around (host buffers, no shim): MPICH 4.0's in-place Reduce at a root
+ * other than 0 segfaults (root 0 there); MPICH's in-place Reduce_scatter fails when a rank's
+ * count exceeds the sum of the counts before it (the counts here avoid that). */
 #include "common.h"
 #include "coll_util.c"
 
@@ -67,7 +70,7 @@ int main(int argc, char **argv)
                     c->opid = OP_NONE;
                 }
                 c->seed = nc + 1;
-                case_label(c);
+                if (!case_keep(c, M_BLOCK)) continue;
                 nc++;
             }
         }
@@ -91,7 +94,7 @@ int main(int argc, char **argv)
                 c->st = c->rt = u ? &TT_MAXS : &TT_AFFINE;
                 c->opid = u ? OP_MAXS : OP_AFFINE;
                 c->seed = nc + 1;
-                case_label(c);
+                if (!case_keep(c, M_BLOCK)) continue;
                 nc++;
             }
 
@@ -108,7 +111,7 @@ int main(int argc, char **argv)
         c->st = c->rt = &TT_DOUBLE;
         c->opid = k == 0 ? OP_NONE : OP_SUM;
         c->seed = nc + 1;
-        case_label(c);
+        if (!case_keep(c, M_BLOCK)) continue;
         nc++;
     }
 

@@ -64,8 +64,7 @@ int main(int argc, char **argv)
                     if (coll == C_ALLTOALLW) c->st = c->rt = &TT_VEC; /* per-peer types: w_type() */
                     c->opid = OP_NONE;
                     c->seed = nc + 1;
-                    if (!case_keep(c)) continue;
-                    case_label(c);
+                    if (!case_keep(c, M_BLOCK)) continue;
                     nc++;
                 }
 
