@@ -10,13 +10,12 @@
 //! alone keep their device values.
 
 use std::ffi::{c_int, c_void};
-use std::sync::Arc;
 
 use crate::abi::{self, Handle};
 use crate::cuda::{self, Location};
 use crate::datatype::{self, Span, TypeInfo};
 use crate::requests::{self, Entry, Kind};
-use crate::stage::{self, Back, Staged};
+use crate::stage::{self, Back, Runs, Staged};
 use crate::{errors, real, stats};
 
 /// An array argument of counts or displacements: `int` or wide (`MPI_Count`, `MPI_Aint`).
@@ -400,11 +399,13 @@ fn span_of(a: &Arg) -> Result<(Span, bool), c_int> {
 
 /// The byte runs an argument's blocks consist of, within its span; `None` when there are too
 /// many to copy one by one.
-fn runs_of(a: &Arg, span: Span) -> Result<Option<Arc<[(usize, usize)]>>, c_int> {
+fn runs_of(a: &Arg, span: Span) -> Result<Option<Runs>, c_int> {
     let n = a.n.max(0) as usize;
     let abi = abi::get();
     let mut runs: Vec<(i64, usize)> = Vec::new();
-    let mut last: Option<(Handle, TypeInfo, Vec<(i64, usize)>)> = None;
+    // The last block's datatype, its description and one element's runs.
+    type Element = (Handle, TypeInfo, Vec<(i64, usize)>);
+    let mut last: Option<Element> = None;
     for i in 0..n {
         // (count, byte offset of the block, datatype)
         // SAFETY: the caller passes one count, displacement (and datatype) per peer.

@@ -62,33 +62,42 @@ fn out(p: *const c_int, fallback: c_int) -> c_int {
     }
 }
 
-pub fn wait(_name: &'static str, request: *mut c_void, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+/// The shape every completion call shares: straight through when no staged request exists;
+/// else the tracked requests among `n` are taken, MPI is called with statuses it may fill
+/// (`statuses` makes them from the caller's argument), and the requests are settled from what
+/// the call reported: `done(rc, statuses, k)` gives request `k`'s status if it completed.
+fn complete(
+    reqs: *mut c_void,
+    n: c_int,
+    caller: *mut c_void,
+    statuses: impl FnOnce(*mut c_void) -> Statuses,
+    call: impl FnOnce(*mut c_void) -> c_int,
+    done: impl Fn(c_int, &Statuses, usize) -> Option<*mut c_void>,
+) -> c_int {
     if !requests::any() {
-        return call(status);
+        return call(caller);
     }
     requests::progress_orphans();
-    let taken = requests::take(request, 1);
+    let taken = requests::take(reqs, n);
     if taken.is_empty() {
-        return call(status);
+        return call(caller);
     }
-    let st = Statuses::single(status);
+    let st = statuses(caller);
     let rc = call(st.at(0));
-    outcome(rc, requests::settle(taken, request, rc, |_| Some(st.at(0))))
+    outcome(rc, requests::settle(taken, reqs, rc, |k| done(rc, &st, k)))
+}
+
+/// The status of request `k` if it is the one a single-completion call reported as `index`.
+fn if_index(index: c_int, st: &Statuses, k: usize) -> Option<*mut c_void> {
+    (index >= 0 && k == index as usize).then(|| st.at(0))
+}
+
+pub fn wait(_name: &'static str, request: *mut c_void, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+    complete(request, 1, status, Statuses::single, call, |_, st, _| Some(st.at(0)))
 }
 
 pub fn test(_name: &'static str, request: *mut c_void, flag: *mut c_int, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
-    if !requests::any() {
-        return call(status);
-    }
-    requests::progress_orphans();
-    let taken = requests::take(request, 1);
-    if taken.is_empty() {
-        return call(status);
-    }
-    let st = Statuses::single(status);
-    let rc = call(st.at(0));
-    let done = rc == 0 && out(flag, 0) != 0;
-    outcome(rc, requests::settle(taken, request, rc, |_| done.then(|| st.at(0))))
+    complete(request, 1, status, Statuses::single, call, |rc, st, _| (rc == 0 && out(flag, 0) != 0).then(|| st.at(0)))
 }
 
 pub fn waitany(
@@ -99,18 +108,7 @@ pub fn waitany(
     status: *mut c_void,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
-    if !requests::any() {
-        return call(status);
-    }
-    requests::progress_orphans();
-    let taken = requests::take(requests, count);
-    if taken.is_empty() {
-        return call(status);
-    }
-    let st = Statuses::single(status);
-    let rc = call(st.at(0));
-    let i = out(index, UNDEFINED);
-    outcome(rc, requests::settle(taken, requests, rc, |k| (i >= 0 && k == i as usize).then(|| st.at(0))))
+    complete(requests, count, status, Statuses::single, call, |_, st, k| if_index(out(index, UNDEFINED), st, k))
 }
 
 pub fn testany(
@@ -122,18 +120,8 @@ pub fn testany(
     status: *mut c_void,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
-    if !requests::any() {
-        return call(status);
-    }
-    requests::progress_orphans();
-    let taken = requests::take(requests, count);
-    if taken.is_empty() {
-        return call(status);
-    }
-    let st = Statuses::single(status);
-    let rc = call(st.at(0));
-    let i = if out(flag, 0) != 0 { out(index, UNDEFINED) } else { UNDEFINED };
-    outcome(rc, requests::settle(taken, requests, rc, |k| (i >= 0 && k == i as usize).then(|| st.at(0))))
+    let reported = move || if out(flag, 0) != 0 { out(index, UNDEFINED) } else { UNDEFINED };
+    complete(requests, count, status, Statuses::single, call, |_, st, k| if_index(reported(), st, k))
 }
 
 /// Which requests of an all-call completed: all of them on success; with
@@ -149,17 +137,7 @@ fn all_done(rc: c_int, st: &Statuses, k: usize) -> Option<*mut c_void> {
 }
 
 pub fn waitall(_name: &'static str, count: c_int, requests: *mut c_void, statuses: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
-    if !requests::any() {
-        return call(statuses);
-    }
-    requests::progress_orphans();
-    let taken = requests::take(requests, count);
-    if taken.is_empty() {
-        return call(statuses);
-    }
-    let st = Statuses::array(statuses, count);
-    let rc = call(st.at(0));
-    outcome(rc, requests::settle(taken, requests, rc, |k| all_done(rc, &st, k)))
+    complete(requests, count, statuses, |c| Statuses::array(c, count), call, all_done)
 }
 
 pub fn testall(
@@ -170,18 +148,14 @@ pub fn testall(
     statuses: *mut c_void,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
-    if !requests::any() {
-        return call(statuses);
-    }
-    requests::progress_orphans();
-    let taken = requests::take(requests, count);
-    if taken.is_empty() {
-        return call(statuses);
-    }
-    let st = Statuses::array(statuses, count);
-    let rc = call(st.at(0));
-    let done = out(flag, 0) != 0 || errors::class(rc) == abi::get().err_in_status;
-    outcome(rc, requests::settle(taken, requests, rc, |k| if done { all_done(rc, &st, k) } else { None }))
+    let done = move |rc| out(flag, 0) != 0 || (rc != 0 && errors::class(rc) == abi::get().err_in_status);
+    complete(requests, count, statuses, |c| Statuses::array(c, count), call, |rc, st, k| {
+        if done(rc) {
+            all_done(rc, st, k)
+        } else {
+            None
+        }
+    })
 }
 
 /// `MPI_Waitsome` and `MPI_Testsome`: status `j` belongs to request `indices[j]`.
@@ -194,19 +168,9 @@ pub fn some(
     statuses: *mut c_void,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
-    if !requests::any() {
-        return call(statuses);
-    }
-    requests::progress_orphans();
-    let taken = requests::take(requests, incount);
-    if taken.is_empty() {
-        return call(statuses);
-    }
-    let st = Statuses::array(statuses, incount);
-    let rc = call(st.at(0));
-    let completed = reported(incount, outcount, indices);
-    let done = |k: usize| completed.iter().position(|&i| i as usize == k).map(|j| st.at(j));
-    outcome(rc, requests::settle(taken, requests, rc, done))
+    complete(requests, incount, statuses, |c| Statuses::array(c, incount), call, |_, st, k| {
+        reported(incount, outcount, indices).iter().position(|&i| i as usize == k).map(|j| st.at(j))
+    })
 }
 
 /// Reports completion without freeing the request: the data is copied now, once.

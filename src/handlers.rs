@@ -7,4 +7,4 @@ pub use crate::completion::{
     parrived, pready, pready_list, pready_range, request_free, request_get_status, request_get_status_all, request_get_status_any, request_get_status_some, some, start, startall, test, testall, testany, wait,
     waitall, waitany,
 };
-pub use crate::nonblocking::{irecv, isend, isendrecv, isendrecv_replace, partitioned_init, recv_init, send_init};
+pub use crate::nonblocking::{irecv, isend, isendrecv, isendrecv_replace, partitioned_init, persistent_init};

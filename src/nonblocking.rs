@@ -11,7 +11,7 @@ use std::ffi::{c_int, c_void};
 use crate::abi::Handle;
 use crate::datatype;
 use crate::requests::{self, Entry, Kind, Partitions};
-use crate::stage::{prepare, stage, Back, Direction, Prepared};
+use crate::stage::{prepare, stage, stage_pair, Back, Direction, Prepared};
 use crate::stats;
 
 /// Runs the real post with the buffer MPI should see and, if it succeeded with a staged
@@ -89,18 +89,13 @@ pub fn isendrecv(
     request: *mut c_void,
     call: impl FnOnce(*const c_void, *mut c_void) -> c_int,
 ) -> c_int {
-    let out = match stage(name, sendbuf, sendcount, sendtype, dest, Some(comm), Direction::Send) {
-        Ok(p) => p,
+    let send = (sendbuf, sendcount, sendtype, dest);
+    let recv = (recvbuf as *const c_void, recvcount, recvtype, source);
+    let (out, into) = match stage_pair(name, comm, send, recv, Direction::RecvWhole) {
+        Ok(Some(pair)) => pair,
+        Ok(None) => return call(sendbuf, recvbuf),
         Err(rc) => return rc,
     };
-    let into = match stage(name, recvbuf, recvcount, recvtype, source, Some(comm), Direction::RecvWhole) {
-        Ok(p) => p,
-        Err(rc) => return rc,
-    };
-    if matches!((&out, &into), (Prepared::Direct(a), Prepared::Direct(b)) if std::ptr::eq(*a, sendbuf) && *b == recvbuf) {
-        stats::host_call();
-        return call(sendbuf, recvbuf);
-    }
     let rc = call(out.mpi_ptr(), into.mpi_ptr());
     post(name, Some(comm), request, Some(out), Some(into), Kind::Once, rc)
 }
@@ -132,42 +127,26 @@ pub fn isendrecv_replace(
     }
 }
 
-/// `MPI_Send_init` and its modes: the staging buffer is leased now and filled at each start.
-pub fn send_init(
-    name: &'static str,
-    buf: *const c_void,
-    count: i64,
-    datatype: Handle,
-    dest: c_int,
-    comm: Handle,
-    request: *mut c_void,
-    call: impl FnOnce(*const c_void) -> c_int,
-) -> c_int {
-    match prepare(name, buf, count, datatype, dest, Some(comm), Direction::Send) {
-        Ok(Prepared::Direct(p)) => call(p),
-        Ok(p) => {
-            let rc = call(p.mpi_ptr());
-            post(name, Some(comm), request, Some(p), None, Kind::Persistent, rc)
-        }
-        Err(rc) => rc,
-    }
-}
-
-pub fn recv_init(
+/// `MPI_Send_init` and its modes (`send`), `MPI_Recv_init`: the staging buffer is leased now
+/// and filled at each start.
+pub fn persistent_init(
     name: &'static str,
     buf: *mut c_void,
     count: i64,
     datatype: Handle,
-    source: c_int,
+    peer: c_int,
     comm: Handle,
     request: *mut c_void,
+    send: bool,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
-    match prepare(name, buf, count, datatype, source, Some(comm), Direction::Recv) {
+    let dir = if send { Direction::Send } else { Direction::Recv };
+    match prepare(name, buf, count, datatype, peer, Some(comm), dir) {
         Ok(Prepared::Direct(p)) => call(p),
         Ok(p) => {
             let rc = call(p.mpi_ptr());
-            post(name, Some(comm), request, None, Some(p), Kind::Persistent, rc)
+            let (s, r) = if send { (Some(p), None) } else { (None, Some(p)) };
+            post(name, Some(comm), request, s, r, Kind::Persistent, rc)
         }
         Err(rc) => rc,
     }

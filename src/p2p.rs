@@ -5,7 +5,7 @@
 use std::ffi::{c_int, c_void};
 
 use crate::abi::{self, Handle};
-use crate::stage::{stage, Direction, OwnStatus, Prepared};
+use crate::stage::{stage, stage_pair, Direction, OwnStatus, Prepared};
 use crate::{errors, stats};
 
 /// `MPI_Mrecv` has no source argument: the matched message carries it.
@@ -90,18 +90,13 @@ pub fn sendrecv(
     status: *mut c_void,
     call: impl FnOnce(*const c_void, *mut c_void, *mut c_void) -> c_int,
 ) -> c_int {
-    let out = match stage(name, sendbuf, sendcount, sendtype, dest, Some(comm), Direction::Send) {
-        Ok(p) => p,
+    let send = (sendbuf, sendcount, sendtype, dest);
+    let recv = (recvbuf as *const c_void, recvcount, recvtype, source);
+    let (out, into) = match stage_pair(name, comm, send, recv, Direction::Recv) {
+        Ok(Some(pair)) => pair,
+        Ok(None) => return call(sendbuf, recvbuf, status),
         Err(rc) => return rc,
     };
-    let into = match stage(name, recvbuf, recvcount, recvtype, source, Some(comm), Direction::Recv) {
-        Ok(p) => p,
-        Err(rc) => return rc,
-    };
-    if matches!((&out, &into), (Prepared::Direct(a), Prepared::Direct(b)) if std::ptr::eq(*a, sendbuf) && *b == recvbuf) {
-        stats::host_call();
-        return call(sendbuf, recvbuf, status);
-    }
     let sendptr = out.mpi_ptr() as *const c_void;
     let rc = complete(name, Some(comm), into, status, |r, st| call(sendptr, r, st));
     drop(out);

@@ -17,11 +17,11 @@
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
 use crate::abi::{self, Handle};
 use crate::{errors, real};
-use crate::stage::{self, Back, Staged, Window};
+use crate::stage::{self, Back, Runs, Staged, Window};
 
 /// Entries alive anywhere: in the table, held by a completion call, or orphaned.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -182,7 +182,7 @@ pub struct Delivery {
     comm: Option<Handle>,
     window: Window,
     back: Back,
-    runs: Option<Arc<[(usize, usize)]>>,
+    runs: Option<Runs>,
     /// Partitioned receives: the byte ranges still to copy.
     ranges: Option<Vec<(usize, usize)>>,
     p2p: bool,

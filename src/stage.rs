@@ -70,7 +70,7 @@ pub struct Staged {
     /// The byte runs `(offset in the span, len)` that the datatype(s) consist of, when they
     /// leave gaps: only these are written back, so bytes between them that the program (or
     /// another pending receive) changes meanwhile are not overwritten with stale copies.
-    pub runs: Option<Arc<[(usize, usize)]>>,
+    pub runs: Option<Runs>,
 }
 
 // SAFETY: the pointers are device and staging addresses, usable from any thread; a staged
@@ -143,7 +143,7 @@ pub fn prepare(
 pub const MAX_RUNS: i64 = 1 << 20;
 
 /// Runs relative to the buffer address, as runs within `span`; `None` when they cover it.
-pub fn span_runs(runs: Vec<(i64, usize)>, span: Span) -> Option<Arc<[(usize, usize)]>> {
+pub fn span_runs(runs: Vec<(i64, usize)>, span: Span) -> Option<Runs> {
     let runs = datatype::normalize(runs, span.offset);
     // One run covering the span is the whole span.
     (runs.len() != 1 || runs[0] != (0, span.len)).then(|| runs.into())
@@ -189,6 +189,30 @@ pub fn stage(
         s.fill(name, comm)?;
     }
     Ok(p)
+}
+
+/// Byte runs `(offset in the span, len)`, sorted and disjoint.
+pub type Runs = Arc<[(usize, usize)]>;
+
+/// One buffer argument: address, count, datatype, peer.
+pub type BufArg = (*const c_void, i64, Handle, c_int);
+
+/// Stages the two buffers of a send-receive. `Ok(None)`: both are host memory, and the call
+/// goes straight through.
+pub fn stage_pair(
+    name: &'static str,
+    comm: Handle,
+    send: BufArg,
+    recv: BufArg,
+    recv_dir: Direction,
+) -> Result<Option<(Prepared, Prepared)>, c_int> {
+    let out = stage(name, send.0, send.1, send.2, send.3, Some(comm), Direction::Send)?;
+    let into = stage(name, recv.0, recv.1, recv.2, recv.3, Some(comm), recv_dir)?;
+    if matches!((&out, &into), (Prepared::Direct(a), Prepared::Direct(b)) if std::ptr::eq(*a, send.0) && std::ptr::eq(*b, recv.0)) {
+        stats::host_call();
+        return Ok(None);
+    }
+    Ok(Some((out, into)))
 }
 
 impl Staged {

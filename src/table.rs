@@ -113,25 +113,25 @@ macro_rules! mpi_functions {
 
             // Persistent point-to-point: staged at every start, copied back at every completion.
             MPI_Send_init, PMPI_Send_init (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => send_init [buf] (buf, count as i64, datatype, dest, comm, request);
+                => persistent_init [buf] (buf as *mut c_void, count as i64, datatype, dest, comm, request, true);
             MPI_Ssend_init, PMPI_Ssend_init (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => send_init [buf] (buf, count as i64, datatype, dest, comm, request);
+                => persistent_init [buf] (buf as *mut c_void, count as i64, datatype, dest, comm, request, true);
             MPI_Bsend_init, PMPI_Bsend_init (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => send_init [buf] (buf, count as i64, datatype, dest, comm, request);
+                => persistent_init [buf] (buf as *mut c_void, count as i64, datatype, dest, comm, request, true);
             MPI_Rsend_init, PMPI_Rsend_init (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => send_init [buf] (buf, count as i64, datatype, dest, comm, request);
+                => persistent_init [buf] (buf as *mut c_void, count as i64, datatype, dest, comm, request, true);
             MPI_Recv_init, PMPI_Recv_init (buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => recv_init [buf] (buf, count as i64, datatype, source, comm, request);
+                => persistent_init [buf] (buf, count as i64, datatype, source, comm, request, false);
             MPI_Send_init_c, PMPI_Send_init_c (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => send_init [buf] (buf, count, datatype, dest, comm, request);
+                => persistent_init [buf] (buf as *mut c_void, count, datatype, dest, comm, request, true);
             MPI_Ssend_init_c, PMPI_Ssend_init_c (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => send_init [buf] (buf, count, datatype, dest, comm, request);
+                => persistent_init [buf] (buf as *mut c_void, count, datatype, dest, comm, request, true);
             MPI_Bsend_init_c, PMPI_Bsend_init_c (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => send_init [buf] (buf, count, datatype, dest, comm, request);
+                => persistent_init [buf] (buf as *mut c_void, count, datatype, dest, comm, request, true);
             MPI_Rsend_init_c, PMPI_Rsend_init_c (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => send_init [buf] (buf, count, datatype, dest, comm, request);
+                => persistent_init [buf] (buf as *mut c_void, count, datatype, dest, comm, request, true);
             MPI_Recv_init_c, PMPI_Recv_init_c (buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => recv_init [buf] (buf, count, datatype, source, comm, request);
+                => persistent_init [buf] (buf, count, datatype, source, comm, request, false);
 
             // MPI-4 partitioned point-to-point: send partitions are staged as they are marked
             // ready, receive partitions copied back as they are seen to arrive.
