@@ -20,22 +20,22 @@ fn outcome(rc: c_int, copies: Result<(), c_int>) -> c_int {
     }
 }
 
-
 /// The statuses MPI fills: the caller's, or ours when the caller ignores them, since a staged
 /// receive needs its status to know how much arrived.
 struct Statuses {
-    own: Vec<u32>,
+    /// Our storage, which `base` points into; empty when the caller's statuses are used.
+    _own: Vec<u32>,
     base: *mut c_void,
 }
 
 impl Statuses {
     fn new(caller: *mut c_void, n: usize, ignored: bool) -> Statuses {
         if !ignored {
-            return Statuses { own: Vec::new(), base: caller };
+            return Statuses { _own: Vec::new(), base: caller };
         }
         let mut own = vec![0u32; n.max(1) * abi::get().status_size / 4];
         let base = own.as_mut_ptr().cast();
-        Statuses { own, base }
+        Statuses { _own: own, base }
     }
 
     fn single(caller: *mut c_void) -> Statuses {
@@ -47,7 +47,6 @@ impl Statuses {
     }
 
     fn at(&self, k: usize) -> *mut c_void {
-        let _ = &self.own;
         self.base.cast::<u8>().wrapping_add(k * abi::get().status_size).cast()
     }
 }
