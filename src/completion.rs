@@ -157,7 +157,7 @@ pub fn testall(
     })
 }
 
-/// `MPI_Waitsome` and `MPI_Testsome`: status `j` belongs to request `indices[j]`.
+/// `MPI_Waitsome` and `MPI_Testsome`.
 pub fn some(
     _name: &'static str,
     incount: c_int,
@@ -168,53 +168,54 @@ pub fn some(
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
     complete(requests, incount, statuses, |c| Statuses::array(c, incount), call, |_, st, k| {
-        reported(incount, outcount, indices).iter().position(|&i| i as usize == k).map(|j| st.at(j))
+        some_status(incount, outcount, indices, st, k)
     })
 }
 
-/// Reports completion without freeing the request: the data is copied now, once.
-pub fn request_get_status(_name: &'static str, request: Handle, flag: *mut c_int, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
-    if !requests::any() {
-        return call(status);
+/// The shape the inspection calls share (`MPI_Request_get_status` and its MPI-4.1 array
+/// forms): they report completion without freeing, so the staged receives among the requests
+/// stay tracked, and those reported complete have their data copied now, once. Arguments as
+/// for [`complete`].
+fn inspect(
+    reqs: *const c_void,
+    n: c_int,
+    caller: *mut c_void,
+    statuses: impl FnOnce(*mut c_void) -> Statuses,
+    call: impl FnOnce(*mut c_void) -> c_int,
+    done: impl Fn(c_int, &Statuses, usize) -> Option<*mut c_void>,
+) -> c_int {
+    if !requests::any() || reqs.is_null() || n <= 0 {
+        return call(caller);
     }
     requests::progress_orphans();
-    let staged_receive = requests::with(request, |e| e.active && !e.delivered && e.recv.is_some()).unwrap_or(false);
-    if !staged_receive {
-        return call(status);
-    }
-    let st = Statuses::single(status);
-    let rc = call(st.at(0));
-    if rc != 0 || out(flag, 0) == 0 {
-        return rc;
-    }
-    outcome(rc, requests::deliver_early(request, st.at(0)))
-}
-
-/// The staged receives among `n` requests that an inspection call may report complete.
-fn inspectable(reqs: *const c_void, n: c_int) -> Vec<(usize, Handle)> {
-    if reqs.is_null() || n <= 0 {
-        return Vec::new();
-    }
     let abi = abi::get();
-    (0..n as usize)
+    let found: Vec<(usize, Handle)> = (0..n as usize)
         // SAFETY: the caller passes n requests.
         .map(|i| (i, unsafe { abi.request_at(reqs, i) }))
         .filter(|&(_, h)| requests::with(h, |e| e.active && !e.delivered && e.recv.is_some()).unwrap_or(false))
-        .collect()
-}
-
-/// Copies the data of every inspected request that `done` reports complete.
-fn deliver_inspected(rc: c_int, found: Vec<(usize, Handle)>, done: impl Fn(usize) -> Option<*mut c_void>) -> c_int {
+        .collect();
+    if found.is_empty() {
+        return call(caller);
+    }
+    let st = statuses(caller);
+    let rc = call(st.at(0));
     let mut result = Ok(());
     for (i, h) in found {
-        if let Some(st) = done(i) {
-            let r = requests::deliver_early(h, st);
+        if let Some(status) = done(rc, &st, i) {
+            let r = requests::deliver_early(h, status);
             if result.is_ok() {
                 result = r;
             }
         }
     }
     outcome(rc, result)
+}
+
+pub fn request_get_status(_name: &'static str, request: Handle, flag: *mut c_int, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+    // The handle by value, read back as a one-element array (little-endian, so an `int`
+    // handle reads the same).
+    let one = [request];
+    inspect(one.as_ptr().cast(), 1, status, Statuses::single, call, |rc, st, _| (rc == 0 && out(flag, 0) != 0).then(|| st.at(0)))
 }
 
 /// MPI-4.1 `MPI_Request_get_status_any`.
@@ -227,17 +228,8 @@ pub fn request_get_status_any(
     status: *mut c_void,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
-    if !requests::any() {
-        return call(status);
-    }
-    let found = inspectable(requests, count);
-    if found.is_empty() {
-        return call(status);
-    }
-    let st = Statuses::single(status);
-    let rc = call(st.at(0));
-    let i = if rc == 0 && out(flag, 0) != 0 { out(index, UNDEFINED) } else { UNDEFINED };
-    deliver_inspected(rc, found, |k| (i >= 0 && k == i as usize).then(|| st.at(0)))
+    let reported = move |rc| if rc == 0 && out(flag, 0) != 0 { out(index, UNDEFINED) } else { UNDEFINED };
+    inspect(requests, count, status, Statuses::single, call, |rc, st, k| if_index(reported(rc), st, k))
 }
 
 /// MPI-4.1 `MPI_Request_get_status_all`.
@@ -249,17 +241,7 @@ pub fn request_get_status_all(
     statuses: *mut c_void,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
-    if !requests::any() {
-        return call(statuses);
-    }
-    let found = inspectable(requests, count);
-    if found.is_empty() {
-        return call(statuses);
-    }
-    let st = Statuses::array(statuses, count);
-    let rc = call(st.at(0));
-    let done = rc == 0 && out(flag, 0) != 0;
-    deliver_inspected(rc, found, |k| done.then(|| st.at(k)))
+    inspect(requests, count, statuses, |c| Statuses::array(c, count), call, |rc, st, k| (rc == 0 && out(flag, 0) != 0).then(|| st.at(k)))
 }
 
 /// MPI-4.1 `MPI_Request_get_status_some`.
@@ -272,17 +254,15 @@ pub fn request_get_status_some(
     statuses: *mut c_void,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
-    if !requests::any() {
-        return call(statuses);
-    }
-    let found = inspectable(requests, incount);
-    if found.is_empty() {
-        return call(statuses);
-    }
-    let st = Statuses::array(statuses, incount);
-    let rc = call(st.at(0));
-    let completed = reported(incount, outcount, indices);
-    deliver_inspected(rc, found, |k| completed.iter().position(|&i| i as usize == k).map(|j| st.at(j)))
+    inspect(requests, incount, statuses, |c| Statuses::array(c, incount), call, |_, st, k| {
+        some_status(incount, outcount, indices, st, k)
+    })
+}
+
+/// Request `k`'s status if a `...some` call reported it: status `j` belongs to request
+/// `indices[j]`.
+fn some_status(incount: c_int, outcount: *const c_int, indices: *const c_int, st: &Statuses, k: usize) -> Option<*mut c_void> {
+    reported(incount, outcount, indices).iter().position(|&i| i as usize == k).map(|j| st.at(j))
 }
 
 /// The indices a `...some` call reported.
