@@ -200,11 +200,10 @@ impl Delivery {
         let status = if self.p2p { status } else { std::ptr::null_mut() };
         match self.ranges {
             None => stage::deliver(self.window, self.back, self.runs.as_deref(), self.name, self.comm, status),
-            Some(ranges) => {
-                for (at, len) in ranges {
-                    self.window.to_device(self.name, self.comm, at, len)?;
-                }
-                Ok(())
+            Some(mut ranges) => {
+                // Partitions of a negative stride come in descending order.
+                ranges.sort_unstable();
+                self.window.runs_to_device(self.name, self.comm, &ranges)
             }
         }
     }

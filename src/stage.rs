@@ -313,13 +313,20 @@ impl Window {
         Ok(())
     }
 
-    /// Copies the byte runs of the span from the staging buffer to the device.
+    /// Copies the byte runs `(offset in the span, len)` (sorted, disjoint) from the staging
+    /// buffer to the device.
     pub fn runs_to_device(self, name: &'static str, comm: Option<Handle>, runs: &[(usize, usize)]) -> Result<(), c_int> {
-        let fail = |e| errors::cuda(name, comm, e, self.user, self.len, &self.dev);
-        let ctx = InContext::enter(&self.dev).map_err(fail)?;
+        let Some(&(first, _)) = runs.first() else { return Ok(()) };
         debug_assert!(runs.iter().all(|&(at, len)| at + len <= self.len));
+        let at = self.user.cast::<u8>().wrapping_add(first).cast::<c_void>();
+        let bytes: usize = runs.iter().map(|r| r.1).sum();
+        let fail = |e| errors::cuda(name, comm, e, at, bytes, &self.dev);
+        let ctx = InContext::enter(&self.dev).map_err(fail)?;
         ctx.runs_to_device(self.user, self.host, runs).map_err(fail)?;
-        stats::add(&stats::BYTES_TO_DEVICE, runs.iter().map(|r| r.1).sum());
+        stats::add(&stats::BYTES_TO_DEVICE, bytes);
+        if config::get().debug {
+            log::debug(format_args!("{name}: {bytes} bytes copied back to device buffer {at:p} (GPU {})", self.dev.ordinal));
+        }
         Ok(())
     }
 
@@ -328,18 +335,7 @@ impl Window {
         if len == 0 {
             return Ok(());
         }
-        debug_assert!(at + len <= self.len);
-        let dst = self.user.cast::<u8>().wrapping_add(at).cast::<c_void>();
-        let fail = |e| errors::cuda(name, comm, e, dst, len, &self.dev);
-        let ctx = InContext::enter(&self.dev).map_err(fail)?;
-        // SAFETY: at + len lies within the staging buffer.
-        let src = unsafe { self.host.cast::<u8>().add(at) }.cast();
-        ctx.to_device(dst, src, len).map_err(fail)?;
-        stats::add(&stats::BYTES_TO_DEVICE, len);
-        if config::get().debug {
-            log::debug(format_args!("{name}: {len} bytes copied back to device buffer {dst:p} (GPU {})", self.dev.ordinal));
-        }
-        Ok(())
+        self.runs_to_device(name, comm, &[(at, len)])
     }
 }
 
