@@ -95,65 +95,7 @@ static void find_real(void)
     }
 }
 
-/* ---- the machine (same block in bench/bw.c) ---- */
-struct rankinfo {
-    char host[64];
-    char gpu[96];
-    int dev;
-    int pad;
-};
-
-static void clean(char *s) /* keep a string JSON- and table-safe */
-{
-    for (; *s; s++)
-        if (*s == '"' || *s == '\\' || (unsigned char)*s < 0x20) *s = ' ';
-}
-
-static void gpu_name(int dev, char *name, size_t len)
-{
-    snprintf(name, len, "(none)");
-    if (dev < 0) return;
-#ifdef FAKECUDA_FIXTURE
-    /* the stand-in runtime has no cudaGetDeviceProperties; its driver names the device */
-    CUdevice d;
-    if (cuInit(0) == CUDA_SUCCESS && cuDeviceGet(&d, dev) == CUDA_SUCCESS) cuDeviceGetName(name, (int)len, d);
-#else
-    struct cudaDeviceProp p;
-    if (cudaGetDeviceProperties(&p, dev) == cudaSuccess) {
-        size_t k = strnlen(p.name, sizeof p.name);
-        if (k >= len) k = len - 1;
-        memcpy(name, p.name, k);
-        name[k] = 0;
-    }
-#endif
-    clean(name);
-}
-
-static void cuda_version_str(int v, char *s, size_t len)
-{
-    if (v > 0)
-        snprintf(s, len, "%d.%d", v / 1000, (v % 1000) / 10);
-    else
-        snprintf(s, len, "unknown");
-}
-
-static void utc_now(char *s, size_t len)
-{
-    time_t t = time(NULL);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(s, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-static size_t parse_size(const char *s)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (*end == 'k' || *end == 'K') v *= 1024;
-    if (*end == 'm' || *end == 'M') v *= 1024 * 1024;
-    if (*end == 'g' || *end == 'G') v *= 1024.0 * 1024 * 1024;
-    return (size_t)v;
-}
+#include "machine.h"
 
 /* ---- data for -c ----
  * Byte messages are base[s .. s+n) with base[x] = x + 3 (x >> 8) (mod 256), period 65536, and
@@ -399,37 +341,9 @@ int main(int argc, char **argv)
     version_fn ver = (version_fn)dlsym(RTLD_DEFAULT, "cudampi_version");
     int shim = ver != NULL;
 
-    /* machine */
-    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len;
-    MPI_Get_library_version(lib, &len);
-    char *nl = strchr(lib, '\n');
-    if (nl) *nl = 0;
-    clean(lib);
-    MPI_Comm node;
-    int lrank = 0;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_rank(node, &lrank);
-    MPI_Comm_free(&node);
-    int ndev = 0, have_dev = 0, drv = 0, rt = 0;
-    struct rankinfo me;
-    memset(&me, 0, sizeof me);
-    me.dev = -1;
-    if (cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0) {
-        me.dev = lrank % ndev;
-        have_dev = cudaSetDevice(me.dev) == cudaSuccess;
-    }
-    cudaDriverGetVersion(&drv);
-    cudaRuntimeGetVersion(&rt);
-    gethostname(me.host, sizeof me.host - 1);
-    clean(me.host);
-    gpu_name(have_dev ? me.dev : -1, me.gpu, sizeof me.gpu);
-    struct rankinfo *all = rank == 0 ? calloc((size_t)nranks, sizeof *all) : NULL;
-    MPI_Gather(&me, (int)sizeof me, MPI_BYTE, all, (int)sizeof me, MPI_BYTE, 0, MPI_COMM_WORLD);
-    char date[32], drvs[16], rts[16];
-    utc_now(date, sizeof date);
-    cuda_version_str(drv, drvs, sizeof drvs);
-    cuda_version_str(rt, rts, sizeof rts);
+    struct machine m;
+    machine_gather(&m, rank, nranks);
+    int have_dev = m.have_dev;
 
     /* sizes */
     int nsz = 0;
@@ -475,9 +389,7 @@ int main(int argc, char **argv)
     int dev_ok = have_dev && (shim || force_dev);
 
     if (rank == 0) {
-        printf("# cudampi coll: %s\n", lib);
-        printf("# shim: %s; real MPI calls from %s\n", shim ? ver() : "not loaded", real_lib);
-        printf("# %s, GPU %d: %s; CUDA driver %s, runtime %s; %s\n", me.host, me.dev, me.gpu, drvs, rts, date);
+        machine_print(&m, "coll", shim ? ver() : NULL, real_lib);
         printf("# ranks: %d; iterations %d, warm-up %d (fewer above 64 KiB)%s\n", nranks, iters, warmup,
                check ? "; checking the data (-c)" : "");
         if (!have_dev) printf("# no usable CUDA device on every rank: device and manual columns skipped\n");
@@ -518,20 +430,7 @@ int main(int argc, char **argv)
                 perror(out);
             } else {
                 fprintf(f, "{\n  \"bench\": \"coll\",\n  \"unit\": \"us per call, mean over iterations, max over ranks\",\n");
-                fprintf(f, "  \"machine\": {\"hostname\": \"%s\", \"date_utc\": \"%s\", \"gpu\": \"%s\", "
-                           "\"cuda_driver\": \"%s\", \"cuda_driver_version\": %d, \"cuda_runtime\": \"%s\", "
-                           "\"cuda_runtime_version\": %d, \"cuda_devices\": %d,\n",
-                        me.host, date, me.gpu, drvs, drv, rts, rt, ndev);
-                fprintf(f, "    \"mpi\": \"%s\", \"real_mpi_lib\": \"%s\", \"shim\": ", lib, real_lib);
-                if (shim)
-                    fprintf(f, "\"%s\",\n", ver());
-                else
-                    fprintf(f, "null,\n");
-                fprintf(f, "    \"ranks\": [");
-                for (int r = 0; r < nranks; r++)
-                    fprintf(f, "%s{\"rank\": %d, \"host\": \"%s\", \"device\": %d, \"gpu\": \"%s\"}", r ? ", " : "", r,
-                            all[r].host, all[r].dev, all[r].gpu);
-                fprintf(f, "]},\n");
+                machine_json(f, &m, shim ? ver() : NULL, real_lib, nranks);
                 fprintf(f, "  \"parameters\": {\"nranks\": %d, \"iterations\": %d, \"warmup\": %d, \"min_size\": %zu, "
                            "\"max_size\": %zu, \"size_factor\": %d, \"bcast_root\": 0, \"check\": %s, "
                            "\"force_device\": %s, \"collectives\": [",
@@ -587,7 +486,7 @@ int main(int argc, char **argv)
     }
     free(res);
     free(its);
-    free(all);
+    free(m.all);
     free(b.hsend);
     free(b.hrecv);
     free(b.scratch);
