@@ -9,7 +9,8 @@
 #
 # Steps, in this order (later ones are SKIPPED once GPU_CHECK_LIMIT seconds have passed, so
 # the script always ends in time to print its summary):
-#   1. every tests/c/*.c test (header `// cudampi-test:`), built against the real CUDA with the
+#   1. every tests/c/*.c test and, where the MPI has mpifort, every tests/fortran/*.F90 test
+#      (header `cudampi-test:`), built against the real CUDA with the
 #      system mpicc, run with 2 ranks with the shim preloaded (both orders for tool= tests, the
 #      -lcudampi link variant for link=yes tests); with >= 2 GPUs again with one GPU per rank
 #      (CUDAMPI_TEST_GPU_PER_RANK=1)
@@ -130,7 +131,7 @@ ln -sf "$SHIM" "$LINKDIR/libcudampi.so.0"
 ln -sf "$SHIM" "$LINKDIR/libcudampi.so"
 
 # ---- MPIs ------------------------------------------------------------------------------------
-declare -A M_CC M_RUN M_FAM M_ENV M_DESC
+declare -A M_CC M_RUN M_FAM M_ENV M_DESC M_FC M_FCENV
 MPIS=()
 add_mpi() { # add_mpi NAME MPICC "MPIRUN..." FAMILY "VAR=VAL ..." DESCRIPTION
     M_CC[$1]=$2 M_RUN[$1]=$3 M_FAM[$1]=$4 M_ENV[$1]=$5 M_DESC[$1]=$6
@@ -188,8 +189,24 @@ if [ ${#wheel_names[@]} -gt 0 ]; then
         fi
     fi
 fi
+# Fortran: the system MPI's mpifort, pointed at a versioned gfortran when there is no plain one
+# (Ubuntu's gfortran-13 package installs only /usr/bin/gfortran-13)
+if [ -n "${M_CC[system]:-}" ] && command -v mpifort >/dev/null; then
+    M_FC[system]=$(command -v mpifort)
+    if ! command -v gfortran >/dev/null; then
+        fc=$(compgen -c gfortran- | grep -E '^gfortran-[0-9]+$' | sort -t- -k2 -n | tail -1)
+        if [ -n "$fc" ]; then
+            if [ "${M_FAM[system]}" = openmpi ]; then M_FCENV[system]="OMPI_FC=$fc"; else M_FCENV[system]="MPICH_FC=$fc"; fi
+        else
+            unset 'M_FC[system]'
+        fi
+    fi
+fi
 say "MPIs: ${MPIS[*]:-none}"
-for m in "${MPIS[@]}"; do echo "   $m: ${M_DESC[$m]}: ${M_RUN[$m]}"; done
+for m in "${MPIS[@]}"; do
+    echo "   $m: ${M_DESC[$m]}: ${M_RUN[$m]}"
+    echo "      Fortran: ${M_FC[$m]:-none (the Fortran tests are skipped)}${M_FCENV[$m]:+ with ${M_FCENV[$m]}}"
+done
 [ ${#MPIS[@]} -gt 0 ] || record FAIL "an MPI to test with" - 0 "no mpicc/mpirun"
 
 # mpirun MPI NP VAR=VAL... -- PROGRAM ARGS: the launch command line, printed one word a line
@@ -219,19 +236,41 @@ build_c() { # build_c MPI SRC OUTBIN [extra flags...] -> status; log in $LOGS
         -lpthread -ldl -lm >"$LOGS/$m.$(basename "$out").build.log" 2>&1
 }
 
+# build_f MPI SRC OUTBIN [extra flags...]: a tests/fortran/*.F90 test with the MPI's mpifort,
+# its extra-src C files with mpicc first -> status; log in $LOGS
+build_f() {
+    local m=$1 src=$2 out=$3 e objs=() log
+    shift 3
+    log=$LOGS/$m.$(basename "$out").build.log
+    : >"$log"
+    for e in $(hdr "$src" extra-src); do
+        "${M_CC[$m]}" -O1 -g -I tests/c "${CUDA_CFLAGS[@]}" -c -o "$out.$(basename "$e").o" "$e" >>"$log" 2>&1 || return 1
+        objs+=("$out.$(basename "$e").o")
+    done
+    mkdir -p "$out.mod"
+    env ${M_FCENV[$m]:-} "${M_FC[$m]}" -O1 -g -cpp -ffree-line-length-none -fallow-argument-mismatch -w \
+        -J "$out.mod" -o "$out" "$src" "${objs[@]}" "$@" "${CUDA_LIBS[@]}" -lpthread -ldl -lm >>"$log" 2>&1
+}
+
+build_test() { # build_test MPI SRC OUTBIN [extra flags...]
+    case $2 in *.F90) build_f "$@" ;; *) build_c "$@" ;; esac
+}
+
 # ---- step: the C tests on one MPI ------------------------------------------------------------
 run_tests() { # run_tests MPI [gpu-per-rank]
     local m=$1 per=${2:-} src n envs tool link secs t exe pre suffix="" extra=()
     [ -n "$per" ] && { suffix=" 1gpu/rank"; extra=(CUDAMPI_TEST_GPU_PER_RANK=1); }
     mkdir -p "$BIN/$m"
-    for src in tests/c/*.c; do
+    local srcs=(tests/c/*.c)
+    [ -n "${M_FC[$m]:-}" ] && srcs+=(tests/fortran/*.F90)
+    for src in "${srcs[@]}"; do
         head -n 10 "$src" | grep -q 'cudampi-test:' || continue
-        n=$(basename "$src" .c)
+        n=$(basename "${src%.*}")
         if [ -n "${GPU_CHECK_TESTS:-}" ] && [[ " $GPU_CHECK_TESTS " != *" $n "* ]]; then continue; fi
         if out_of_time; then record SKIP "$n$suffix" "$m" 0 "time limit"; continue; fi
         exe=$BIN/$m/$n
         if [ -z "$per" ] || [ ! -x "$exe" ]; then
-            if ! build_c "$m" "$src" "$exe"; then
+            if ! build_test "$m" "$src" "$exe"; then
                 record FAIL "$n (build)" "$m" 0 "$m.$n.build.log"
                 tail -5 "$LOGS/$m.$n.build.log" | sed 's/^/           | /'
                 continue
@@ -258,7 +297,7 @@ run_tests() { # run_tests MPI [gpu-per-rank]
             check "$n$suffix" "$m" pass "$secs" "$LOGS/$m.$n$tag.shim.log" "${cmd[@]}"
         fi
         if [ "$link" = yes ] && [ -z "$per" ]; then
-            if build_c "$m" "$src" "$exe.link" -L"$LINKDIR" -Wl,-rpath,"$LINKDIR" -Wl,--no-as-needed -lcudampi; then
+            if build_test "$m" "$src" "$exe.link" -L"$LINKDIR" -Wl,-rpath,"$LINKDIR" -Wl,--no-as-needed -lcudampi; then
                 mapfile -t cmd < <(launch "$m" 2 "${ev[@]}" -- "$exe.link")
                 check "$n (linked -lcudampi)" "$m" pass "$secs" "$LOGS/$m.$n.link.log" "${cmd[@]}"
             else

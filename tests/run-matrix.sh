@@ -7,7 +7,7 @@
 #   --mpi NAME   only this MPI (repeatable); the MPIs are the build/mpi/<name>.env files that
 #                tests/mpi/setup.sh wrote (ompi4 mpich4 ompi5 mpich5 mpich5abi)
 #   --test NAME  only this test (repeatable; NAME without .c)
-#   --dir DIR    where the tests are (repeatable; default tests/c and c_examples); tests/mpi/hello.c always joins as
+#   --dir DIR    where the tests are (repeatable; default tests/c, c_examples and tests/fortran); tests/mpi/hello.c always joins as
 #                the row "mpi-hello" (a host-only program: the shim must pass it through)
 #   --list       print the tests with their parsed headers and exit
 #
@@ -17,7 +17,8 @@
 # CARGO_TEST_RC (exit status of an earlier `cargo test`; counted as one more result).
 #
 # ---- Contract with the test programs ---------------------------------------------------------
-# A test is a file DIR/<name>.c with, within its first 10 lines, a header comment
+# A test is a file DIR/<name>.c (or a Fortran DIR/<name>.F90, whose header starts with "!") with,
+# within its first 10 lines, a header comment
 #     // cudampi-test: ranks=2 without-shim=crash [key=value ...]
 #   ranks=N | ranks=2,4     rank counts; the test runs once per count (default 2)
 #   without-shim=crash      run once with no shim: it must exit non-zero or die by a signal
@@ -38,6 +39,8 @@
 #   unknown keys are ignored.
 # Build: $MPICC -O1 -g -Wall -I DIR -I tests/c -I $FIXTURE_INC -o build/tests/<mpi>/<name> <src>
 #        -L$FIXTURE_LIB -Wl,-rpath,$FIXTURE_LIB -lcudart -lcuda -lpthread -ldl -lm
+#        A .F90 test is built with $MPIFORT (-cpp; its extra-src C files with $MPICC -c first) on
+#        the MPIs that have one (the wheels do not: "-" there).
 # Run:   $MPIRUN -n N build/tests/<mpi>/<name>, stdin /dev/null, a time limit, LD_PRELOAD of the
 #        shim (Open MPI: forwarded with -x), CMTEST_MPI=<mpi> CMTEST_MODE=<mode> set for the
 #        program. A test passes when it exits 0; it should print what it compared on failure.
@@ -77,7 +80,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-[ ${#TEST_DIRS[@]} -gt 0 ] || TEST_DIRS=(tests/c c_examples)
+[ ${#TEST_DIRS[@]} -gt 0 ] || TEST_DIRS=(tests/c c_examples tests/fortran)
 for i in "${!TEST_DIRS[@]}"; do
     [ -d "${TEST_DIRS[$i]}" ] || { echo "run-matrix: no directory ${TEST_DIRS[$i]}" >&2; exit 2; }
     TEST_DIRS[$i]=$(cd "${TEST_DIRS[$i]}" && pwd) # absolute from here on
@@ -89,6 +92,8 @@ RESULTS=$LOGS/results.tsv
 mkdir -p "$LOGS"
 : >"$RESULTS"
 ulimit -c 0 # the no-shim runs crash on purpose; no core files
+
+is_fortran() { [[ $1 == *.F90 ]]; }
 
 in_list() { # in_list WORD LIST...
     local w=$1 x
@@ -146,10 +151,10 @@ resolve() {
 TESTS=() # name:path
 if [ -f "$HELLO" ]; then TESTS+=("mpi-hello:$ROOT/$HELLO"); fi
 for d in "${TEST_DIRS[@]}"; do
-    for f in "$d"/*.c; do
+    for f in "$d"/*.c "$d"/*.F90; do
         [ -e "$f" ] || continue
         head -n 10 "$f" | grep -q 'cudampi-test:' || continue # helpers, tools: no header
-        n=$(basename "$f" .c)
+        n=$(basename "${f%.*}")
         TESTS+=("$n:$f")
     done
 done
@@ -245,18 +250,35 @@ run_cell() {
     rm -f "$logdir/$name".*.log
 
     for e in "${H_EXTRA[@]+"${H_EXTRA[@]}"}"; do extra+=("$(resolve "$e")"); done
+    : >"$logdir/$name.build.log"
     local cflags=(-O1 -g -Wall -I "$(dirname "$src")" -I "$ROOT/tests/c" -I "$FIXTURE_INC")
     local cudalibs=(-L"$FIXTURE_LIB" -Wl,-rpath,"$FIXTURE_LIB" -lcudart -lcuda -lpthread -ldl -lm)
 
-    # build
-    if ! $MPICC "${cflags[@]}" -o "$bin" "$src" "${extra[@]+"${extra[@]}"}" "${cudalibs[@]}" \
-        >"$logdir/$name.build.log" 2>&1; then
+    # build: C with $MPICC; Fortran (.F90) with $MPIFORT, its extra C sources compiled first
+    local cc=$MPICC objs=() o
+    if is_fortran "$src"; then
+        cc=$MPIFORT
+        for e in "${extra[@]+"${extra[@]}"}"; do
+            o=$ROOT/$bindir/$name.$(basename "$e").o
+            if ! $MPICC "${cflags[@]}" -c -o "$o" "$e" >"$logdir/$name.build.log" 2>&1; then
+                printf 'FAIL(build)\t%s\n' "$logdir/$name.build.log"
+                return
+            fi
+            objs+=("$o")
+        done
+        extra=("${objs[@]}")
+        mkdir -p "$bindir/$name.mod"
+        cflags=(-O1 -g -cpp -ffree-line-length-none -fallow-argument-mismatch -w -I "$(dirname "$src")"
+            -J "$ROOT/$bindir/$name.mod")
+    fi
+    if ! $cc "${cflags[@]}" -o "$bin" "$src" "${extra[@]+"${extra[@]}"}" "${cudalibs[@]}" \
+        >>"$logdir/$name.build.log" 2>&1; then
         printf 'FAIL(build)\t%s\n' "$logdir/$name.build.log"
         return
     fi
     if [ "$H_LINK" = yes ]; then
         # shellcheck disable=SC2086
-        if ! $MPICC "${cflags[@]}" -o "$bin.link" "$src" "${extra[@]+"${extra[@]}"}" \
+        if ! $cc "${cflags[@]}" -o "$bin.link" "$src" "${extra[@]+"${extra[@]}"}" \
             -Wl,--no-as-needed -L"$SHIM_LINKDIR" -Wl,-rpath,"$SHIM_LINKDIR" -lcudampi $MPI_LINK_LIB \
             "${cudalibs[@]}" >"$logdir/$name.build-link.log" 2>&1; then
             printf 'FAIL(build-link)\t%s\n' "$logdir/$name.build-link.log"
@@ -359,7 +381,8 @@ for mpi in "${MPIS[@]+"${MPIS[@]}"}"; do
         for t in "${TESTS[@]+"${TESTS[@]}"}"; do
             name=${t%%:*} src=${t#*:}
             parse_header "$src"
-            if [ ${#H_MPIS[@]} -gt 0 ] && ! in_list "$mpi" "${H_MPIS[@]}"; then
+            if { [ ${#H_MPIS[@]} -gt 0 ] && ! in_list "$mpi" "${H_MPIS[@]}"; } ||
+                { is_fortran "$src" && [ -z "${MPIFORT:-}" ]; }; then
                 printf '%s\t%s\t-\t\t0\n' "$mpi" "$name" >>"$RESULTS"
                 continue
             fi

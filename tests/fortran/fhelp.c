@@ -1,0 +1,13 @@
+/* The C side of the Fortran tests: memory of each kind and the test state of tests/c/common.h,
+ * behind BIND(C) names (calls.inc declares them). Device memory is whatever mem_alloc gives
+ * the C tests: the stand-in driver's in CI, cudaMalloc on the GPU machine. */
+#include "common.h"
+
+void ft_after_init(void) { t_after_init(); }
+
+/* device: 0 host (malloc), 1 device (cudaMalloc) */
+void *ft_alloc(int device, size_t bytes) { return mem_alloc(device ? MEM_DEVICE : MEM_HOST, bytes); }
+void ft_free(void *p) { mem_free(p); }
+void ft_put(void *dst, const void *src, size_t n) { mem_put(dst, src, n); }
+void ft_get(void *dst, const void *src, size_t n) { mem_get(dst, src, n); }
+int ft_shim_loaded(void) { return shim_loaded(); }
