@@ -1,5 +1,5 @@
-/* bench/bw.c -- OSU-style uni-directional bandwidth between ranks 0 and 1, four ways side by
- * side in one run, over the same sizes:
+/* bench/bw.c -- OSU-style bandwidth between ranks 0 and 1 (osu_bw; with -b, osu_bibw), five
+ * ways side by side in one run, over the same sizes:
  *
  *   (a) host     host buffers through the MPI library's own PMPI_Isend/PMPI_Irecv/PMPI_Waitall,
  *                bypassing the shim even when it is preloaded (found via dladdr(MPI_Comm_rank)
@@ -10,10 +10,17 @@
  *                the window to a malloc'd host buffer and then posts its PMPI_Isend; the
  *                receiver, after PMPI_Waitall, cudaMemcpy's each received message to the device
  *   (d) manual, pinned     the same with cudaMallocHost buffers
+ *   (e) nccl     ncclSend/ncclRecv of the window in one group on device buffers, then a stream
+ *                synchronisation: the GPU-native reference, where NCCL can be loaded and every
+ *                rank has a GPU of its own (bench/nccl.h)
  *
  * Per size and way: rank 0 posts a window of W sends, rank 1 the W matching receives, both wait
  * for all of them, then rank 1 sends rank 0 a 4-byte ack (through the real PMPI_Send/PMPI_Recv
  * in every way). Bandwidth = size * W * ITERS / time on rank 0, in MB/s (10^6 bytes/s).
+ * -b: both ranks post W receives and W sends and wait for all 2W (no ack); the bandwidth counts
+ * both directions, as osu_bibw's does.
+ * -d cuda [D|H] [D|H] (default D D) or -d host: where ranks 0 and 1 keep the buffers of way (b),
+ * as osu_bw's -d takes it; (b) with host buffers measures what the shim costs on host memory.
  *
  * Every message of a window has its own buffer (the receives never overlap, the manual recipe
  * never overwrites a host buffer that a pending send still reads). Where W * size exceeds
@@ -21,7 +28,7 @@
  * the table's "win" column shows the window used.
  *
  * -c checks the data: each iteration the sender fills message k of the window with a pattern
- * that depends on the iteration and on k, the receiver compares every byte (device buffers are
+ * that depends on the iteration, on k and on the sender, the receiver compares every byte (device buffers are
  * copied back first; the manual ways are checked in device memory, where the recipe leaves
  * them); mismatches are reported on stderr and the exit status is 1. The times of a -c run
  * include the filling and checking.
@@ -34,7 +41,8 @@
  *         -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcudart -ldl
  * Run:
  *   mpirun -np 2 -x LD_PRELOAD=$PWD/target/release/libcudampi.so build/bw \
- *          [-m MIN:MAX] [-2] [-w WINDOW] [-i ITERS] [-x WARMUP] [-B BYTES] [-c] [-f] [-o out.json]
+ *          [-b] [-d cuda D D] [-m MIN:MAX] [-2] [-w WINDOW] [-i ITERS] [-x WARMUP] [-B BYTES] [-c] [-f]
+ *          [-o out.json]
  *   MPICH: LD_PRELOAD=$PWD/target/release/libcudampi.so mpirun -n 2 build/bw ...
  *
  * Sizes take k/M/G suffixes (powers of 1024). Defaults: 1 B .. 64 MiB by powers of 4 (-2: by
@@ -106,6 +114,7 @@ static void find_real(void)
 }
 
 #include "machine.h"
+#include "nccl.h"
 
 /* ---- data pattern for -c ----
  * Message bytes are base[s .. s+n) with base[x] = x + 3 (x >> 8) (mod 256), period 65536, and
@@ -117,12 +126,28 @@ static void make_base(size_t n)
     base = malloc(n + 256);
     for (size_t x = 0; x < n + 256; x++) base[x] = (unsigned char)(x + 3 * (x >> 8));
 }
-static unsigned seed(int iter, int slot) { return (7u + (unsigned)iter * 131u + (unsigned)slot * 29u) & 255u; }
+static unsigned seed(int iter, int slot, int src)
+{
+    return (7u + (unsigned)iter * 131u + (unsigned)slot * 29u + (unsigned)src * 97u) & 255u;
+}
 
-enum way { W_HOST, W_DEVICE, W_PAGEABLE, W_PINNED, W_N };
+enum way { W_HOST, W_DEVICE, W_PAGEABLE, W_PINNED, W_NCCL, W_N };
 static const char *way_key[W_N] = {"host_real_mbs", "device_shim_mbs", "manual_pageable_mbs",
-                                   "manual_pinned_mbs"};
-static const char *way_name[W_N] = {"host(real)", "device(shim)", "manual-page", "manual-pin"};
+                                   "manual_pinned_mbs", "nccl_mbs"};
+static const char *way_name[W_N] = {"host(real)", "device(shim)", "manual-page", "manual-pin", "nccl"};
+
+static int bidir;                  /* -b: both ranks send a window and receive one */
+static char place[2] = {'D', 'D'}; /* -d: the shim column's buffers on rank 0 and rank 1 */
+
+/* Is the program's data of this way in device memory on this rank? */
+static int on_device(int way) { return way != W_HOST && (way != W_DEVICE || place[rank] == 'D'); }
+
+/* Ranks 0 and 1: the program's data (device and host), the manual recipe's pinned staging
+ * buffer; each holds the send slots and, from `half` on in -b runs, the receive slots. */
+struct bufs {
+    char *dev, *host, *pinned, *scratch;
+    size_t half;
+};
 
 static long errors;
 /* MPI_STATUSES_IGNORE through a variable: GCC's access attributes on MPICH's MPI_Waitall
@@ -139,87 +164,99 @@ static void report(int way, size_t size, int iter, int slot, const unsigned char
     errors++;
 }
 
-/* One bandwidth measurement of one way at one size; MB/s on rank 0, 0 elsewhere. */
-static double bw(int way, size_t size, int win, int iters, int warmup, int check, char *dbuf, char *hbuf,
-                 char *pinned, char *scratch, MPI_Request *req)
+static void put(int dev, char *dst, const void *src, size_t n)
+{
+    if (dev)
+        cudaMemcpy(dst, src, n, cudaMemcpyHostToDevice);
+    else
+        memcpy(dst, src, n);
+}
+
+/* One bandwidth measurement of one way at one size; MB/s on rank 0 (both directions counted
+ * in -b runs), 0 elsewhere. */
+static double bw(int way, size_t size, int win, int iters, int warmup, int check, const struct bufs *b,
+                 MPI_Request *req)
 {
     const int n = (int)size, peer = 1 - rank, tag = 100, acktag = 101;
-    char *host = way == W_PINNED ? pinned : hbuf;
+    const int sends = bidir || rank == 0, recvs = bidir || rank == 1, dev = on_device(way);
+    const int manual = way == W_PAGEABLE || way == W_PINNED;
+    const size_t rdelta = bidir ? b->half : 0;
+    char *sbuf = dev ? b->dev : b->host, *rbuf = sbuf + rdelta;
+    char *ssta = way == W_PINNED ? b->pinned : b->host, *rsta = ssta + rdelta;
     int ack = 0;
     double t0 = 0;
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank > 1) return 0;
-    if (check) { /* poison the receive side once */
-        if (rank == 1 && way != W_HOST) cudaMemset(dbuf, 0xee, size * (size_t)win);
-        if (rank == 1) memset(host, 0xee, size * (size_t)win);
+    if (check && recvs) { /* poison the receive side once */
+        if (dev) cudaMemset(rbuf, 0xee, size * (size_t)win);
+        else memset(rbuf, 0xee, size * (size_t)win);
+        if (manual) memset(rsta, 0xee, size * (size_t)win);
     }
     for (int i = -warmup; i < iters; i++) {
         if (i == 0) t0 = MPI_Wtime();
-        if (rank == 0) {
-            if (check)
-                for (int k = 0; k < win; k++) {
-                    const unsigned char *p = base + seed(i, k);
-                    if (way == W_HOST)
-                        memcpy(host + (size_t)k * size, p, size);
-                    else
-                        cudaMemcpy(dbuf + (size_t)k * size, p, size, cudaMemcpyHostToDevice);
-                }
-            switch (way) {
-            case W_HOST:
-                for (int k = 0; k < win; k++) real_isend(host + (size_t)k * size, n, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &req[k]);
-                real_waitall(win, req, bw_no_statuses);
-                break;
-            case W_DEVICE:
-                for (int k = 0; k < win; k++) MPI_Isend(dbuf + (size_t)k * size, n, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &req[k]);
-                MPI_Waitall(win, req, bw_no_statuses);
-                break;
-            default:
-                for (int k = 0; k < win; k++) {
-                    cudaMemcpy(host + (size_t)k * size, dbuf + (size_t)k * size, size, cudaMemcpyDeviceToHost);
-                    real_isend(host + (size_t)k * size, n, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &req[k]);
-                }
-                real_waitall(win, req, bw_no_statuses);
-                break;
-            }
-            real_recv(&ack, 1, MPI_INT, peer, acktag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (check && sends)
+            for (int k = 0; k < win; k++) put(dev, sbuf + (size_t)k * size, base + seed(i, k, rank), size);
+        int nreq = 0;
+        if (way == W_NCCL) {
+            nccl_check(nccl.group_start(), "ncclGroupStart");
+            for (int k = 0; recvs && k < win; k++)
+                nccl_check(nccl.recv(rbuf + (size_t)k * size, size, NCCL_CHAR, peer, nccl.comm, nccl.stream), "ncclRecv");
+            for (int k = 0; sends && k < win; k++)
+                nccl_check(nccl.send(sbuf + (size_t)k * size, size, NCCL_CHAR, peer, nccl.comm, nccl.stream), "ncclSend");
+            nccl_check(nccl.group_end(), "ncclGroupEnd");
+            nccl_sync();
         } else {
-            switch (way) {
-            case W_HOST:
-                for (int k = 0; k < win; k++) real_irecv(host + (size_t)k * size, n, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &req[k]);
-                real_waitall(win, req, bw_no_statuses);
-                break;
-            case W_DEVICE:
-                for (int k = 0; k < win; k++) MPI_Irecv(dbuf + (size_t)k * size, n, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &req[k]);
-                MPI_Waitall(win, req, bw_no_statuses);
-                break;
-            default:
-                for (int k = 0; k < win; k++) real_irecv(host + (size_t)k * size, n, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &req[k]);
-                real_waitall(win, req, bw_no_statuses);
-                for (int k = 0; k < win; k++)
-                    cudaMemcpy(dbuf + (size_t)k * size, host + (size_t)k * size, size, cudaMemcpyHostToDevice);
-                break;
+            for (int k = 0; recvs && k < win; k++) {
+                size_t o = (size_t)k * size;
+                if (way == W_DEVICE)
+                    MPI_Irecv(rbuf + o, n, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &req[nreq++]);
+                else
+                    real_irecv((manual ? rsta : rbuf) + o, n, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &req[nreq++]);
             }
-            real_send(&ack, 1, MPI_INT, peer, acktag, MPI_COMM_WORLD);
-            if (check)
-                for (int k = 0; k < win; k++) {
-                    const unsigned char *got = (const unsigned char *)host + (size_t)k * size;
-                    if (way != W_HOST) {
-                        cudaMemcpy(scratch, dbuf + (size_t)k * size, size, cudaMemcpyDeviceToHost);
-                        got = (const unsigned char *)scratch;
-                    }
-                    if (memcmp(got, base + seed(i, k), size)) report(way, size, i, k, got, base + seed(i, k));
+            for (int k = 0; sends && k < win; k++) {
+                size_t o = (size_t)k * size;
+                if (way == W_DEVICE) {
+                    MPI_Isend(sbuf + o, n, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &req[nreq++]);
+                } else if (manual) {
+                    cudaMemcpy(ssta + o, sbuf + o, size, cudaMemcpyDeviceToHost);
+                    real_isend(ssta + o, n, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &req[nreq++]);
+                } else {
+                    real_isend(sbuf + o, n, MPI_CHAR, peer, tag, MPI_COMM_WORLD, &req[nreq++]);
                 }
+            }
+            if (way == W_DEVICE)
+                MPI_Waitall(nreq, req, bw_no_statuses);
+            else
+                real_waitall(nreq, req, bw_no_statuses);
+            for (int k = 0; manual && recvs && k < win; k++)
+                cudaMemcpy(rbuf + (size_t)k * size, rsta + (size_t)k * size, size, cudaMemcpyHostToDevice);
         }
+        if (!bidir) {
+            if (rank == 0)
+                real_recv(&ack, 1, MPI_INT, peer, acktag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            else
+                real_send(&ack, 1, MPI_INT, peer, acktag, MPI_COMM_WORLD);
+        }
+        if (check && recvs)
+            for (int k = 0; k < win; k++) {
+                const unsigned char *got = (const unsigned char *)rbuf + (size_t)k * size;
+                if (dev) {
+                    cudaMemcpy(b->scratch, got, size, cudaMemcpyDeviceToHost);
+                    got = (const unsigned char *)b->scratch;
+                }
+                const unsigned char *want = base + seed(i, k, peer);
+                if (memcmp(got, want, size)) report(way, size, i, k, got, want);
+            }
     }
     double t = MPI_Wtime() - t0;
-    return rank == 0 ? (double)size * win * iters / t / 1e6 : 0;
+    return rank == 0 ? (double)size * win * iters * (bidir ? 2 : 1) / t / 1e6 : 0;
 }
 
 static void usage(void)
 {
     if (rank == 0)
-        fprintf(stderr, "usage: bw [-m MIN:MAX] [-2] [-w WINDOW] [-i ITERS] [-x WARMUP] [-B BYTES] [-c] [-f] "
-                        "[-o out.json]\n");
+        fprintf(stderr, "usage: bw [-b] [-d cuda [D|H] [D|H] | -d host] [-m MIN:MAX] [-2] [-w WINDOW] [-i ITERS] "
+                        "[-x WARMUP] [-B BYTES] [-c] [-f] [-o out.json]\n");
 }
 
 int main(int argc, char **argv)
@@ -233,8 +270,14 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
     int opt;
-    while ((opt = getopt(argc, argv, "m:2w:i:x:B:cfo:h")) != -1) {
+    while ((opt = getopt(argc, argv, "bd:m:2w:i:x:B:cfo:h")) != -1) {
         switch (opt) {
+        case 'b': bidir = 1; break;
+        case 'd':
+            if (parse_placement(optarg, argc, argv, place)) break;
+            usage();
+            MPI_Finalize();
+            return 2;
         case 'm': {
             char *c = strchr(optarg, ':');
             if (c) {
@@ -292,9 +335,12 @@ int main(int argc, char **argv)
         if ((size_t)wins[i] * sizes[i] > bufbytes) bufbytes = (size_t)wins[i] * sizes[i];
     }
 
-    /* buffers: rank 0's are the sending slots, rank 1's the receiving ones */
+    /* buffers: uni-directional, rank 0's are the sending slots, rank 1's the receiving ones;
+     * -b: both, the receiving slots in the second half */
     char *dbuf = NULL, *hbuf = NULL, *pinned = NULL, *scratch = NULL;
     int dev_ok = 0, have_pinned = 0;
+    const size_t half = bufbytes;
+    if (bidir) bufbytes *= 2;
     if (rank <= 1) {
         hbuf = malloc(bufbytes);
         if (!hbuf) {
@@ -325,13 +371,19 @@ int main(int argc, char **argv)
     MPI_Allreduce(mine, lo, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     have_dev = lo[0];
     have_pinned = lo[1];
-    dev_ok = have_dev && (shim || force_dev);
-    MPI_Request *req = malloc(sizeof(MPI_Request) * (size_t)window);
+    dev_ok = (have_dev || (place[0] == 'H' && place[1] == 'H')) && (shim || force_dev);
+    MPI_Request *req = malloc(sizeof(MPI_Request) * 2 * (size_t)window);
+    nccl_open(&m, rank, nranks);
+    const struct bufs b = {dbuf, hbuf, pinned, scratch, half};
+    const char *name = bidir ? "bibw" : "bw";
 
     if (rank == 0) {
-        machine_print(&m, "bw", shim ? ver() : NULL, real_lib);
-        printf("# ranks: %d (rank 0 sends to rank 1); window %d; iterations %d, warm-up %d (fewer above 64 KiB)%s\n",
-               nranks, window, iters, warmup, check ? "; checking the data (-c)" : "");
+        machine_print(&m, name, shim ? ver() : NULL, real_lib);
+        printf("# ranks: %d (%s); window %d; iterations %d, warm-up %d (fewer above 64 KiB)%s\n", nranks,
+               bidir ? "ranks 0 and 1 send to each other" : "rank 0 sends to rank 1", window, iters, warmup,
+               check ? "; checking the data (-c)" : "");
+        printf("# device(shim) buffers: rank 0 %s, rank 1 %s (-d); nccl: %s\n", place[0] == 'D' ? "device" : "host",
+               place[1] == 'D' ? "device" : "host", nccl.why);
         if (!have_dev) printf("# no usable CUDA device on ranks 0 and 1: device and manual columns skipped\n");
         if (have_dev && !dev_ok) printf("# device column skipped: the shim is not loaded (use -f to force)\n");
         fflush(stdout);
@@ -354,7 +406,8 @@ int main(int argc, char **argv)
             if (w == W_DEVICE && !dev_ok) continue;
             if ((w == W_PAGEABLE || w == W_PINNED) && !have_dev) continue;
             if (w == W_PINNED && !have_pinned) continue;
-            res[i][w] = bw(w, s, wins[i], it, wu, check, dbuf, hbuf, pinned, scratch, req);
+            if (w == W_NCCL && !nccl.on) continue;
+            res[i][w] = bw(w, s, wins[i], it, wu, check, &b, req);
         }
     }
 
@@ -366,13 +419,14 @@ int main(int argc, char **argv)
             if (!f) {
                 perror(out);
             } else {
-                fprintf(f, "{\n  \"bench\": \"bw\",\n  \"unit\": \"MB/s (10^6 bytes/s), rank 0 to rank 1\",\n");
+                fprintf(f, "{\n  \"bench\": \"%s\",\n  \"unit\": \"MB/s (10^6 bytes/s), %s\",\n", name,
+                        bidir ? "both directions together" : "rank 0 to rank 1");
                 machine_json(f, &m, shim ? ver() : NULL, real_lib, nranks);
                 fprintf(f, "  \"parameters\": {\"nranks\": %d, \"window\": %d, \"iterations\": %d, \"warmup\": %d, "
                            "\"min_size\": %zu, \"max_size\": %zu, \"size_factor\": %d, \"window_bytes_cap\": %zu, "
-                           "\"check\": %s, \"force_device\": %s},\n",
+                           "\"check\": %s, \"force_device\": %s, \"placement\": \"%c %c\", \"nccl\": \"%s\"},\n",
                         nranks, window, iters, warmup, minsz, maxsz, factor, cap, check ? "true" : "false",
-                        force_dev ? "true" : "false");
+                        force_dev ? "true" : "false", place[0], place[1], nccl.why);
                 fprintf(f, "  \"check_errors\": %ld,\n  \"results\": [\n", check ? total : 0);
                 for (int i = 0; i < nsz; i++) {
                     fprintf(f, "    {\"size\": %zu, \"window\": %d, \"iterations\": %d", sizes[i], wins[i], its[i]);
@@ -392,7 +446,8 @@ int main(int argc, char **argv)
         }
         if (check)
             printf("# data check: %s (%ld bad messages)\n", total ? "FAILED" : "passed", total);
-        printf("\n# bandwidth in MB/s (10^6 bytes/s), rank 0 -> rank 1%s\n",
+        printf("\n# %s in MB/s (10^6 bytes/s), %s%s\n", bidir ? "bi-directional bandwidth" : "bandwidth",
+               bidir ? "both directions together" : "rank 0 -> rank 1",
                check ? "; -c: includes filling and checking the buffers" : "");
         printf("# %10s %4s %6s", "bytes", "win", "iters");
         for (int w = 0; w < W_N; w++) printf(" %13s", way_name[w]);
@@ -408,6 +463,7 @@ int main(int argc, char **argv)
         }
         fflush(stdout);
     }
+    nccl_close();
     free(res);
     free(its);
     free(m.all);

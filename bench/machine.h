@@ -1,5 +1,5 @@
 /* bench/machine.h: what the benchmarks record about the machine they ran on, and their shared
- * option parsing. Included by bench/bw.c and bench/coll.c after <mpi.h>, <cuda_runtime.h> and,
+ * option parsing. Included by bench/pingpong.c, bench/bw.c and bench/coll.c after <mpi.h>, <cuda_runtime.h> and,
  * with FAKECUDA_FIXTURE, <cuda.h>. */
 #ifndef CUDAMPI_BENCH_MACHINE_H
 #define CUDAMPI_BENCH_MACHINE_H
@@ -61,6 +61,22 @@ static size_t parse_size(const char *s)
     if (*end == 'm' || *end == 'M') v *= 1024 * 1024;
     if (*end == 'g' || *end == 'G') v *= 1024.0 * 1024 * 1024;
     return (size_t)v;
+}
+
+/* -d as the OSU micro-benchmarks take it: "-d cuda [D|H] [D|H]" (default D D) or "-d host": where
+ * ranks 0 and 1 keep the buffers of the column that goes through MPI as the program sees it.
+ * The letters after "cuda" are taken from argv here, so call this from getopt's 'd' case. */
+static int parse_placement(const char *arg, int argc, char **argv, char place[2])
+{
+    if (!strcmp(arg, "host")) {
+        place[0] = place[1] = 'H';
+        return 1;
+    }
+    if (strcmp(arg, "cuda")) return 0;
+    place[0] = place[1] = 'D';
+    for (int r = 0; r < 2 && optind < argc && (!strcmp(argv[optind], "D") || !strcmp(argv[optind], "H")); r++)
+        place[r] = argv[optind++][0];
+    return 1;
 }
 
 struct machine {

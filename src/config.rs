@@ -18,10 +18,17 @@ pub struct Config {
     /// `CUDAMPI_HOST_CACHE=0`: ask the driver about every pointer outside the heap, stack and
     /// program data instead of remembering plain host pages (see `cuda/mapwatch.rs`).
     pub no_host_cache: bool,
+    /// `CUDAMPI_ORDERED_RECV_BYTES`: received messages up to this size reach device memory the
+    /// way `cudaMemcpy` from pageable memory puts them there: ordered on the legacy default
+    /// stream, not waited for (see `InContext::runs_to_device`). 0, the default, waits for every copy.
+    pub ordered_recv_bytes: usize,
 }
 
 /// 256 MiB: enough to stage the largest messages whole on typical codes, small next to host RAM.
 pub const DEFAULT_POOL_BYTES: usize = 256 << 20;
+
+/// The bounce buffer of an ordered receive is one per thread and kept for the thread's life.
+pub const MAX_ORDERED_RECV_BYTES: usize = 64 << 10;
 
 static CONFIG: OnceLock<Config> = OnceLock::new();
 
@@ -33,6 +40,7 @@ pub fn get() -> &'static Config {
         disabled: flag("CUDAMPI_DISABLE"),
         stage_managed: matches!(std::env::var("CUDAMPI_MANAGED").as_deref(), Ok("stage")),
         no_host_cache: matches!(std::env::var("CUDAMPI_HOST_CACHE").as_deref(), Ok("0" | "no" | "off")),
+        ordered_recv_bytes: bytes("CUDAMPI_ORDERED_RECV_BYTES").unwrap_or(0).min(MAX_ORDERED_RECV_BYTES),
     })
 }
 

@@ -100,6 +100,12 @@ impl<'a> InContext<'a> {
     /// pageable memory.
     pub fn runs_to_device(&self, dst: *mut c_void, src: *const c_void, runs: &[(usize, usize)]) -> Result<(), CudaError> {
         use cudarc::driver::sys::CUmemorytype;
+        if let [(at, len)] = *runs {
+            if len <= crate::config::get().ordered_recv_bytes {
+                // SAFETY: the run lies within both buffers (the caller's staged span).
+                return self.ordered_to_device(unsafe { dst.cast::<u8>().add(at) }.cast(), unsafe { src.cast::<u8>().add(at) }.cast(), len);
+            }
+        }
         let legacy = std::ptr::null_mut();
         let mut i = 0;
         while i < runs.len() {
@@ -145,6 +151,26 @@ impl<'a> InContext<'a> {
         }
         // SAFETY: the legacy default stream of the current context.
         check("cuStreamSynchronize", unsafe { (self.driver.stream_synchronize)(legacy) })
+    }
+}
+
+impl InContext<'_> {
+    /// Host to device through a pageable bounce buffer, as `cudaMemcpy` from pageable memory
+    /// does it: the driver takes the bytes before it returns, so the staging buffer is free at
+    /// once, and the DMA is ordered on the legacy default stream without being waited for. That
+    /// saves the wait for a small copy's completion; work on non-blocking streams is then not
+    /// ordered after it, which is why it is an option (`CUDAMPI_ORDERED_RECV_BYTES`).
+    fn ordered_to_device(&self, dst: *mut c_void, src: *const c_void, len: usize) -> Result<(), CudaError> {
+        thread_local! {
+            static BOUNCE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        BOUNCE.with_borrow_mut(|bounce| {
+            bounce.clear();
+            // SAFETY: the caller's span holds len readable bytes at src.
+            bounce.extend_from_slice(unsafe { std::slice::from_raw_parts(src.cast::<u8>(), len) });
+            // SAFETY: dst is device memory of this context with len bytes; bounce holds len bytes.
+            check("cuMemcpyHtoD", unsafe { (self.driver.memcpy_htod)(dst as u64, bounce.as_ptr().cast(), len) })
+        })
     }
 }
 
