@@ -1,5 +1,6 @@
 /* bench/coll.c -- OSU-style latency of MPI_Allreduce (MPI_FLOAT, MPI_SUM), MPI_Bcast (root 0)
- * and MPI_Alltoall on any number of ranks, four ways side by side in one run, same sizes:
+ * and MPI_Alltoall (osu_allreduce, osu_bcast, osu_alltoall) on any number of ranks, five ways
+ * side by side in one run, same sizes:
  *
  *   (a) host     host buffers through the MPI library's own PMPI_Allreduce/PMPI_Bcast/
  *                PMPI_Alltoall, bypassing the shim even when it is preloaded (found via
@@ -12,6 +13,12 @@
  *                buffer, the host collective through the real PMPI function, cudaMemcpy the
  *                result back to the device (Bcast: the root copies out, the others copy in)
  *   (d) manual, pinned     the same with cudaMallocHost buffers
+ *   (e) nccl     ncclAllReduce, ncclBroadcast, and for Alltoall one group of ncclSend/ncclRecv
+ *                per peer, on device buffers, then a stream synchronisation: the GPU-native
+ *                reference, where NCCL loads and every rank has a GPU of its own (bench/nccl.h)
+ *
+ * -d cuda [D|H] [D|H] (default D D) or -d host: where rank 0 and the other ranks keep the
+ * buffers of way (b), as the OSU benchmarks' -d takes it.
  *
  * Sizes are bytes per rank: the Allreduce vector (size / 4 floats), the Bcast message, the
  * Alltoall block each rank sends to each other rank (its buffers hold size * ranks bytes).
@@ -34,7 +41,7 @@
  *         -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcudart -ldl
  * Run:
  *   mpirun -np N -x LD_PRELOAD=$PWD/target/release/libcudampi.so build/coll \
- *          [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall] [-i ITERS] [-x WARMUP] [-c] [-f]
+ *          [-d cuda D D] [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall] [-i ITERS] [-x WARMUP] [-c] [-f]
  *          [-o out.json]
  *   MPICH: LD_PRELOAD=$PWD/target/release/libcudampi.so mpirun -n N build/coll ...
  *
@@ -96,6 +103,7 @@ static void find_real(void)
 }
 
 #include "machine.h"
+#include "nccl.h"
 
 /* ---- data for -c ----
  * Byte messages are base[s .. s+n) with base[x] = x + 3 (x >> 8) (mod 256), period 65536, and
@@ -118,9 +126,15 @@ enum coll { C_ALLREDUCE, C_BCAST, C_ALLTOALL, C_N };
 static const char *coll_key[C_N] = {"allreduce", "bcast", "alltoall"};
 static const char *coll_title[C_N] = {"MPI_Allreduce (MPI_FLOAT, MPI_SUM)", "MPI_Bcast (root 0)",
                                       "MPI_Alltoall (bytes per rank pair)"};
-enum way { W_HOST, W_DEVICE, W_PAGEABLE, W_PINNED, W_N };
-static const char *way_key[W_N] = {"host_real_us", "device_shim_us", "manual_pageable_us", "manual_pinned_us"};
-static const char *way_name[W_N] = {"host(real)", "device(shim)", "manual-page", "manual-pin"};
+enum way { W_HOST, W_DEVICE, W_PAGEABLE, W_PINNED, W_NCCL, W_N };
+static const char *way_key[W_N] = {"host_real_us", "device_shim_us", "manual_pageable_us", "manual_pinned_us",
+                                   "nccl_us"};
+static const char *way_name[W_N] = {"host(real)", "device(shim)", "manual-page", "manual-pin", "nccl"};
+
+static char place[2] = {'D', 'D'}; /* -d: the shim column's buffers on rank 0 and the others */
+
+/* Is this way's data in device memory on this rank? */
+static int on_device(int w) { return w != W_HOST && (w != W_DEVICE || place[rank == 0 ? 0 : 1] == 'D'); }
 
 struct bufs {
     char *dsend, *drecv; /* device */
@@ -144,12 +158,28 @@ static void one_call(int c, int w, size_t size, struct bufs *b)
     const int n = (int)size, cnt = (int)(size / sizeof(float));
     const size_t a2a = size * (size_t)nranks, arb = (size_t)cnt * sizeof(float);
     char *hs = w == W_PINNED ? b->psend : b->hsend, *hr = w == W_PINNED ? b->precv : b->hrecv;
+    char *ds = on_device(w) ? b->dsend : b->hsend, *dr = on_device(w) ? b->drecv : b->hrecv;
+    if (w == W_NCCL) {
+        nccl_check(nccl.group_start(), "ncclGroupStart");
+        if (c == C_ALLREDUCE)
+            nccl_check(nccl.all_reduce(ds, dr, (size_t)cnt, NCCL_FLOAT32, NCCL_SUM, nccl.comm, nccl.stream), "ncclAllReduce");
+        else if (c == C_BCAST)
+            nccl_check(nccl.broadcast(dr, dr, size, NCCL_CHAR, 0, nccl.comm, nccl.stream), "ncclBroadcast");
+        else
+            for (int p = 0; p < nranks; p++) {
+                nccl_check(nccl.send(ds + (size_t)p * size, size, NCCL_CHAR, p, nccl.comm, nccl.stream), "ncclSend");
+                nccl_check(nccl.recv(dr + (size_t)p * size, size, NCCL_CHAR, p, nccl.comm, nccl.stream), "ncclRecv");
+            }
+        nccl_check(nccl.group_end(), "ncclGroupEnd");
+        nccl_sync();
+        return;
+    }
     switch (c) {
     case C_ALLREDUCE:
         if (w == W_HOST)
             real_allreduce(b->hsend, b->hrecv, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         else if (w == W_DEVICE)
-            MPI_Allreduce(b->dsend, b->drecv, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            MPI_Allreduce(ds, dr, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         else {
             cudaMemcpy(hs, b->dsend, arb, cudaMemcpyDeviceToHost);
             real_allreduce(hs, hr, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -160,7 +190,7 @@ static void one_call(int c, int w, size_t size, struct bufs *b)
         if (w == W_HOST)
             real_bcast(b->hrecv, n, MPI_CHAR, 0, MPI_COMM_WORLD);
         else if (w == W_DEVICE)
-            MPI_Bcast(b->drecv, n, MPI_CHAR, 0, MPI_COMM_WORLD);
+            MPI_Bcast(dr, n, MPI_CHAR, 0, MPI_COMM_WORLD);
         else {
             if (rank == 0) cudaMemcpy(hr, b->drecv, size, cudaMemcpyDeviceToHost);
             real_bcast(hr, n, MPI_CHAR, 0, MPI_COMM_WORLD);
@@ -171,7 +201,7 @@ static void one_call(int c, int w, size_t size, struct bufs *b)
         if (w == W_HOST)
             real_alltoall(b->hsend, n, MPI_CHAR, b->hrecv, n, MPI_CHAR, MPI_COMM_WORLD);
         else if (w == W_DEVICE)
-            MPI_Alltoall(b->dsend, n, MPI_CHAR, b->drecv, n, MPI_CHAR, MPI_COMM_WORLD);
+            MPI_Alltoall(ds, n, MPI_CHAR, dr, n, MPI_CHAR, MPI_COMM_WORLD);
         else {
             cudaMemcpy(hs, b->dsend, a2a, cudaMemcpyDeviceToHost);
             real_alltoall(hs, n, MPI_CHAR, hr, n, MPI_CHAR, MPI_COMM_WORLD);
@@ -185,7 +215,7 @@ static void one_call(int c, int w, size_t size, struct bufs *b)
 static void fill(int c, int w, size_t size, int i, struct bufs *b)
 {
     const size_t cnt = size / sizeof(float), a2a = size * (size_t)nranks;
-    char *dst = w == W_HOST ? (c == C_BCAST ? b->hrecv : b->hsend) : b->scratch;
+    char *dst = !on_device(w) ? (c == C_BCAST ? b->hrecv : b->hsend) : b->scratch;
     size_t bytes = 0;
     switch (c) {
     case C_ALLREDUCE: {
@@ -204,7 +234,7 @@ static void fill(int c, int w, size_t size, int i, struct bufs *b)
         bytes = a2a;
         break;
     }
-    if (w != W_HOST) cudaMemcpy(c == C_BCAST ? b->drecv : b->dsend, b->scratch, bytes, cudaMemcpyHostToDevice);
+    if (on_device(w)) cudaMemcpy(c == C_BCAST ? b->drecv : b->dsend, b->scratch, bytes, cudaMemcpyHostToDevice);
 }
 
 /* -c: poison this rank's result buffer before the call (the root's Bcast buffer is its input) */
@@ -212,7 +242,7 @@ static void poison(int c, int w, size_t size, struct bufs *b)
 {
     size_t bytes = c == C_ALLTOALL ? size * (size_t)nranks : size;
     if (c == C_BCAST && rank == 0) return;
-    if (w == W_HOST)
+    if (!on_device(w))
         memset(b->hrecv, 0xee, bytes);
     else
         cudaMemset(b->drecv, 0xee, bytes);
@@ -225,7 +255,7 @@ static void verify(int c, int w, size_t size, int i, struct bufs *b)
     size_t bytes = c == C_ALLTOALL ? a2a : c == C_ALLREDUCE ? cnt * sizeof(float) : size;
     const char *got = b->hrecv;
     if (c == C_BCAST && rank == 0) return;
-    if (w != W_HOST) {
+    if (on_device(w)) {
         cudaMemcpy(b->scratch, b->drecv, bytes, cudaMemcpyDeviceToHost);
         got = b->scratch;
     }
@@ -282,8 +312,8 @@ static double measure(int c, int w, size_t size, int iters, int warmup, int chec
 static void usage(void)
 {
     if (rank == 0)
-        fprintf(stderr, "usage: coll [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall] [-i ITERS] [-x WARMUP] [-c] "
-                        "[-f] [-o out.json]\n");
+        fprintf(stderr, "usage: coll [-d cuda [D|H] [D|H] | -d host] [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall] "
+                        "[-i ITERS] [-x WARMUP] [-c] [-f] [-o out.json]\n");
 }
 
 int main(int argc, char **argv)
@@ -297,8 +327,9 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
     int opt, bad = 0;
-    while ((opt = getopt(argc, argv, "m:2l:i:x:cfo:h")) != -1) {
+    while ((opt = getopt(argc, argv, "d:m:2l:i:x:cfo:h")) != -1) {
         switch (opt) {
+        case 'd': bad |= !parse_placement(optarg, argc, argv, place); break;
         case 'm': {
             char *c = strchr(optarg, ':');
             if (c) {
@@ -386,12 +417,15 @@ int main(int argc, char **argv)
     MPI_Allreduce(mine, lo, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     have_dev = lo[0];
     have_pinned = lo[1];
-    int dev_ok = have_dev && (shim || force_dev);
+    int dev_ok = (have_dev || (place[0] == 'H' && place[1] == 'H')) && (shim || force_dev);
+    nccl_open(&m, rank, nranks);
 
     if (rank == 0) {
         machine_print(&m, "coll", shim ? ver() : NULL, real_lib);
         printf("# ranks: %d; iterations %d, warm-up %d (fewer above 64 KiB)%s\n", nranks, iters, warmup,
                check ? "; checking the data (-c)" : "");
+        printf("# device(shim) buffers: rank 0 %s, the others %s (-d); nccl: %s\n",
+               place[0] == 'D' ? "device" : "host", place[1] == 'D' ? "device" : "host", nccl.why);
         if (!have_dev) printf("# no usable CUDA device on every rank: device and manual columns skipped\n");
         if (have_dev && !dev_ok) printf("# device column skipped: the shim is not loaded (use -f to force)\n");
         fflush(stdout);
@@ -417,6 +451,7 @@ int main(int argc, char **argv)
                 if (w == W_DEVICE && !dev_ok) continue;
                 if ((w == W_PAGEABLE || w == W_PINNED) && !have_dev) continue;
                 if (w == W_PINNED && !have_pinned) continue;
+                if (w == W_NCCL && !nccl.on) continue;
                 res[i][c][w] = measure(c, w, s, it, wu, check, &b);
             }
     }
@@ -433,9 +468,9 @@ int main(int argc, char **argv)
                 machine_json(f, &m, shim ? ver() : NULL, real_lib, nranks);
                 fprintf(f, "  \"parameters\": {\"nranks\": %d, \"iterations\": %d, \"warmup\": %d, \"min_size\": %zu, "
                            "\"max_size\": %zu, \"size_factor\": %d, \"bcast_root\": 0, \"check\": %s, "
-                           "\"force_device\": %s, \"collectives\": [",
+                           "\"force_device\": %s, \"placement\": \"%c %c\", \"nccl\": \"%s\", \"collectives\": [",
                         nranks, iters, warmup, minsz, maxsz, factor, check ? "true" : "false",
-                        force_dev ? "true" : "false");
+                        force_dev ? "true" : "false", place[0], place[1], nccl.why);
                 for (int c = 0, first = 1; c < C_N; c++)
                     if (want[c]) {
                         fprintf(f, "%s\"%s\"", first ? "" : ", ", coll_key[c]);
@@ -486,6 +521,7 @@ int main(int argc, char **argv)
     }
     free(res);
     free(its);
+    nccl_close();
     free(m.all);
     free(b.hsend);
     free(b.hrecv);

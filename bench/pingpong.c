@@ -1,4 +1,5 @@
-/* bench/pingpong.c -- OSU-style ping-pong between ranks 0 and 1, four ways side by side:
+/* bench/pingpong.c -- OSU-style ping-pong between ranks 0 and 1 (osu_latency), six ways side by
+ * side:
  *
  *   (a) host     host buffers through MPI_Send/MPI_Recv as the program sees them (through the
  *                shim when it is preloaded or linked)
@@ -9,6 +10,20 @@
  *                it a non-CUDA-aware MPI crashes; skipped unless -f)
  *   (d) manual   seed 000's recipe: cudaMemcpy to a host buffer around the real MPI call, once
  *                with a pageable (malloc) buffer, once with a pinned (cudaMallocHost) one
+ *   (e) nccl     ncclSend/ncclRecv on device buffers, each followed by a stream synchronisation:
+ *                the GPU-native reference, where NCCL loads and the two ranks have GPUs of
+ *                their own (bench/nccl.h)
+ *
+ * Each rank sends from one buffer and receives into another (as osu_latency does). -d cuda
+ * [D|H] [D|H] (default D D) or -d host: where ranks 0 and 1 keep the buffers of way (c).
+ * -c checks the data: every message carries a pattern that depends on the iteration and the
+ * sender, the receive buffer is poisoned first, and the receiver compares every byte (times
+ * then include the filling and checking).
+ *
+ * Then, for 8-byte device messages, where the time goes: the driver calls cudampi makes for
+ * one staged send and one staged receive, and the manual recipe's copies, each timed alone and
+ * in the order a ping-pong turn-around issues them (a receive's copy to the device followed at
+ * once by the next send's copy from it), medians over -r repetitions on rank 0.
  *
  * plus the shim's per-call cost on host buffers for 1..8-byte messages: the median over -r
  * repetitions of (a) minus (b), interleaved, and of MPI_Send to MPI_PROC_NULL through the
@@ -19,29 +34,32 @@
  *         -Lbuild/fixture/lib -Wl,-rpath,$PWD/build/fixture/lib -lcudart -lcuda -ldl -lm
  * Build (real GPU):
  *   mpicc -O2 bench/pingpong.c -o build/pingpong -I/usr/local/cuda/include \
- *         -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcudart -ldl -lm
+ *         -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcudart -lcuda -ldl -lm
  * Run:
  *   mpirun -np 2 -x LD_PRELOAD=$PWD/target/release/libcudampi.so build/pingpong \
- *          [-m MIN:MAX] [-S SIZE,SIZE..] [-i ITERS] [-x WARMUP] [-r REPS] [-n OVERHEAD_ITERS]
- *          [-o out.json] [-f]
+ *          [-d cuda D D] [-m MIN:MAX] [-S SIZE,SIZE..] [-i ITERS] [-x WARMUP] [-r REPS]
+ *          [-n OVERHEAD_ITERS] [-c] [-o out.json] [-f]
  *   MPICH: mpirun -np 2 -genv LD_PRELOAD $PWD/target/release/libcudampi.so build/pingpong ...
  *
  * -S adds sizes to the sweep (e.g. -S 8 for the 8-byte latency); sizes take k/M/G suffixes.
  * -f runs the device column without the shim (crashes a non-CUDA-aware MPI).
  * Defaults: sizes 1 B .. 16 MiB by powers of 4, ITERS 1000 (a tenth above 64 KiB, at least
  * 10), WARMUP 100 (likewise), REPS 11, OVERHEAD_ITERS 20000. Latencies are one-way (half the
- * round trip) in microseconds, on rank 0. Each rank uses GPU (rank % device count).
+ * round trip) in microseconds, on rank 0. Each rank uses GPU (node-local rank % device count).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <mpi.h>
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef int (*send_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
@@ -71,59 +89,125 @@ static void find_real(void)
     }
 }
 
-enum way { W_HOST, W_REAL, W_DEVICE, W_PAGEABLE, W_PINNED, W_N };
-static const char *way_key[W_N] = {"host_shim_us", "host_real_us", "device_shim_us",
-                                   "manual_pageable_us", "manual_pinned_us"};
+#include "machine.h"
+#include "nccl.h"
 
-/* One ping-pong measurement: returns one-way latency in microseconds (rank 0; others 0). */
-static double pingpong(int way, size_t size, int iters, int warmup, void *dbuf, void *hbuf)
+enum way { W_HOST, W_REAL, W_DEVICE, W_PAGEABLE, W_PINNED, W_NCCL, W_N };
+static const char *way_key[W_N] = {"host_shim_us", "host_real_us", "device_shim_us",
+                                   "manual_pageable_us", "manual_pinned_us", "nccl_us"};
+static const char *way_name[W_N] = {"host(shim)", "host(real)", "device(shim)", "manual-page", "manual-pin", "nccl"};
+
+static char place[2] = {'D', 'D'}; /* -d: way (c)'s buffers on ranks 0 and 1 */
+
+/* Ranks 0 and 1: a send and a receive buffer of each kind. */
+struct bufs {
+    char *ds, *dr; /* device */
+    char *hs, *hr; /* malloc */
+    char *ps, *pr; /* cudaMallocHost */
+    char *scratch; /* -c: device contents copied back here */
+};
+
+/* Is this way's data in device memory on this rank? */
+static int on_device(int way)
 {
-    int peer = 1 - rank;
-    int n = (int)size;
+    return way == W_PAGEABLE || way == W_PINNED || way == W_NCCL || (way == W_DEVICE && place[rank] == 'D');
+}
+
+/* -c: the pattern of iteration i from rank `from`, written into this rank's send buffer */
+static long errors;
+static unsigned char pat(int i, int from, size_t k) { return (unsigned char)(k * 7 + (size_t)i * 13 + (size_t)from * 101 + 1); }
+static void fill(int way, size_t size, int i, struct bufs *b, char *sbuf)
+{
+    for (size_t k = 0; k < size; k++) b->scratch[k] = (char)pat(i, rank, k);
+    if (on_device(way)) cudaMemcpy(sbuf, b->scratch, size, cudaMemcpyHostToDevice);
+    else memcpy(sbuf, b->scratch, size);
+}
+static void poison(int way, size_t size, char *rbuf)
+{
+    if (on_device(way)) cudaMemset(rbuf, 0xee, size);
+    else memset(rbuf, 0xee, size);
+}
+static void verify(int way, size_t size, int i, struct bufs *b, const char *rbuf)
+{
+    const unsigned char *got = (const unsigned char *)rbuf;
+    if (on_device(way)) {
+        cudaMemcpy(b->scratch, rbuf, size, cudaMemcpyDeviceToHost);
+        got = (const unsigned char *)b->scratch;
+    }
+    for (size_t k = 0; k < size; k++)
+        if (got[k] != pat(i, 1 - rank, k)) {
+            if (errors < 5)
+                fprintf(stderr, "pingpong: rank %d: %s, %zu B, iteration %d: byte %zu is 0x%02x, expected 0x%02x\n",
+                        rank, way_name[way], size, i, k, got[k], pat(i, 1 - rank, k));
+            errors++;
+            return;
+        }
+}
+
+static void nccl_pp(int send, char *buf, size_t size, int peer)
+{
+    if (send)
+        nccl_check(nccl.send(buf, size, NCCL_CHAR, peer, nccl.comm, nccl.stream), "ncclSend");
+    else
+        nccl_check(nccl.recv(buf, size, NCCL_CHAR, peer, nccl.comm, nccl.stream), "ncclRecv");
+    nccl_sync();
+}
+
+/* One message of the ping-pong, in the way's terms: send (dir 1) or receive (dir 0). */
+static void step(int way, int dir, size_t size, struct bufs *b, char *sbuf, char *rbuf)
+{
+    const int peer = 1 - rank, n = (int)size;
+    char *stage = way == W_PINNED ? (dir ? b->ps : b->pr) : (dir ? b->hs : b->hr);
+    switch (way) {
+    case W_HOST:
+    case W_DEVICE:
+        if (dir) MPI_Send(sbuf, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
+        else MPI_Recv(rbuf, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        break;
+    case W_REAL:
+        if (dir) real_send(sbuf, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
+        else real_recv(rbuf, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        break;
+    case W_PAGEABLE:
+    case W_PINNED:
+        /* seed 000: cudaMemcpy(s_buf_h, s_buf_d); MPI_Send(s_buf_h) / MPI_Recv(r_buf_h);
+         * cudaMemcpy(r_buf_d, r_buf_h) -- around the real MPI */
+        if (dir) {
+            cudaMemcpy(stage, sbuf, size, cudaMemcpyDeviceToHost);
+            real_send(stage, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
+        } else {
+            real_recv(stage, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            cudaMemcpy(rbuf, stage, size, cudaMemcpyHostToDevice);
+        }
+        break;
+    case W_NCCL: nccl_pp(dir, dir ? sbuf : rbuf, size, peer); break;
+    }
+}
+
+/* One ping-pong measurement: returns one-way latency in microseconds (rank 0; others 0).
+ * `host` replaces the malloc'd buffers of the host ways (the overhead runs pass a small one). */
+static double pingpong(int way, size_t size, int iters, int warmup, struct bufs *b, char *host, int check)
+{
+    char *sbuf = on_device(way) ? b->ds : host ? host : b->hs;
+    char *rbuf = on_device(way) ? b->dr : host ? host : b->hr;
     double t0 = 0;
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank > 1) return 0;
     for (int i = -warmup; i < iters; i++) {
         if (i == 0) t0 = MPI_Wtime();
-        switch (way) {
-        case W_HOST:
-        case W_DEVICE: {
-            void *b = way == W_HOST ? hbuf : dbuf;
-            if (rank == 0) {
-                MPI_Send(b, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
-                MPI_Recv(b, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            } else {
-                MPI_Recv(b, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                MPI_Send(b, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
-            }
-            break;
+        if (check) {
+            fill(way, size, i, b, sbuf);
+            poison(way, size, rbuf);
         }
-        case W_REAL:
-            if (rank == 0) {
-                real_send(hbuf, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
-                real_recv(hbuf, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            } else {
-                real_recv(hbuf, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                real_send(hbuf, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
-            }
-            break;
-        case W_PAGEABLE:
-        case W_PINNED:
-            /* seed 000: cudaMemcpy(s_buf_h, s_buf_d) ; MPI_Send(s_buf_h) / MPI_Recv(r_buf_h) ;
-             * cudaMemcpy(r_buf_d, r_buf_h) -- around the real MPI */
-            if (rank == 0) {
-                cudaMemcpy(hbuf, dbuf, size, cudaMemcpyDeviceToHost);
-                real_send(hbuf, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
-                real_recv(hbuf, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                cudaMemcpy(dbuf, hbuf, size, cudaMemcpyHostToDevice);
-            } else {
-                real_recv(hbuf, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                cudaMemcpy(dbuf, hbuf, size, cudaMemcpyHostToDevice);
-                cudaMemcpy(hbuf, dbuf, size, cudaMemcpyDeviceToHost);
-                real_send(hbuf, n, MPI_CHAR, peer, 1, MPI_COMM_WORLD);
-            }
-            break;
+        if (rank == 0) {
+            step(way, 1, size, b, sbuf, rbuf);
+            step(way, 0, size, b, sbuf, rbuf);
+        } else {
+            step(way, 0, size, b, sbuf, rbuf);
+            if (check) verify(way, size, i, b, rbuf);
+            step(way, 1, size, b, sbuf, rbuf);
         }
+        if (check && rank == 0) verify(way, size, i, b, rbuf);
     }
     double t = MPI_Wtime() - t0;
     return t * 1e6 / iters / 2.0;
@@ -151,16 +235,6 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static size_t parse_size(const char *s)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (*end == 'k' || *end == 'K') v *= 1024;
-    if (*end == 'm' || *end == 'M') v *= 1024 * 1024;
-    if (*end == 'g' || *end == 'G') v *= 1024.0 * 1024 * 1024;
-    return (size_t)v;
-}
-
 static void json_num(FILE *f, double v)
 {
     if (isnan(v))
@@ -169,10 +243,75 @@ static void json_num(FILE *f, double v)
         fprintf(f, "%.4f", v);
 }
 
+/* ---- where an 8-byte device message's time goes ---- */
+
+enum part { P_QUERY, P_D2H_PINNED, P_H2D_PINNED, P_TURN_PINNED, P_D2H_PAGE, P_H2D_PAGE, P_TURN_PAGE, P_N };
+static const char *part_key[P_N] = {"pointer_query_us", "d2h_pinned_us", "h2d_pinned_async_sync_us",
+                                    "turnaround_pinned_us", "d2h_pageable_us", "h2d_pageable_us",
+                                    "turnaround_pageable_us"};
+static const char *part_what[P_N] = {
+    "cuPointerGetAttribute(MEMORY_TYPE) on the device buffer (cudampi, per call on a device buffer)",
+    "cuMemcpyDtoH into pinned memory (cudampi's staged send)",
+    "cuMemcpyHtoDAsync from pinned + cuStreamSynchronize (cudampi's staged receive)",
+    "the two above back to back (a ping-pong turn-around under cudampi)",
+    "cudaMemcpy device -> pageable (the manual recipe's send)",
+    "cudaMemcpy pageable -> device (the recipe's receive; returns before the DMA ends)",
+    "the two recipe copies back to back (its turn-around)"};
+
+static double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+/* Rank 0 alone (rank 1 waits in the barrier): each part's mean over `iters`, median over reps. */
+static void breakdown(struct bufs *b, int iters, int reps, double out[P_N])
+{
+    const size_t n = 8;
+    CUdeviceptr d = (CUdeviceptr)(uintptr_t)b->ds;
+    double *v = malloc(sizeof(double) * (size_t)reps);
+    for (int p = 0; p < P_N; p++) {
+        for (int r = 0; r < reps; r++) {
+            double t0 = now_us();
+            for (int i = 0; i < iters; i++) {
+                unsigned int mt = 0;
+                switch (p) {
+                case P_QUERY: cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d); break;
+                case P_TURN_PINNED:
+                case P_H2D_PINNED:
+                    cuMemcpyHtoDAsync(d, b->pr, n, NULL);
+                    cuStreamSynchronize(NULL);
+                    if (p == P_H2D_PINNED) break;
+                    /* fall through */
+                case P_D2H_PINNED: cuMemcpyDtoH(b->ps, d, n); break;
+                case P_TURN_PAGE:
+                case P_H2D_PAGE:
+                    cudaMemcpy(b->ds, b->hr, n, cudaMemcpyHostToDevice);
+                    if (p == P_H2D_PAGE) break;
+                    /* fall through */
+                case P_D2H_PAGE: cudaMemcpy(b->hs, b->ds, n, cudaMemcpyDeviceToHost); break;
+                }
+            }
+            cudaDeviceSynchronize();
+            v[r] = (now_us() - t0) / iters;
+        }
+        out[p] = median(v, reps);
+    }
+    free(v);
+}
+
+static void usage(void)
+{
+    if (rank == 0)
+        fprintf(stderr, "usage: pingpong [-d cuda [D|H] [D|H] | -d host] [-m MIN:MAX] [-S SIZES] [-i ITERS] "
+                        "[-x WARMUP] [-r REPS] [-n OVERHEAD_ITERS] [-c] [-o out.json] [-f]\n");
+}
+
 int main(int argc, char **argv)
 {
     size_t minsz = 1, maxsz = 16u << 20;
-    int iters = 1000, warmup = 100, reps = 11, oiters = 20000, force_dev = 0;
+    int iters = 1000, warmup = 100, reps = 11, oiters = 20000, force_dev = 0, check = 0;
     const char *out = NULL, *extra = NULL;
 
     MPI_Init(&argc, &argv);
@@ -180,8 +319,13 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
     int opt;
-    while ((opt = getopt(argc, argv, "m:S:i:x:r:n:o:fh")) != -1) {
+    while ((opt = getopt(argc, argv, "d:m:S:i:x:r:n:o:cfh")) != -1) {
         switch (opt) {
+        case 'd':
+            if (parse_placement(optarg, argc, argv, place)) break;
+            usage();
+            MPI_Finalize();
+            return 2;
         case 'm': {
             char *c = strchr(optarg, ':');
             if (c) {
@@ -198,16 +342,21 @@ int main(int argc, char **argv)
         case 'r': reps = atoi(optarg); break;
         case 'n': oiters = atoi(optarg); break;
         case 'o': out = optarg; break;
+        case 'c': check = 1; break;
         case 'f': force_dev = 1; break;
         default:
-            if (rank == 0)
-                fprintf(stderr, "usage: pingpong [-m MIN:MAX] [-S SIZES] [-i ITERS] [-x WARMUP] [-r REPS] "
-                                "[-n OVERHEAD_ITERS] [-o out.json] [-f]\n");
+            usage();
             MPI_Finalize();
             return opt == 'h' ? 0 : 2;
         }
     }
     if (minsz < 1) minsz = 1;
+    if (maxsz < 8) maxsz = 8; /* the overhead runs and the breakdown use up to 8 bytes */
+    if (iters < 1 || warmup < 0 || reps < 1 || oiters < 10) {
+        usage();
+        MPI_Finalize();
+        return 2;
+    }
     if (nranks < 2) {
         if (rank == 0) fprintf(stderr, "pingpong: needs 2 ranks\n");
         MPI_Finalize();
@@ -217,41 +366,48 @@ int main(int argc, char **argv)
     version_fn ver = (version_fn)dlsym(RTLD_DEFAULT, "cudampi_version");
     int shim = ver != NULL;
 
-    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len;
-    MPI_Get_library_version(lib, &len);
-    char *nl = strchr(lib, '\n');
-    if (nl) *nl = 0;
-    for (char *c = lib; *c; c++)
-        if (*c == '\t' || *c == '"') *c = ' ';
+    struct machine m;
+    machine_gather(&m, rank, nranks);
+    int have_dev = m.have_dev, have_pinned = 0;
 
-    int ndev = 0, have_dev = 0;
-    if (cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0) {
-        cudaSetDevice(rank % ndev);
-        have_dev = 1;
+    struct bufs b;
+    memset(&b, 0, sizeof b);
+    b.hs = malloc(maxsz);
+    b.hr = malloc(maxsz);
+    b.scratch = malloc(maxsz);
+    if (!b.hs || !b.hr || !b.scratch) {
+        fprintf(stderr, "pingpong: rank %d: cannot allocate 3 x %zu bytes\n", rank, maxsz);
+        MPI_Abort(MPI_COMM_WORLD, 2);
     }
-    int dev_ok = have_dev && (shim || force_dev);
-
-    void *dbuf = NULL, *hbuf = NULL, *pinned = NULL;
-    if (have_dev && cudaMalloc(&dbuf, maxsz) != cudaSuccess) {
-        dbuf = NULL;
-        have_dev = dev_ok = 0;
-    }
-    hbuf = malloc(maxsz);
-    memset(hbuf, 1, maxsz);
+    memset(b.hs, 1, maxsz);
+    memset(b.hr, 1, maxsz);
+    if (have_dev && (cudaMalloc((void **)&b.ds, maxsz) != cudaSuccess || cudaMalloc((void **)&b.dr, maxsz) != cudaSuccess))
+        have_dev = 0;
     if (have_dev) {
-        cudaMemcpy(dbuf, hbuf, maxsz, cudaMemcpyHostToDevice);
-        if (cudaMallocHost(&pinned, maxsz) != cudaSuccess) pinned = NULL;
-        else memset(pinned, 1, maxsz);
+        cudaMemcpy(b.ds, b.hs, maxsz, cudaMemcpyHostToDevice);
+        cudaMemcpy(b.dr, b.hs, maxsz, cudaMemcpyHostToDevice);
+        if (cudaMallocHost((void **)&b.ps, maxsz) == cudaSuccess && cudaMallocHost((void **)&b.pr, maxsz) == cudaSuccess) {
+            memset(b.ps, 1, maxsz);
+            memset(b.pr, 1, maxsz);
+            have_pinned = 1;
+        }
     }
+    /* ranks 0 and 1 must agree on what runs */
+    int mine[2] = {rank <= 1 ? have_dev : 1, rank <= 1 ? have_pinned : 1}, lo[2];
+    MPI_Allreduce(mine, lo, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    have_dev = lo[0];
+    have_pinned = lo[1];
+    int dev_ok = (have_dev || (place[0] == 'H' && place[1] == 'H')) && (shim || force_dev);
+    nccl_open(&m, rank, nranks);
 
     if (rank == 0) {
-        printf("# cudampi pingpong: %s\n", lib);
-        printf("# shim: %s; real MPI calls from %s\n", shim ? ver() : "not loaded", real_lib);
-        printf("# CUDA devices: %d%s; ranks: %d (ping-pong between 0 and 1)\n", ndev,
-               have_dev ? "" : " (device columns skipped)", nranks);
-        if (have_dev && !dev_ok)
-            printf("# device-buffer column skipped: the shim is not loaded (use -f to force)\n");
+        machine_print(&m, "pingpong", shim ? ver() : NULL, real_lib);
+        printf("# ranks: %d (ping-pong between 0 and 1)%s%s\n", nranks, have_dev ? "" : "; no GPU: device columns skipped",
+               check ? "; checking the data (-c)" : "");
+        printf("# device(shim) buffers: rank 0 %s, rank 1 %s (-d); nccl: %s\n", place[0] == 'D' ? "device" : "host",
+               place[1] == 'D' ? "device" : "host", nccl.why);
+        if (have_dev && !dev_ok) printf("# device-buffer column skipped: the shim is not loaded (use -f to force)\n");
+        fflush(stdout);
     }
 
     /* ---- per-call overhead on host buffers, 1..8 bytes ---- */
@@ -264,33 +420,33 @@ int main(int argc, char **argv)
         double shim_us, real_us, diff_ns_call, pn_shim_ns, pn_real_ns, pn_diff_ns;
     } ov[8];
     int nov = 0;
-    void *smallbuf = malloc(64);
+    char *smallbuf = malloc(64);
     memset(smallbuf, 1, 64);
     for (int ob = 0; ob < 2; ob++) {
-        void *obuf = ob == 0 ? smallbuf : hbuf;
+        char *obuf = ob == 0 ? smallbuf : b.hs;
         double *ds = malloc(sizeof(double) * reps), *dr = malloc(sizeof(double) * reps),
                *dd = malloc(sizeof(double) * reps), *ps = malloc(sizeof(double) * reps),
                *pr = malloc(sizeof(double) * reps), *pd = malloc(sizeof(double) * reps);
         for (int sz = 1; sz <= 8; sz *= 2) {
             for (int r = 0; r < reps; r++) {
                 /* alternate the order to cancel drift */
-                double a, b;
+                double x, y;
                 if (r & 1) {
-                    b = pingpong(W_REAL, (size_t)sz, oiters, oiters / 10, dbuf, obuf);
-                    a = pingpong(W_HOST, (size_t)sz, oiters, oiters / 10, dbuf, obuf);
+                    y = pingpong(W_REAL, (size_t)sz, oiters, oiters / 10, &b, obuf, 0);
+                    x = pingpong(W_HOST, (size_t)sz, oiters, oiters / 10, &b, obuf, 0);
                 } else {
-                    a = pingpong(W_HOST, (size_t)sz, oiters, oiters / 10, dbuf, obuf);
-                    b = pingpong(W_REAL, (size_t)sz, oiters, oiters / 10, dbuf, obuf);
+                    x = pingpong(W_HOST, (size_t)sz, oiters, oiters / 10, &b, obuf, 0);
+                    y = pingpong(W_REAL, (size_t)sz, oiters, oiters / 10, &b, obuf, 0);
                 }
-                ds[r] = a;
-                dr[r] = b;
+                ds[r] = x;
+                dr[r] = y;
                 /* one-way latency difference / 2 calls on the one-way path = per call */
-                dd[r] = (a - b) * 1000.0 / 2.0;
-                double x = proc_null_ns(0, obuf, sz, oiters * 5);
-                double y = proc_null_ns(1, obuf, sz, oiters * 5);
-                ps[r] = x;
-                pr[r] = y;
-                pd[r] = x - y;
+                dd[r] = (x - y) * 1000.0 / 2.0;
+                double u = proc_null_ns(0, obuf, sz, oiters * 5);
+                double w = proc_null_ns(1, obuf, sz, oiters * 5);
+                ps[r] = u;
+                pr[r] = w;
+                pd[r] = u - w;
             }
             struct ovh *o = &ov[nov++];
             o->size = sz;
@@ -330,10 +486,10 @@ int main(int argc, char **argv)
         }
         free(copy);
         for (int a = 1; a < nsz; a++) /* insertion sort */
-            for (int b = a; b > 0 && sizes[b - 1] > sizes[b]; b--) {
-                size_t t = sizes[b];
-                sizes[b] = sizes[b - 1];
-                sizes[b - 1] = t;
+            for (int c = a; c > 0 && sizes[c - 1] > sizes[c]; c--) {
+                size_t t = sizes[c];
+                sizes[c] = sizes[c - 1];
+                sizes[c - 1] = t;
             }
     }
     double (*res)[W_N] = calloc((size_t)nsz, sizeof *res);
@@ -346,14 +502,27 @@ int main(int argc, char **argv)
             res[i][w] = NAN;
             if (w == W_DEVICE && !dev_ok) continue;
             if ((w == W_PAGEABLE || w == W_PINNED) && !have_dev) continue;
-            if (w == W_PINNED && !pinned) continue;
-            res[i][w] = pingpong(w, s, it, wu, dbuf, w == W_PINNED ? pinned : hbuf);
+            if (w == W_PINNED && !have_pinned) continue;
+            if (w == W_NCCL && !nccl.on) continue;
+            res[i][w] = pingpong(w, s, it, wu, &b, NULL, check);
         }
     }
+
+    /* ---- 8-byte breakdown ---- */
+    double part[P_N];
+    int have_part = have_dev && have_pinned;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (have_part && rank == 0) breakdown(&b, iters, reps, part);
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    long total = 0;
+    MPI_Allreduce(&errors, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
-        printf("\n# one-way latency in us (bandwidth MB/s = bytes / latency)\n");
-        printf("# %10s %12s %12s %12s %12s %12s %10s %10s\n", "bytes", "host(shim)",
-               "host(real)", "device(shim)", "manual-page", "manual-pin", "dev MB/s", "pin MB/s");
+        printf("\n# one-way latency in us (bandwidth MB/s = bytes / latency)%s\n",
+               check ? "; -c: includes filling and checking the buffers" : "");
+        printf("# %10s", "bytes");
+        for (int w = 0; w < W_N; w++) printf(" %12s", way_name[w]);
+        printf(" %10s %10s\n", "dev MB/s", "pin MB/s");
         for (int i = 0; i < nsz; i++) {
             printf("  %10zu", sizes[i]);
             for (int w = 0; w < W_N; w++)
@@ -365,21 +534,24 @@ int main(int argc, char **argv)
             if (isnan(bd)) printf(" %10s", "-"); else printf(" %10.1f", sizes[i] / bd);
             if (isnan(bp)) printf(" %10s\n", "-"); else printf(" %10.1f\n", sizes[i] / bp);
         }
+        if (have_part) {
+            printf("\n# where an 8-byte device message's time goes (rank 0 alone; mean over %d, median of %d)\n",
+                   iters, reps);
+            for (int p = 0; p < P_N; p++) printf("  %8.2f us  %s\n", part[p], part_what[p]);
+        }
+        if (check) printf("# data check: %s (%ld bad messages)\n", total ? "FAILED" : "passed", total);
         fflush(stdout);
         if (out) {
             FILE *f = fopen(out, "w");
             if (!f) {
                 perror(out);
             } else {
-                fprintf(f, "{\n  \"bench\": \"pingpong\",\n  \"mpi\": \"%s\",\n", lib);
-                fprintf(f, "  \"shim\": ");
-                if (shim)
-                    fprintf(f, "\"%s\",\n", ver());
-                else
-                    fprintf(f, "null,\n");
-                fprintf(f, "  \"cuda_devices\": %d,\n  \"ranks\": %d,\n", ndev, nranks);
-                fprintf(f, "  \"iterations\": %d,\n  \"warmup\": %d,\n  \"overhead_reps\": %d,\n"
-                           "  \"overhead_iterations\": %d,\n", iters, warmup, reps, oiters);
+                fprintf(f, "{\n  \"bench\": \"pingpong\",\n  \"unit\": \"us one-way latency (half the round trip)\",\n");
+                machine_json(f, &m, shim ? ver() : NULL, real_lib, nranks);
+                fprintf(f, "  \"parameters\": {\"iterations\": %d, \"warmup\": %d, \"overhead_reps\": %d, "
+                           "\"overhead_iterations\": %d, \"check\": %s, \"placement\": \"%c %c\", \"nccl\": \"%s\"},\n",
+                        iters, warmup, reps, oiters, check ? "true" : "false", place[0], place[1], nccl.why);
+                fprintf(f, "  \"check_errors\": %ld,\n", check ? total : 0);
                 fprintf(f, "  \"overhead\": [\n");
                 for (int i = 0; i < nov; i++)
                     fprintf(f,
@@ -389,7 +561,18 @@ int main(int argc, char **argv)
                             ov[i].buffer, ov[i].size, ov[i].shim_us, ov[i].real_us, ov[i].diff_ns_call,
                             ov[i].pn_shim_ns, ov[i].pn_real_ns, ov[i].pn_diff_ns,
                             i + 1 < nov ? "," : "");
-                fprintf(f, "  ],\n  \"results\": [\n");
+                fprintf(f, "  ],\n  \"breakdown_8B\": ");
+                if (have_part) {
+                    fprintf(f, "{");
+                    for (int p = 0; p < P_N; p++) {
+                        fprintf(f, "%s\"%s\": ", p ? ", " : "", part_key[p]);
+                        json_num(f, part[p]);
+                    }
+                    fprintf(f, "},\n");
+                } else {
+                    fprintf(f, "null,\n");
+                }
+                fprintf(f, "  \"results\": [\n");
                 for (int i = 0; i < nsz; i++) {
                     fprintf(f, "    {\"size\": %zu", sizes[i]);
                     for (int w = 0; w < W_N; w++) {
@@ -404,10 +587,16 @@ int main(int argc, char **argv)
             }
         }
     }
+    nccl_close();
     free(res);
-    free(hbuf);
-    if (pinned) cudaFreeHost(pinned);
-    if (dbuf) cudaFree(dbuf);
+    free(m.all);
+    free(b.hs);
+    free(b.hr);
+    free(b.scratch);
+    if (b.ps) cudaFreeHost(b.ps);
+    if (b.pr) cudaFreeHost(b.pr);
+    if (b.ds) cudaFree(b.ds);
+    if (b.dr) cudaFree(b.dr);
     MPI_Finalize();
-    return 0;
+    return total ? 1 : 0;
 }
