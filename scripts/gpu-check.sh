@@ -17,18 +17,17 @@
 #   2. seed 000 (c_examples/seed000.c) without the shim (must crash) and with it (must pass);
 #      the manual recipe c_examples/seed000_manual.c with and without the shim
 #   3. tests/gpu/stream_order.cu (nvcc): the stream-ordering rule of the shim's copies
-#   4. benchmarks with the shim, 2 ranks: bench/bw.c and bench/coll.c with -c at small sizes
-#      (data checks), bench/pingpong.c (host overhead, device latency, manual recipe), then
-#      bench/bw.c (bandwidth) and bench/coll.c (Allreduce, Bcast, Alltoall) timed -> JSON
+#   4. bench/suite.sh --check with the shim, 2 ranks: the benchmarks' data checks, then latency,
+#      bandwidth, bi-directional bandwidth and collectives, every way side by side -> JSON, plots
 #   5. step 1 for each wheel MPI
 # At the end: a table of results, the benchmark's key numbers, and `N passed, N failed`.
 #
 # Output: $OUT if set, else build/gpu-check/: gpu-check.log (all printed), summary.txt,
-# pingpong.json, bw.json, coll.json, logs.tar.gz (every build and run log). At most 6 files.
+# bench.tar.gz (the suite's JSON, plots and output), logs.tar.gz (every build and run log).
 # Environment: GPU_CHECK_LIMIT (seconds, default 540), GPU_CHECK_TIMEOUT (per run, default
 # 120; a test's timeout= header wins when larger), GPU_CHECK_MPIS (default
 # "system ompi5 mpich5 mpich5abi"), GPU_CHECK_TESTS (space-separated test names, default all),
-# GPU_CHECK_BENCH=0 (skip the benchmarks), CUDAMPI_* (passed to every run with the shim).
+# GPU_CHECK_BENCH=0 (skip the benchmarks; =quick: bench/suite.sh --quick), CUDAMPI_* (passed to every run with the shim).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -358,61 +357,23 @@ if [ -n "$first" ] && ! out_of_time; then
     fi
 fi
 
-# ---- 4. benchmark ------------------------------------------------------------------------------------
-BENCH_JSON=$RES/pingpong.json
-# bench_run NAME WANT MIN LOG CMD...: check NAME with a limit of WANT seconds, cut to what is left
-# of GPU_CHECK_LIMIT; SKIPPED when less than MIN seconds are left (a timed run needs its time)
-bench_run() {
-    local name=$1 want=$2 min=$3 log=$4 left
-    shift 4
-    left=$((LIMIT - $(el)))
-    if [ "$left" -lt "$min" ]; then
-        record SKIP "$name" "$first" 0 "${left}s left of ${LIMIT}s, needs ${min}s"
-        return 0
-    fi
-    [ "$left" -lt "$want" ] && want=$left
-    check "$name" "$first" pass "$want" "$log" "$@"
-}
+# ---- 4. benchmarks ----------------------------------------------------------------------------------
+# bench/suite.sh: its data checks (-c, every byte compared), then the timed runs of every
+# benchmark with every way side by side; JSON, plots and the runs' output go to bench.tar.gz
+SUITE=$WORK/bench
 if [ -n "$first" ] && [ "${GPU_CHECK_BENCH:-1}" != 0 ]; then
-    if out_of_time; then
-        for b in "bench/bw -c (data check)" "bench/coll -c (data check)" bench/pingpong bench/bw bench/coll; do
-            record SKIP "$b" "$first" 0 "time limit"
-        done
+    left=$((LIMIT - $(el)))
+    if [ "$left" -lt 120 ]; then
+        record SKIP "bench/suite.sh" "$first" 0 "${left}s left of ${LIMIT}s, needs 120s"
     else
-        say "4. bench/pingpong, bench/bw, bench/coll on $first, 2 ranks (ranks on GPU rank % $NGPU)"
-        built=()
-        for b in bw coll; do
-            if build_c "$first" bench/$b.c "$BIN/$b"; then
-                built+=("$b")
-            else
-                record FAIL "bench/$b (build)" "$first" 0 "$first.$b.build.log"
-                tail -5 "$LOGS/$first.$b.build.log" | sed 's/^/           | /'
-            fi
-        done
-        # the data checks first (-c, small sizes, a few seconds): device buffers through the
-        # shim and the manual recipe, every byte compared
-        for b in ${built[@]+"${built[@]}"}; do
-            if [ "$b" = bw ]; then sz=1:256k; else sz=8:256k; fi
-            mapfile -t cmd < <(launch "$first" 2 "${PASSENV[@]}" "LD_PRELOAD=$SHIM" -- "$BIN/$b" -m "$sz" -c -i 20 -x 2)
-            bench_run "bench/$b -c (data check)" 120 10 "$LOGS/$b-check.log" "${cmd[@]}"
-            grep -E '^# data check|^(bw|coll): ' "$LOGS/$b-check.log" 2>/dev/null | head -6 | sed 's/^/   /'
-        done
-        if build_c "$first" bench/pingpong.c "$BIN/pingpong"; then
-            rm -f "$BENCH_JSON"
-            mapfile -t cmd < <(launch "$first" 2 "${PASSENV[@]}" "LD_PRELOAD=$SHIM" -- "$BIN/pingpong" -S 8 -o "$BENCH_JSON")
-            bench_run "bench/pingpong" 300 30 "$LOGS/pingpong.log" "${cmd[@]}"
-            grep -v '^\s*$' "$LOGS/pingpong.log" 2>/dev/null | grep -v '^note' | sed 's/^/   /' | head -40
-        else
-            record FAIL "bench/pingpong (build)" "$first" 0 "$first.pingpong.build.log"
-        fi
-        # the timed runs, default sizes (bw 1 B .. 64 MiB, coll 8 B .. 64 MiB) -> bw.json, coll.json
-        for b in ${built[@]+"${built[@]}"}; do
-            rm -f "$RES/$b.json"
-            mapfile -t cmd < <(launch "$first" 2 "${PASSENV[@]}" "LD_PRELOAD=$SHIM" -- "$BIN/$b" -o "$RES/$b.json")
-            if [ "$b" = bw ]; then secs=240; else secs=180; fi
-            bench_run "bench/$b" "$secs" 60 "$LOGS/$b.log" "${cmd[@]}"
-            grep -v '^\s*$' "$LOGS/$b.log" 2>/dev/null | grep -v '^note' | sed 's/^/   /' | head -70
-        done
+        quick=
+        [ "${GPU_CHECK_BENCH:-1}" = quick ] && quick=--quick
+        say "4. bench/suite.sh --check $quick on $first, 2 ranks (ranks on GPU rank % $NGPU)"
+        check "bench/suite.sh --check" "$first" pass "$left" "$LOGS/suite.log" \
+            env MPICC="${M_CC[$first]}" MPIRUN="env ${M_ENV[$first]} ${M_RUN[$first]}" MPI_FAMILY="${M_FAM[$first]}" \
+            SHIM="$SHIM" CUDA_HOME="$CUDA" "${PASSENV[@]}" bash bench/suite.sh --check $quick -o "$SUITE"
+        sed 's/^/   /' "$LOGS/suite.log"
+        tar -czf "$RES/bench.tar.gz" -C "$WORK" --exclude bench/bin bench 2>/dev/null
     fi
 fi
 
@@ -437,33 +398,8 @@ tar -czf "$RES/logs.tar.gz" -C "$WORK" logs 2>/dev/null
     while IFS=$'\t' read -r st name mpi secs note; do
         printf '%-5s %-10s %-44s %7s  %s\n' "$st" "$mpi" "$name" "$secs" "$note"
     done <"$RESULTS"
-    if [ -f "$BENCH_JSON" ] && command -v python3 >/dev/null; then
-        echo
-        python3 - "$BENCH_JSON" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-print("benchmark (%s; shim %s; one-way latency)" % (d.get("mpi", "?").split(",")[0], d.get("shim")))
-for o in d.get("overhead", []):
-    if o["size"] == 8:
-        print("  host 8 B through the shim, %s buffer: %+.1f ns per call (ping-pong), %+.1f ns per call (MPI_Send to PROC_NULL)"
-              % (o.get("buffer", "?"), o["diff_ns_per_call"], o["proc_null_diff_ns"]))
-rows = {r["size"]: r for r in d.get("results", [])}
-def f(v, scale=1.0, fmt="%8.2f"):
-    return "       -" if v is None else fmt % (v * scale)
-print("  %-10s %10s %10s %12s %12s %12s" % ("bytes", "host real", "host shim", "device shim", "manual page", "manual pin"))
-for s in (8, 4096, 1 << 20, 16 << 20):
-    r = rows.get(s)
-    if not r:
-        continue
-    print("  %-10d %10s %10s %12s %12s %12s  us" % (s, f(r["host_real_us"]), f(r["host_shim_us"]),
-          f(r["device_shim_us"]), f(r["manual_pageable_us"]), f(r["manual_pinned_us"])))
-big = rows.get(16 << 20)
-if big:
-    def bw(v):
-        return "-" if v is None else "%.2f GB/s" % ((16 << 20) / v / 1e3)
-    print("  16 MiB bandwidth: host real %s, device shim %s, manual pageable %s, manual pinned %s"
-          % (bw(big["host_real_us"]), bw(big["device_shim_us"]), bw(big["manual_pageable_us"]), bw(big["manual_pinned_us"])))
-PY
+    if [ -f "$SUITE/latency.json" ] && command -v python3 >/dev/null; then
+        python3 bench/plot.py "$SUITE" 2>&1 | grep -v '^plots: '
     fi
     echo
     np=$(grep -c '^PASS' "$RESULTS")

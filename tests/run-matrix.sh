@@ -7,7 +7,8 @@
 #   --mpi NAME   only this MPI (repeatable); the MPIs are the build/mpi/<name>.env files that
 #                tests/mpi/setup.sh wrote (ompi4 mpich4 ompi5 mpich5 mpich5abi)
 #   --test NAME  only this test (repeatable; NAME without .c)
-#   --dir DIR    where the tests are (repeatable; default tests/c, c_examples and tests/fortran); tests/mpi/hello.c always joins as
+#   --dir DIR    where the tests are (repeatable; default tests/c, c_examples, tests/fortran and
+#                tests/scripts); tests/mpi/hello.c always joins as
 #                the row "mpi-hello" (a host-only program: the shim must pass it through)
 #   --list       print the tests with their parsed headers and exit
 #
@@ -17,8 +18,8 @@
 # CARGO_TEST_RC (exit status of an earlier `cargo test`; counted as one more result).
 #
 # ---- Contract with the test programs ---------------------------------------------------------
-# A test is a file DIR/<name>.c (or a Fortran DIR/<name>.F90, whose header starts with "!") with,
-# within its first 10 lines, a header comment
+# A test is a file DIR/<name>.c (or a Fortran DIR/<name>.F90, whose header starts with "!", or a
+# bash script DIR/<name>.sh, header "#") with, within its first 10 lines, a header comment
 #     // cudampi-test: ranks=2 without-shim=crash [key=value ...]
 #   ranks=N | ranks=2,4     rank counts; the test runs once per count (default 2)
 #   without-shim=crash      run once with no shim: it must exit non-zero or die by a signal
@@ -40,7 +41,10 @@
 # Build: $MPICC -O1 -g -Wall -I DIR -I tests/c -I $FIXTURE_INC -o build/tests/<mpi>/<name> <src>
 #        -L$FIXTURE_LIB -Wl,-rpath,$FIXTURE_LIB -lcudart -lcuda -lpthread -ldl -lm
 #        A .F90 test is built with $MPIFORT (-cpp; its extra-src C files with $MPICC -c first) on
-#        the MPIs that have one (the wheels do not: "-" there).
+#        the MPIs that have one (the wheels do not: "-" there). A .sh test is not built: it runs
+#        once (mode "script") with bash, the MPI's variables (MPICC, MPIRUN, MPI_FAMILY, ...),
+#        SHIM, FIXTURE_LIB, FIXTURE_INC and SCRATCH (an empty folder of its own) exported, and
+#        passes when it exits 0; ranks=, without-shim=, link= and tool= do not apply.
 # Run:   $MPIRUN -n N build/tests/<mpi>/<name>, stdin /dev/null, a time limit, LD_PRELOAD of the
 #        shim (Open MPI: forwarded with -x), CMTEST_MPI=<mpi> CMTEST_MODE=<mode> set for the
 #        program. A test passes when it exits 0; it should print what it compared on failure.
@@ -80,7 +84,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-[ ${#TEST_DIRS[@]} -gt 0 ] || TEST_DIRS=(tests/c c_examples tests/fortran)
+[ ${#TEST_DIRS[@]} -gt 0 ] || TEST_DIRS=(tests/c c_examples tests/fortran tests/scripts)
 for i in "${!TEST_DIRS[@]}"; do
     [ -d "${TEST_DIRS[$i]}" ] || { echo "run-matrix: no directory ${TEST_DIRS[$i]}" >&2; exit 2; }
     TEST_DIRS[$i]=$(cd "${TEST_DIRS[$i]}" && pwd) # absolute from here on
@@ -94,6 +98,7 @@ mkdir -p "$LOGS"
 ulimit -c 0 # the no-shim runs crash on purpose; no core files
 
 is_fortran() { [[ $1 == *.F90 ]]; }
+is_script() { [[ $1 == *.sh ]]; }
 
 in_list() { # in_list WORD LIST...
     local w=$1 x
@@ -151,7 +156,7 @@ resolve() {
 TESTS=() # name:path
 if [ -f "$HELLO" ]; then TESTS+=("mpi-hello:$ROOT/$HELLO"); fi
 for d in "${TEST_DIRS[@]}"; do
-    for f in "$d"/*.c "$d"/*.F90; do
+    for f in "$d"/*.c "$d"/*.F90 "$d"/*.sh; do
         [ -e "$f" ] || continue
         head -n 10 "$f" | grep -q 'cudampi-test:' || continue # helpers, tools: no header
         n=$(basename "${f%.*}")
@@ -239,6 +244,23 @@ launch() {
     } >"$log"
     rm -f "$log.head" "$log.body"
     return $rc
+}
+
+# run_script NAME SRC: a .sh test on the current MPI; prints "STATUS<TAB>DETAIL".
+run_script() {
+    local name=$1 src=$2 logdir=$LOGS/$MPI_NAME rc e
+    local log=$logdir/$name.script.log
+    mkdir -p "$logdir"
+    rm -f "$logdir/$name".*.log
+    export SCRATCH=$ROOT/build/tests/$MPI_NAME/$name
+    rm -rf "$SCRATCH"
+    mkdir -p "$SCRATCH"
+    for e in "${H_ENV[@]+"${H_ENV[@]}"}"; do export "${e%%=*}=${e#*=}"; done
+    export SHIM FIXTURE_LIB FIXTURE_INC MPICC MPIRUN MPI_FAMILY MPI_NAME
+    cudampi_run "$H_TIMEOUT" "$log" bash "$src"
+    rc=$?
+    echo "# exit status $rc" >>"$log"
+    if [ $rc = 0 ]; then printf 'pass\t\n'; elif [ $rc = 124 ]; then printf 'FAIL(script-timeout)\t%s\n' "$log"; else printf 'FAIL(script)\t%s\n' "$log"; fi
 }
 
 # run_cell NAME SRC: build and run one test on the current MPI; prints "STATUS<TAB>DETAIL".
@@ -390,6 +412,8 @@ for mpi in "${MPIS[@]+"${MPIS[@]}"}"; do
             if [ -n "$H_BAD" ]; then
                 echo "run-matrix: $src: $H_BAD" >"$LOGS/$name.header.log"
                 res=$(printf 'FAIL(header)\t%s' "$LOGS/$name.header.log")
+            elif is_script "$src"; then
+                res=$(run_script "$name" "$src")
             else
                 res=$(run_cell "$name" "$src")
             fi

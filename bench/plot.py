@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Plots and the short table of a bench/suite.sh results folder.
+
+    bench/plot.py DIR
+
+Reads DIR/latency.json, bw.json, bibw.json and coll.json (whichever exist), writes
+DIR/latency.png, bandwidth.png and coll.png when matplotlib is installed, and prints the
+table: selected sizes of every benchmark, each way side by side.
+"""
+import json
+import math
+import os
+import sys
+
+WAYS = [  # (suffix of the JSON key, label)
+    ("host_real", "host MPI"),
+    ("manual_pageable", "manual, pageable"),
+    ("manual_pinned", "manual, pinned"),
+    ("device_shim", "cudampi"),
+    ("nccl", "NCCL"),
+]
+
+
+def load(folder, name):
+    path = os.path.join(folder, name + ".json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def human(n):
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return "%d %s" % (n >> shift, unit)
+    return "%d B" % n
+
+
+def series(rows, unit):
+    """{label: ([sizes], [values])} for the ways present in rows."""
+    out = {}
+    for key, label in WAYS:
+        pts = [(r["size"], r.get(key + "_" + unit)) for r in rows]
+        pts = [(s, v) for s, v in pts if v is not None and not math.isnan(v)]
+        if pts:
+            out[label] = ([s for s, _ in pts], [v for _, v in pts])
+    return out
+
+
+def table(title, rows, unit, sizes, fmt):
+    rows = {r["size"]: r for r in rows}
+    present = [(k, l) for k, l in WAYS if any(r.get(k + "_" + unit) is not None for r in rows.values())]
+    print("\n%s" % title)
+    print("  %-8s" % "size" + "".join(" %16s" % l for _, l in present))
+    for s in sizes:
+        r = rows.get(s)
+        if r is None:
+            continue
+        cells = []
+        for k, _ in present:
+            v = r.get(k + "_" + unit)
+            cells.append(" %16s" % ("-" if v is None else fmt % v))
+        print("  %-8s" % human(s) + "".join(cells))
+
+
+def machine_line(d):
+    m = d.get("machine", {})
+    return "%s, %s, CUDA driver %s; %s; %s; %s" % (
+        m.get("hostname", "?"), m.get("gpu", "?"), m.get("cuda_driver", "?"),
+        m.get("mpi", "?").split(", package")[0], m.get("shim") or "cudampi not loaded", m.get("date_utc", "?"))
+
+
+def plots(folder, lat, bw, bibw, coll):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("plot: matplotlib is not installed: no plots")
+        return []
+    made = []
+
+    def axes_loglog(ax, title, ylabel):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(title)
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+
+    if lat:
+        fig, ax = plt.subplots(figsize=(8, 5))
+        for label, (x, y) in series(lat["results"], "us").items():
+            ax.plot(x, y, marker="o", label=label)
+        axes_loglog(ax, "one-way latency, rank 0 <-> rank 1", "us")
+        ax.legend()
+        fig.text(0.01, 0.01, machine_line(lat), fontsize=7)
+        fig.tight_layout(rect=(0, 0.04, 1, 1))
+        fig.savefig(os.path.join(folder, "latency.png"), dpi=120)
+        plt.close(fig)
+        made.append("latency.png")
+    if bw or bibw:
+        fig, axs = plt.subplots(1, 2, figsize=(13, 5))
+        for ax, d, title in ((axs[0], bw, "bandwidth, rank 0 -> rank 1"), (axs[1], bibw, "bi-directional bandwidth")):
+            if not d:
+                ax.set_visible(False)
+                continue
+            for label, (x, y) in series(d["results"], "mbs").items():
+                ax.plot(x, y, marker="o", label=label)
+            axes_loglog(ax, title, "MB/s")
+            ax.legend()
+        fig.text(0.01, 0.01, machine_line(bw or bibw), fontsize=7)
+        fig.tight_layout(rect=(0, 0.04, 1, 1))
+        fig.savefig(os.path.join(folder, "bandwidth.png"), dpi=120)
+        plt.close(fig)
+        made.append("bandwidth.png")
+    if coll:
+        names = sorted({r["collective"] for r in coll["results"]}, key=["allreduce", "bcast", "alltoall"].index)
+        fig, axs = plt.subplots(1, len(names), figsize=(6 * len(names), 5), squeeze=False)
+        for ax, c in zip(axs[0], names):
+            rows = [r for r in coll["results"] if r["collective"] == c]
+            for label, (x, y) in series(rows, "us").items():
+                ax.plot(x, y, marker="o", label=label)
+            axes_loglog(ax, "MPI_%s, %d ranks" % (c.capitalize(), coll["parameters"]["nranks"]), "us per call")
+            ax.legend()
+        fig.text(0.01, 0.01, machine_line(coll), fontsize=7)
+        fig.tight_layout(rect=(0, 0.04, 1, 1))
+        fig.savefig(os.path.join(folder, "coll.png"), dpi=120)
+        plt.close(fig)
+        made.append("coll.png")
+    return made
+
+
+def main():
+    folder = sys.argv[1] if len(sys.argv) > 1 else "."
+    lat, bw, bibw, coll = (load(folder, n) for n in ("latency", "bw", "bibw", "coll"))
+    made = plots(folder, lat, bw, bibw, coll)
+    if made:
+        print("plots: " + ", ".join(os.path.join(folder, m) for m in made))
+    first = lat or bw or bibw or coll
+    if not first:
+        print("plot: no results in %s" % folder)
+        return 1
+    print("\n# %s" % machine_line(first))
+    if lat:
+        for o in lat.get("overhead", []):
+            if o["size"] == 8:
+                print("host 8 B through cudampi, %s buffer: %+.1f ns per call (ping-pong), %+.1f ns (MPI_Send to MPI_PROC_NULL)"
+                      % (o["buffer"], o["diff_ns_per_call"], o["proc_null_diff_ns"]))
+        table("one-way latency, us", lat["results"], "us", [8, 4096, 65536, 1 << 20, 16 << 20, 64 << 20], "%.2f")
+        part = lat.get("breakdown_8B")
+        if part:
+            print("\nwhere 8 B go, us: query %.2f; cudampi send copy %.2f, receive copy %.2f, turn-around %.2f; "
+                  "recipe send copy %.2f, receive copy %.2f, turn-around %.2f" % (
+                      part["pointer_query_us"], part["d2h_pinned_us"], part["h2d_pinned_async_sync_us"],
+                      part["turnaround_pinned_us"], part["d2h_pageable_us"], part["h2d_pageable_us"],
+                      part["turnaround_pageable_us"]))
+    big = [1 << 20, 4 << 20, 16 << 20, 64 << 20, 4096, 65536]
+    if bw:
+        table("bandwidth, MB/s", bw["results"], "mbs", sorted(big), "%.0f")
+    if bibw:
+        table("bi-directional bandwidth, MB/s", bibw["results"], "mbs", sorted(big), "%.0f")
+    if coll:
+        for c in ("allreduce", "bcast", "alltoall"):
+            rows = [r for r in coll["results"] if r["collective"] == c]
+            if rows:
+                table("MPI_%s, us per call" % c.capitalize(), rows, "us", [8, 4096, 65536, 1 << 20, 16 << 20, 64 << 20], "%.2f")
+    bad = sum(d.get("check_errors", 0) for d in (lat, bw, bibw, coll) if d)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

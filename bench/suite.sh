@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# bench/suite.sh — the whole benchmark suite in one call, on 2 ranks with the shim preloaded:
+#   latency     bench/pingpong   (osu_latency; plus the shim's host-buffer cost and the 8-byte
+#                                 breakdown of where a device message's time goes)
+#   bw, bibw    bench/bw, -b     (osu_bw, osu_bibw)
+#   coll        bench/coll       (osu_allreduce, osu_bcast, osu_alltoall)
+# each with its ways side by side in the same run: host buffers on the plain MPI, the manual
+# recipe through pageable and through pinned memory, device buffers through cudampi, and NCCL
+# where it loads. Writes one JSON per benchmark and, where matplotlib is installed, PNG plots
+# (bench/plot.py) into the results folder, then prints a short table last.
+#
+#   bench/suite.sh [--check] [--quick] [-o DIR]
+#
+#   --check   first the data-check runs (-c, small sizes): every received byte compared
+#   --quick   tiny sizes and few iterations, no timed runs beyond them (CI runs --quick --check
+#             on the stand-in driver so the suite cannot rot; it asserts no timing)
+#   -o DIR    results folder (default bench/results/<UTC date>-<host>)
+#
+# Environment: MPICC (default mpicc), MPIRUN (default mpirun, options included), MPI_FAMILY
+# (openmpi or mpich; default: from `mpirun --version`), SHIM (default
+# target/release/libcudampi.so), CUDA_HOME (default /usr/local/cuda) or FIXTURE_LIB and
+# FIXTURE_INC (the stand-in driver), CUDAMPI_BENCH_NCCL (the NCCL library; looked for when
+# unset), CUDAMPI_* (given to the ranks).
+# Exit status 1 when a benchmark failed or a data check found a wrong byte.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+check=0 quick=0 out=
+while [ $# -gt 0 ]; do
+    case $1 in
+    --check) check=1 ;;
+    --quick) quick=1 ;;
+    -o) out=${2:?-o needs a folder}; shift ;;
+    -h | --help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "suite: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+out=${out:-$ROOT/bench/results/$(date -u +%Y-%m-%d)-$(hostname -s)}
+mkdir -p "$out/bin"
+MPICC=${MPICC:-mpicc}
+MPIRUN=${MPIRUN:-mpirun}
+SHIM=${SHIM:-$ROOT/target/release/libcudampi.so}
+case $SHIM in /*) ;; *) SHIM=$ROOT/$SHIM ;; esac
+if [ -z "${MPI_FAMILY:-}" ]; then
+    if ${MPIRUN%% *} --version 2>&1 | grep -qi 'open mpi\|open-mpi\|openrte'; then MPI_FAMILY=openmpi; else MPI_FAMILY=mpich; fi
+fi
+
+# ---- build -------------------------------------------------------------------------------------
+if [ -n "${FIXTURE_LIB:-}" ]; then
+    cflags=(-I"$FIXTURE_INC") libs=(-L"$FIXTURE_LIB" -Wl,-rpath,"$FIXTURE_LIB" -lcudart -lcuda)
+else
+    cuda=${CUDA_HOME:-/usr/local/cuda}
+    cl=$cuda/lib64
+    [ -d "$cl" ] || cl=$cuda/lib
+    # the driver's libcuda at run time; the toolkit's stub only satisfies the link
+    cflags=(-I"$cuda/include") libs=(-L"$cl" -Wl,-rpath,"$cl" -L"$cl/stubs" -lcudart -lcuda)
+fi
+for b in pingpong bw coll; do
+    if ! $MPICC -O2 -Wall "${cflags[@]}" -o "$out/bin/$b" "$ROOT/bench/$b.c" "${libs[@]}" -ldl -lm >"$out/$b.build.log" 2>&1; then
+        echo "suite: building bench/$b.c failed:"
+        tail -20 "$out/$b.build.log"
+        exit 1
+    fi
+    rm -f "$out/$b.build.log"
+done
+
+# ---- NCCL --------------------------------------------------------------------------------------
+if [ -z "${CUDAMPI_BENCH_NCCL:-}" ] && [ -z "${FIXTURE_LIB:-}" ]; then
+    CUDAMPI_BENCH_NCCL=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 / { print $NF; exit }')
+    if [ -z "$CUDAMPI_BENCH_NCCL" ] && command -v python3 >/dev/null; then
+        # the copy PyTorch's wheels bring (nvidia-nccl-cu*)
+        CUDAMPI_BENCH_NCCL=$(python3 -c 'import nvidia.nccl, os; d = list(nvidia.nccl.__path__)[0]; print(os.path.join(d, "lib", "libnccl.so.2"))' 2>/dev/null)
+        [ -f "$CUDAMPI_BENCH_NCCL" ] || CUDAMPI_BENCH_NCCL=
+    fi
+fi
+export CUDAMPI_BENCH_NCCL=${CUDAMPI_BENCH_NCCL:-}
+
+# ---- runs --------------------------------------------------------------------------------------
+# ranks PROGRAM ARGS...: the program on 2 ranks with the shim preloaded and CUDAMPI_* passed
+ranks() {
+    local -a cmd env=(LD_PRELOAD="$SHIM" CUDAMPI_BENCH_NCCL="$CUDAMPI_BENCH_NCCL") kv
+    read -r -a cmd <<<"$MPIRUN"
+    while IFS= read -r kv; do env+=("$kv"); done < <(env | grep -E '^CUDAMPI_[A-Z0-9_]*=' | grep -v '^CUDAMPI_BENCH_NCCL=')
+    for kv in "${env[@]}"; do
+        if [ "$MPI_FAMILY" = openmpi ]; then cmd+=(-x "$kv"); else cmd+=(-genv "${kv%%=*}" "${kv#*=}"); fi
+    done
+    env LD_PRELOAD= "${cmd[@]}" -n 2 "$@"
+}
+failed=0
+# run NAME ARGS...: one benchmark run, output to NAME.txt in the results folder
+run() {
+    local name=$1 rc
+    shift
+    echo "== $name: $*"
+    ranks "$@" >"$out/$name.txt" 2>&1
+    rc=$?
+    grep -E '^# data check|^(bw|coll|pingpong|bench): ' "$out/$name.txt" | sed 's/^/   /'
+    if [ $rc != 0 ]; then
+        echo "   FAILED (exit status $rc); the end of $name.txt:"
+        tail -15 "$out/$name.txt" | sed 's/^/   | /'
+        failed=1
+    fi
+}
+
+B=$out/bin
+if [ $check = 1 ]; then
+    run check-latency "$B/pingpong" -c -m 1:256k -i 20 -x 2 -r 3 -n 200
+    run check-bw "$B/bw" -c -m 1:256k -i 10 -x 2 -w 16
+    run check-bibw "$B/bw" -b -c -m 1:256k -i 10 -x 2 -w 16
+    run check-coll "$B/coll" -c -m 8:256k -i 10 -x 2
+fi
+if [ $quick = 1 ]; then
+    run latency "$B/pingpong" -m 1:64k -S 8 -i 20 -x 2 -r 3 -n 200 -o "$out/latency.json"
+    run bw "$B/bw" -m 1:64k -i 5 -x 1 -w 16 -o "$out/bw.json"
+    run bibw "$B/bw" -b -m 1:64k -i 5 -x 1 -w 16 -o "$out/bibw.json"
+    run coll "$B/coll" -m 8:64k -i 5 -x 1 -o "$out/coll.json"
+else
+    run latency "$B/pingpong" -m 1:64M -S 8 -o "$out/latency.json"
+    run bw "$B/bw" -m 1:64M -o "$out/bw.json"
+    run bibw "$B/bw" -b -m 1:64M -o "$out/bibw.json"
+    run coll "$B/coll" -m 8:64M -o "$out/coll.json"
+fi
+
+# ---- plots and the table -----------------------------------------------------------------------
+if command -v python3 >/dev/null; then
+    python3 "$ROOT/bench/plot.py" "$out" || failed=1
+else
+    echo "suite: no python3: no plots, no summary table (the JSON files are in $out)"
+fi
+echo "results: $out"
+exit $failed
