@@ -46,6 +46,11 @@ if [ -z "${MPI_FAMILY:-}" ]; then
     if ${MPIRUN%% *} --version 2>&1 | grep -qi 'open mpi\|open-mpi\|openrte'; then MPI_FAMILY=openmpi; else MPI_FAMILY=mpich; fi
 fi
 
+if [ ! -f "$SHIM" ]; then
+    echo "suite: the shim $SHIM does not exist (cargo build --release, or set SHIM)"
+    exit 1
+fi
+
 # ---- build -------------------------------------------------------------------------------------
 if [ -n "${FIXTURE_LIB:-}" ]; then
     cflags=(-I"$FIXTURE_INC") libs=(-L"$FIXTURE_LIB" -Wl,-rpath,"$FIXTURE_LIB" -lcudart -lcuda)

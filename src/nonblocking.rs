@@ -12,7 +12,7 @@ use crate::abi::Handle;
 use crate::datatype;
 use crate::requests::{self, Entry, Kind, Partitions};
 use crate::stage::{prepare, stage, stage_pair, Back, Direction, Prepared};
-use crate::stats;
+use crate::{cuda, stats};
 
 /// Runs the real post with the buffer MPI should see and, if it succeeded with a staged
 /// buffer, tracks the request.
@@ -39,6 +39,10 @@ pub fn isend(
     request: *mut c_void,
     call: impl FnOnce(*const c_void) -> c_int,
 ) -> c_int {
+    if cuda::surely_host(buf) {
+        stats::host_call();
+        return call(buf);
+    }
     match stage(name, buf, count, datatype, dest, Some(comm), Direction::Send) {
         Ok(Prepared::Direct(p)) if std::ptr::eq(p, buf) => {
             stats::host_call();
@@ -62,6 +66,10 @@ pub fn irecv(
     request: *mut c_void,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
+    if cuda::surely_host(buf) {
+        stats::host_call();
+        return call(buf);
+    }
     match stage(name, buf, count, datatype, source, comm, Direction::Recv) {
         Ok(Prepared::Direct(p)) if p == buf => {
             stats::host_call();

@@ -6,7 +6,7 @@ use std::ffi::{c_int, c_void};
 
 use crate::abi::{self, Handle};
 use crate::stage::{stage, stage_pair, Direction, OwnStatus, Prepared};
-use crate::{errors, stats};
+use crate::{cuda, errors, stats};
 
 /// `MPI_Mrecv` has no source argument: the matched message carries it.
 pub const SOURCE_IN_MESSAGE: c_int = c_int::MIN;
@@ -46,6 +46,10 @@ pub fn send(
     comm: Handle,
     call: impl FnOnce(*const c_void) -> c_int,
 ) -> c_int {
+    if cuda::surely_host(buf) {
+        stats::host_call();
+        return call(buf);
+    }
     match stage(name, buf, count, datatype, dest, Some(comm), Direction::Send) {
         Ok(Prepared::Direct(p)) if std::ptr::eq(p, buf) => {
             stats::host_call();
@@ -66,6 +70,10 @@ pub fn recv(
     status: *mut c_void,
     call: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
 ) -> c_int {
+    if cuda::surely_host(buf) {
+        stats::host_call();
+        return call(buf, status);
+    }
     match stage(name, buf, count, datatype, source, comm, Direction::Recv) {
         Ok(Prepared::Direct(p)) if p == buf => {
             stats::host_call();
@@ -90,6 +98,10 @@ pub fn sendrecv(
     status: *mut c_void,
     call: impl FnOnce(*const c_void, *mut c_void, *mut c_void) -> c_int,
 ) -> c_int {
+    if cuda::surely_host(sendbuf) && cuda::surely_host(recvbuf) {
+        stats::host_call();
+        return call(sendbuf, recvbuf, status);
+    }
     let send = (sendbuf, sendcount, sendtype, dest);
     let recv = (recvbuf as *const c_void, recvcount, recvtype, source);
     let (out, into) = match stage_pair(name, comm, send, recv, Direction::Recv) {

@@ -96,6 +96,9 @@ impl Prepared {
 /// Looks at one buffer and, if it is device memory, leases a staging buffer for it (not yet
 /// filled). `Err` is the MPI error code to return at once (already reported and raised on
 /// `comm`).
+// Inlined so that a host buffer costs its callers a pointer test and no move of a `Prepared`:
+// the staging work is out of line in `prepare_device`.
+#[inline]
 pub fn prepare(
     name: &'static str,
     buf: *const c_void,
@@ -105,11 +108,25 @@ pub fn prepare(
     comm: Option<Handle>,
     dir: Direction,
 ) -> Result<Prepared, c_int> {
-    let dev = match cuda::locate(buf) {
-        Location::Host => return Ok(Prepared::Direct(buf as *mut c_void)),
-        Location::Device(d) => d,
-        Location::FreedDevice => return Err(errors::freed(name, comm, buf)),
-    };
+    match cuda::locate(buf) {
+        Location::Host => Ok(Prepared::Direct(buf as *mut c_void)),
+        Location::Device(dev) => prepare_device(name, buf, dev, count, datatype, peer, comm, dir),
+        Location::FreedDevice => Err(errors::freed(name, comm, buf)),
+    }
+}
+
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn prepare_device(
+    name: &'static str,
+    buf: *const c_void,
+    dev: Device,
+    count: i64,
+    datatype: Handle,
+    peer: c_int,
+    comm: Option<Handle>,
+    dir: Direction,
+) -> Result<Prepared, c_int> {
     let abi = abi::get();
     // Calls the real library rejects or completes without touching the buffer (negative
     // count, the null datatype, MPI_PROC_NULL, nothing to transfer) see a harmless host
@@ -175,6 +192,7 @@ pub fn lease_for(
 }
 
 /// [`prepare`] and [`Staged::fill`] in one: the buffer is ready for MPI.
+#[inline]
 pub fn stage(
     name: &'static str,
     buf: *const c_void,

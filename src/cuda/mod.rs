@@ -7,4 +7,4 @@ mod mapwatch;
 pub mod pointer;
 
 pub use copy::{CudaError, InContext};
-pub use pointer::{locate, Device, Location};
+pub use pointer::{locate, surely_host, Device, Location};

@@ -28,16 +28,21 @@ pub enum Location {
 /// Decides where `ptr` lives. Host-only processes (no libcuda loaded) return at the first check.
 #[inline]
 pub fn locate(ptr: *const c_void) -> Location {
-    // Null, MPI_BOTTOM, MPI_IN_PLACE (1 or -1) and other sentinels are never device memory.
-    let addr = ptr as usize;
-    if addr < 4096 || addr == usize::MAX {
-        return Location::Host;
-    }
     match driver::get() {
+        _ if surely_host(ptr) => Location::Host,
         None => Location::Host,
-        Some(_) if hostmem::certainly_host(addr) || hostmem::remembered(addr) => Location::Host,
         Some(d) => query(d, ptr),
     }
+}
+
+/// True when `ptr` is host memory without asking the driver: sentinels, a process without
+/// CUDA, the heap, stack and program data, and pages the driver was already asked about. The
+/// entry points test this first, so host buffers cost a few comparisons.
+#[inline(always)]
+pub fn surely_host(ptr: *const c_void) -> bool {
+    // Null, MPI_BOTTOM, MPI_IN_PLACE (1 or -1) and other sentinels are never device memory.
+    let addr = ptr as usize;
+    addr < 4096 || addr == usize::MAX || driver::get().is_none() || hostmem::certainly_host(addr) || hostmem::remembered(addr)
 }
 
 const MEMORY_TYPE: c_uint = CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE as c_uint;
