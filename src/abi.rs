@@ -44,6 +44,7 @@ pub struct Abi {
     pub comm_self: Handle,
     pub comm_world: Handle,
     pub err_buffer: c_int,
+    pub err_count: c_int,
     pub err_other: c_int,
     pub err_intern: c_int,
     pub err_no_mem: c_int,
@@ -95,6 +96,7 @@ fn symbol(name: &CStr) -> *mut c_void {
 }
 
 fn detect() -> Abi {
+    crate::real::make_mpi_global();
     let ompi_world = symbol(c"ompi_mpi_comm_world");
     if !ompi_world.is_null() {
         return Abi {
@@ -110,6 +112,7 @@ fn detect() -> Abi {
             comm_self: symbol(c"ompi_mpi_comm_self") as Handle,
             comm_world: ompi_world as Handle,
             err_buffer: 1,
+            err_count: 2,
             err_other: 16,
             err_intern: 17,
             err_no_mem: 39,
@@ -140,6 +143,7 @@ fn detect() -> Abi {
             comm_self: 0x102,
             comm_world: 0x101,
             err_buffer: 1,
+            err_count: 2,
             err_other: 16,
             err_intern: 17,
             err_no_mem: 39,
@@ -169,6 +173,7 @@ fn detect() -> Abi {
         comm_self: 0x4400_0001,
         comm_world: 0x4400_0000,
         err_buffer: 1,
+        err_count: 2,
         err_other: 15,
         err_intern: 16,
         err_no_mem: 34,

@@ -35,6 +35,7 @@ mod ffi;
 mod handlers;
 mod lifecycle;
 mod log;
+mod narrow;
 mod collectives;
 mod completion;
 mod nonblocking;

@@ -7,6 +7,65 @@ use std::sync::OnceLock;
 
 use crate::abi::Handle;
 
+/// Makes the MPI library visible to `RTLD_NEXT` and `RTLD_DEFAULT` lookups when it was loaded
+/// without `RTLD_GLOBAL`, as a Python extension module loads its libmpi: the loaded objects are
+/// searched once for the one defining `PMPI_Init`, which is then opened again with
+/// `RTLD_GLOBAL`. Called before any real function or family symbol is looked up.
+pub fn make_mpi_global() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: dlsym with a NUL-terminated name.
+        if !unsafe { libc::dlsym(libc::RTLD_NEXT, c"PMPI_Init".as_ptr()) }.is_null() {
+            return;
+        }
+        let ours = crate::export::PMPI_Init as *const () as usize;
+        for name in loaded_objects() {
+            // SAFETY: RTLD_NOLOAD only returns objects already loaded; dladdr reads loader data.
+            unsafe {
+                let h = libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
+                if h.is_null() {
+                    continue;
+                }
+                let f = libc::dlsym(h, c"PMPI_Init".as_ptr());
+                let mut info: libc::Dl_info = std::mem::zeroed();
+                let found = !f.is_null() && f as usize != ours && libc::dladdr(f, &mut info) != 0 && !info.dli_fname.is_null();
+                if found {
+                    // Kept open: the library was loaded anyway, and now stays in the global scope.
+                    libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_GLOBAL);
+                }
+                if found && crate::config::get().debug {
+                    crate::log::debug(format_args!(
+                        "the MPI library {} was loaded locally; made it global",
+                        std::ffi::CStr::from_ptr(info.dli_fname).to_string_lossy()
+                    ));
+                }
+                libc::dlclose(h);
+                if found {
+                    return;
+                }
+            }
+        }
+    });
+}
+
+/// The file names of the loaded shared objects, collected first: dlopen must not run inside
+/// `dl_iterate_phdr`, which holds the loader's lock.
+fn loaded_objects() -> Vec<std::ffi::CString> {
+    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: libc::size_t, out: *mut c_void) -> c_int {
+        // SAFETY: glibc passes a valid info; out is the Vec below.
+        let name = unsafe { (*info).dlpi_name };
+        if !name.is_null() && unsafe { *name } != 0 {
+            let out = unsafe { &mut *out.cast::<Vec<std::ffi::CString>>() };
+            out.push(unsafe { std::ffi::CStr::from_ptr(name) }.to_owned());
+        }
+        0
+    }
+    let mut out: Vec<std::ffi::CString> = Vec::new();
+    // SAFETY: the callback only reads the headers and appends to `out`.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut out as *mut Vec<std::ffi::CString>).cast()) };
+    out
+}
+
 /// `name` ends in NUL.
 fn next(name: &str, ours: usize) -> usize {
     debug_assert!(name.ends_with('\0'));
@@ -17,7 +76,7 @@ fn next(name: &str, ours: usize) -> usize {
 }
 
 macro_rules! define_real {
-    ($( $name:ident, $pname:ident ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*); )*) => {
+    ($( $name:ident, $pname:ident $(or $base:ident, $pbase:ident)? ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*); )*) => {
         /// Real entry points named in the table; `None` where the loaded MPI lacks the function.
         #[allow(non_snake_case)]
         pub struct Real {
@@ -28,6 +87,7 @@ macro_rules! define_real {
         }
 
         fn resolve() -> Real {
+            make_mpi_global();
             Real {
                 $(
                     // SAFETY: a non-null result is the library's function of this C signature.
@@ -67,6 +127,7 @@ macro_rules! define_pmpi {
         }
 
         fn resolve_pmpi() -> Option<Pmpi> {
+            make_mpi_global();
             Some(Pmpi {
                 $(
                     // SAFETY: a non-null result is the library's function of this C signature.

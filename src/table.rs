@@ -4,14 +4,15 @@
 //! machine words, buffers and statuses as `void*`), and how the call is served:
 //!
 //! ```text
-//! NAME, PNAME (args) => handler [closure params] (handler args);
+//! NAME, PNAME [or BASE, PBASE] (args) => handler [closure params] (handler args);
 //! ```
 //!
 //! The handler (in `p2p.rs`, `lifecycle.rs`, ...) receives the handler args and a closure that
 //! calls the real function; the closure's parameters replace the arguments of the same name, so
-//! the handler can substitute a staging buffer or its own status. `export.rs` expands the table
-//! into `#[no_mangle]` entry points and `real.rs` into the table of real function pointers, so a
-//! new function is one line here.
+//! the handler can substitute a staging buffer or its own status. `or BASE, PBASE` names the
+//! int-count function that serves a large-count `_c` function on a library without it
+//! (`narrow.rs`). `export.rs` expands the table into `#[no_mangle]` entry points and `real.rs`
+//! into the table of real function pointers, so a new function is one line here.
 
 /// Calls `$expand!` with the whole table.
 #[macro_export]
@@ -51,23 +52,23 @@ macro_rules! mpi_functions {
                 => sendrecv_replace [buf, status] (buf, count as i64, datatype, dest, source, comm, status);
 
             // MPI-4 large-count forms: the same calls with MPI_Count counts.
-            MPI_Send_c, PMPI_Send_c (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
+            MPI_Send_c, PMPI_Send_c or MPI_Send, PMPI_Send (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
                 => send [buf] (buf, count, datatype, dest, comm);
-            MPI_Ssend_c, PMPI_Ssend_c (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
+            MPI_Ssend_c, PMPI_Ssend_c or MPI_Ssend, PMPI_Ssend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
                 => send [buf] (buf, count, datatype, dest, comm);
-            MPI_Bsend_c, PMPI_Bsend_c (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
+            MPI_Bsend_c, PMPI_Bsend_c or MPI_Bsend, PMPI_Bsend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
                 => send [buf] (buf, count, datatype, dest, comm);
-            MPI_Rsend_c, PMPI_Rsend_c (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
+            MPI_Rsend_c, PMPI_Rsend_c or MPI_Rsend, PMPI_Rsend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
                 => send [buf] (buf, count, datatype, dest, comm);
-            MPI_Recv_c, PMPI_Recv_c (buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut c_void)
+            MPI_Recv_c, PMPI_Recv_c or MPI_Recv, PMPI_Recv (buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut c_void)
                 => recv [buf, status] (buf, count, datatype, source, Some(comm), status);
-            MPI_Mrecv_c, PMPI_Mrecv_c (buf: *mut c_void, count: i64, datatype: Handle, message: *mut c_void, status: *mut c_void)
+            MPI_Mrecv_c, PMPI_Mrecv_c or MPI_Mrecv, PMPI_Mrecv (buf: *mut c_void, count: i64, datatype: Handle, message: *mut c_void, status: *mut c_void)
                 => recv [buf, status] (buf, count, datatype, $crate::p2p::SOURCE_IN_MESSAGE, None, status);
-            MPI_Sendrecv_c, PMPI_Sendrecv_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
+            MPI_Sendrecv_c, PMPI_Sendrecv_c or MPI_Sendrecv, PMPI_Sendrecv (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
                                              recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, source: c_int, recvtag: c_int,
                                              comm: Handle, status: *mut c_void)
                 => sendrecv [sendbuf, recvbuf, status] (sendbuf, sendcount, sendtype, dest, recvbuf, recvcount, recvtype, source, comm, status);
-            MPI_Sendrecv_replace_c, PMPI_Sendrecv_replace_c (buf: *mut c_void, count: i64, datatype: Handle, dest: c_int, sendtag: c_int,
+            MPI_Sendrecv_replace_c, PMPI_Sendrecv_replace_c or MPI_Sendrecv_replace, PMPI_Sendrecv_replace (buf: *mut c_void, count: i64, datatype: Handle, dest: c_int, sendtag: c_int,
                                                              source: c_int, recvtag: c_int, comm: Handle, status: *mut c_void)
                 => sendrecv_replace [buf, status] (buf, count, datatype, dest, source, comm, status);
 
@@ -91,23 +92,23 @@ macro_rules! mpi_functions {
             MPI_Isendrecv_replace, PMPI_Isendrecv_replace (buf: *mut c_void, count: c_int, datatype: Handle, dest: c_int, sendtag: c_int,
                                                            source: c_int, recvtag: c_int, comm: Handle, request: *mut c_void)
                 => isendrecv_replace [buf] (buf, count as i64, datatype, dest, source, comm, request);
-            MPI_Isend_c, PMPI_Isend_c (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+            MPI_Isend_c, PMPI_Isend_c or MPI_Isend, PMPI_Isend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
                 => isend [buf] (buf, count, datatype, dest, comm, request);
-            MPI_Issend_c, PMPI_Issend_c (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+            MPI_Issend_c, PMPI_Issend_c or MPI_Issend, PMPI_Issend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
                 => isend [buf] (buf, count, datatype, dest, comm, request);
-            MPI_Ibsend_c, PMPI_Ibsend_c (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+            MPI_Ibsend_c, PMPI_Ibsend_c or MPI_Ibsend, PMPI_Ibsend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
                 => isend [buf] (buf, count, datatype, dest, comm, request);
-            MPI_Irsend_c, PMPI_Irsend_c (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+            MPI_Irsend_c, PMPI_Irsend_c or MPI_Irsend, PMPI_Irsend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
                 => isend [buf] (buf, count, datatype, dest, comm, request);
-            MPI_Irecv_c, PMPI_Irecv_c (buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+            MPI_Irecv_c, PMPI_Irecv_c or MPI_Irecv, PMPI_Irecv (buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
                 => irecv [buf] (buf, count, datatype, source, Some(comm), request);
-            MPI_Imrecv_c, PMPI_Imrecv_c (buf: *mut c_void, count: i64, datatype: Handle, message: *mut c_void, request: *mut c_void)
+            MPI_Imrecv_c, PMPI_Imrecv_c or MPI_Imrecv, PMPI_Imrecv (buf: *mut c_void, count: i64, datatype: Handle, message: *mut c_void, request: *mut c_void)
                 => irecv [buf] (buf, count, datatype, $crate::p2p::SOURCE_IN_MESSAGE, None, request);
-            MPI_Isendrecv_c, PMPI_Isendrecv_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
+            MPI_Isendrecv_c, PMPI_Isendrecv_c or MPI_Isendrecv, PMPI_Isendrecv (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
                                                recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, source: c_int, recvtag: c_int,
                                                comm: Handle, request: *mut c_void)
                 => isendrecv [sendbuf, recvbuf] (sendbuf, sendcount, sendtype, dest, recvbuf, recvcount, recvtype, source, comm, request);
-            MPI_Isendrecv_replace_c, PMPI_Isendrecv_replace_c (buf: *mut c_void, count: i64, datatype: Handle, dest: c_int, sendtag: c_int,
+            MPI_Isendrecv_replace_c, PMPI_Isendrecv_replace_c or MPI_Isendrecv_replace, PMPI_Isendrecv_replace (buf: *mut c_void, count: i64, datatype: Handle, dest: c_int, sendtag: c_int,
                                                                source: c_int, recvtag: c_int, comm: Handle, request: *mut c_void)
                 => isendrecv_replace [buf] (buf, count, datatype, dest, source, comm, request);
 
@@ -122,15 +123,15 @@ macro_rules! mpi_functions {
                 => persistent_init [buf] (buf as *mut c_void, count as i64, datatype, dest, comm, request, true);
             MPI_Recv_init, PMPI_Recv_init (buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
                 => persistent_init [buf] (buf, count as i64, datatype, source, comm, request, false);
-            MPI_Send_init_c, PMPI_Send_init_c (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+            MPI_Send_init_c, PMPI_Send_init_c or MPI_Send_init, PMPI_Send_init (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
                 => persistent_init [buf] (buf as *mut c_void, count, datatype, dest, comm, request, true);
-            MPI_Ssend_init_c, PMPI_Ssend_init_c (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+            MPI_Ssend_init_c, PMPI_Ssend_init_c or MPI_Ssend_init, PMPI_Ssend_init (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
                 => persistent_init [buf] (buf as *mut c_void, count, datatype, dest, comm, request, true);
-            MPI_Bsend_init_c, PMPI_Bsend_init_c (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+            MPI_Bsend_init_c, PMPI_Bsend_init_c or MPI_Bsend_init, PMPI_Bsend_init (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
                 => persistent_init [buf] (buf as *mut c_void, count, datatype, dest, comm, request, true);
-            MPI_Rsend_init_c, PMPI_Rsend_init_c (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+            MPI_Rsend_init_c, PMPI_Rsend_init_c or MPI_Rsend_init, PMPI_Rsend_init (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
                 => persistent_init [buf] (buf as *mut c_void, count, datatype, dest, comm, request, true);
-            MPI_Recv_init_c, PMPI_Recv_init_c (buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+            MPI_Recv_init_c, PMPI_Recv_init_c or MPI_Recv_init, PMPI_Recv_init (buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
                 => persistent_init [buf] (buf, count, datatype, source, comm, request, false);
 
             // MPI-4 partitioned point-to-point: send partitions are staged as they are marked
@@ -180,55 +181,55 @@ macro_rules! mpi_functions {
             // reads and writes (collectives.rs).
             MPI_Bcast, PMPI_Bcast (buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle)
                 => coll1 [buffer] (Some(comm), Mode::Blocking, buffer, || plan::bcast(comm, count as i64, datatype, root));
-            MPI_Bcast_c, PMPI_Bcast_c (buffer: *mut c_void, count: i64, datatype: Handle, root: c_int, comm: Handle)
+            MPI_Bcast_c, PMPI_Bcast_c or MPI_Bcast, PMPI_Bcast (buffer: *mut c_void, count: i64, datatype: Handle, root: c_int, comm: Handle)
                 => coll1 [buffer] (Some(comm), Mode::Blocking, buffer, || plan::bcast(comm, count, datatype, root));
             MPI_Ibcast, PMPI_Ibcast (buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle, request: *mut c_void)
                 => coll1 [buffer] (Some(comm), Mode::Nonblocking(request), buffer, || plan::bcast(comm, count as i64, datatype, root));
-            MPI_Ibcast_c, PMPI_Ibcast_c (buffer: *mut c_void, count: i64, datatype: Handle, root: c_int, comm: Handle, request: *mut c_void)
+            MPI_Ibcast_c, PMPI_Ibcast_c or MPI_Ibcast, PMPI_Ibcast (buffer: *mut c_void, count: i64, datatype: Handle, root: c_int, comm: Handle, request: *mut c_void)
                 => coll1 [buffer] (Some(comm), Mode::Nonblocking(request), buffer, || plan::bcast(comm, count, datatype, root));
             MPI_Bcast_init, PMPI_Bcast_init (buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
                 => coll1 [buffer] (Some(comm), Mode::Persistent(request), buffer, || plan::bcast(comm, count as i64, datatype, root));
-            MPI_Bcast_init_c, PMPI_Bcast_init_c (buffer: *mut c_void, count: i64, datatype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
+            MPI_Bcast_init_c, PMPI_Bcast_init_c or MPI_Bcast_init, PMPI_Bcast_init (buffer: *mut c_void, count: i64, datatype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
                 => coll1 [buffer] (Some(comm), Mode::Persistent(request), buffer, || plan::bcast(comm, count, datatype, root));
             MPI_Reduce, PMPI_Reduce (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::reduce(comm, sendbuf, count as i64, datatype, root));
-            MPI_Reduce_c, PMPI_Reduce_c (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, root: c_int, comm: Handle)
+            MPI_Reduce_c, PMPI_Reduce_c or MPI_Reduce, PMPI_Reduce (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, root: c_int, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::reduce(comm, sendbuf, count, datatype, root));
             MPI_Ireduce, PMPI_Ireduce (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::reduce(comm, sendbuf, count as i64, datatype, root));
-            MPI_Ireduce_c, PMPI_Ireduce_c (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, root: c_int, comm: Handle, request: *mut c_void)
+            MPI_Ireduce_c, PMPI_Ireduce_c or MPI_Ireduce, PMPI_Ireduce (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, root: c_int, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::reduce(comm, sendbuf, count, datatype, root));
             MPI_Reduce_init, PMPI_Reduce_init (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::reduce(comm, sendbuf, count as i64, datatype, root));
-            MPI_Reduce_init_c, PMPI_Reduce_init_c (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
+            MPI_Reduce_init_c, PMPI_Reduce_init_c or MPI_Reduce_init, PMPI_Reduce_init (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::reduce(comm, sendbuf, count, datatype, root));
             MPI_Allreduce, PMPI_Allreduce (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allreduce(sendbuf, count as i64, datatype));
-            MPI_Allreduce_c, PMPI_Allreduce_c (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle)
+            MPI_Allreduce_c, PMPI_Allreduce_c or MPI_Allreduce, PMPI_Allreduce (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allreduce(sendbuf, count, datatype));
             MPI_Iallreduce, PMPI_Iallreduce (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::allreduce(sendbuf, count as i64, datatype));
-            MPI_Iallreduce_c, PMPI_Iallreduce_c (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
+            MPI_Iallreduce_c, PMPI_Iallreduce_c or MPI_Iallreduce, PMPI_Iallreduce (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::allreduce(sendbuf, count, datatype));
             MPI_Allreduce_init, PMPI_Allreduce_init (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::allreduce(sendbuf, count as i64, datatype));
-            MPI_Allreduce_init_c, PMPI_Allreduce_init_c (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
+            MPI_Allreduce_init_c, PMPI_Allreduce_init_c or MPI_Allreduce_init, PMPI_Allreduce_init (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::allreduce(sendbuf, count, datatype));
             MPI_Reduce_local, PMPI_Reduce_local (inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle)
                 => coll [inbuf, inoutbuf] (None, Mode::Blocking, inbuf, inoutbuf, || Ok([plan::read(count as i64, datatype), plan::read_write(count as i64, datatype)]));
-            MPI_Reduce_local_c, PMPI_Reduce_local_c (inbuf: *const c_void, inoutbuf: *mut c_void, count: i64, datatype: Handle, op: Handle)
+            MPI_Reduce_local_c, PMPI_Reduce_local_c or MPI_Reduce_local, PMPI_Reduce_local (inbuf: *const c_void, inoutbuf: *mut c_void, count: i64, datatype: Handle, op: Handle)
                 => coll [inbuf, inoutbuf] (None, Mode::Blocking, inbuf, inoutbuf, || Ok([plan::read(count, datatype), plan::read_write(count, datatype)]));
             MPI_Gather, PMPI_Gather (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype, root));
-            MPI_Gather_c, PMPI_Gather_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle)
+            MPI_Gather_c, PMPI_Gather_c or MPI_Gather, PMPI_Gather (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount, sendtype, Blocks::Same(recvcount), recvtype, root));
             MPI_Igather, PMPI_Igather (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype, root));
-            MPI_Igather_c, PMPI_Igather_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle, request: *mut c_void)
+            MPI_Igather_c, PMPI_Igather_c or MPI_Igather, PMPI_Igather (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount, sendtype, Blocks::Same(recvcount), recvtype, root));
             MPI_Gather_init, PMPI_Gather_init (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype, root));
-            MPI_Gather_init_c, PMPI_Gather_init_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
+            MPI_Gather_init_c, PMPI_Gather_init_c or MPI_Gather_init, PMPI_Gather_init (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount, sendtype, Blocks::Same(recvcount), recvtype, root));
             MPI_Gatherv, PMPI_Gatherv (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount as i64, sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(displs)), recvtype, root));
@@ -244,15 +245,15 @@ macro_rules! mpi_functions {
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount, sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(displs)), recvtype, root));
             MPI_Scatter, PMPI_Scatter (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::scatter(comm, Blocks::Same(sendcount as i64), sendtype, recvbuf, recvcount as i64, recvtype, root));
-            MPI_Scatter_c, PMPI_Scatter_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle)
+            MPI_Scatter_c, PMPI_Scatter_c or MPI_Scatter, PMPI_Scatter (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::scatter(comm, Blocks::Same(sendcount), sendtype, recvbuf, recvcount, recvtype, root));
             MPI_Iscatter, PMPI_Iscatter (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::scatter(comm, Blocks::Same(sendcount as i64), sendtype, recvbuf, recvcount as i64, recvtype, root));
-            MPI_Iscatter_c, PMPI_Iscatter_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle, request: *mut c_void)
+            MPI_Iscatter_c, PMPI_Iscatter_c or MPI_Iscatter, PMPI_Iscatter (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::scatter(comm, Blocks::Same(sendcount), sendtype, recvbuf, recvcount, recvtype, root));
             MPI_Scatter_init, PMPI_Scatter_init (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::scatter(comm, Blocks::Same(sendcount as i64), sendtype, recvbuf, recvcount as i64, recvtype, root));
-            MPI_Scatter_init_c, PMPI_Scatter_init_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
+            MPI_Scatter_init_c, PMPI_Scatter_init_c or MPI_Scatter_init, PMPI_Scatter_init (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::scatter(comm, Blocks::Same(sendcount), sendtype, recvbuf, recvcount, recvtype, root));
             MPI_Scatterv, PMPI_Scatterv (sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::scatter(comm, Blocks::V(Ints::Int(sendcounts), Ints::Int(displs)), sendtype, recvbuf, recvcount as i64, recvtype, root));
@@ -268,15 +269,15 @@ macro_rules! mpi_functions {
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::scatter(comm, Blocks::V(Ints::Wide(sendcounts), Ints::Wide(displs)), sendtype, recvbuf, recvcount, recvtype, root));
             MPI_Allgather, PMPI_Allgather (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype));
-            MPI_Allgather_c, PMPI_Allgather_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle)
+            MPI_Allgather_c, PMPI_Allgather_c or MPI_Allgather, PMPI_Allgather (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount, sendtype, Blocks::Same(recvcount), recvtype));
             MPI_Iallgather, PMPI_Iallgather (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype));
-            MPI_Iallgather_c, PMPI_Iallgather_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, request: *mut c_void)
+            MPI_Iallgather_c, PMPI_Iallgather_c or MPI_Iallgather, PMPI_Iallgather (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount, sendtype, Blocks::Same(recvcount), recvtype));
             MPI_Allgather_init, PMPI_Allgather_init (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype));
-            MPI_Allgather_init_c, PMPI_Allgather_init_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
+            MPI_Allgather_init_c, PMPI_Allgather_init_c or MPI_Allgather_init, PMPI_Allgather_init (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount, sendtype, Blocks::Same(recvcount), recvtype));
             MPI_Allgatherv, PMPI_Allgatherv (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount as i64, sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(displs)), recvtype));
@@ -292,15 +293,15 @@ macro_rules! mpi_functions {
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount, sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(displs)), recvtype));
             MPI_Alltoall, PMPI_Alltoall (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::Same(sendcount as i64), sendtype, Blocks::Same(recvcount as i64), recvtype));
-            MPI_Alltoall_c, PMPI_Alltoall_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle)
+            MPI_Alltoall_c, PMPI_Alltoall_c or MPI_Alltoall, PMPI_Alltoall (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::Same(sendcount), sendtype, Blocks::Same(recvcount), recvtype));
             MPI_Ialltoall, PMPI_Ialltoall (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::Same(sendcount as i64), sendtype, Blocks::Same(recvcount as i64), recvtype));
-            MPI_Ialltoall_c, PMPI_Ialltoall_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, request: *mut c_void)
+            MPI_Ialltoall_c, PMPI_Ialltoall_c or MPI_Ialltoall, PMPI_Ialltoall (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::Same(sendcount), sendtype, Blocks::Same(recvcount), recvtype));
             MPI_Alltoall_init, PMPI_Alltoall_init (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::Same(sendcount as i64), sendtype, Blocks::Same(recvcount as i64), recvtype));
-            MPI_Alltoall_init_c, PMPI_Alltoall_init_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
+            MPI_Alltoall_init_c, PMPI_Alltoall_init_c or MPI_Alltoall_init, PMPI_Alltoall_init (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::Same(sendcount), sendtype, Blocks::Same(recvcount), recvtype));
             MPI_Alltoallv, PMPI_Alltoallv (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::V(Ints::Int(sendcounts), Ints::Int(sdispls)), sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(rdispls)), recvtype));
@@ -340,51 +341,51 @@ macro_rules! mpi_functions {
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::reduce_scatter(comm, sendbuf, Ints::Wide(recvcounts), datatype));
             MPI_Reduce_scatter_block, PMPI_Reduce_scatter_block (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Handle, op: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::reduce_scatter_block(comm, sendbuf, recvcount as i64, datatype));
-            MPI_Reduce_scatter_block_c, PMPI_Reduce_scatter_block_c (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: i64, datatype: Handle, op: Handle, comm: Handle)
+            MPI_Reduce_scatter_block_c, PMPI_Reduce_scatter_block_c or MPI_Reduce_scatter_block, PMPI_Reduce_scatter_block (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: i64, datatype: Handle, op: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::reduce_scatter_block(comm, sendbuf, recvcount, datatype));
             MPI_Ireduce_scatter_block, PMPI_Ireduce_scatter_block (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::reduce_scatter_block(comm, sendbuf, recvcount as i64, datatype));
-            MPI_Ireduce_scatter_block_c, PMPI_Ireduce_scatter_block_c (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: i64, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
+            MPI_Ireduce_scatter_block_c, PMPI_Ireduce_scatter_block_c or MPI_Ireduce_scatter_block, PMPI_Ireduce_scatter_block (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: i64, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::reduce_scatter_block(comm, sendbuf, recvcount, datatype));
             MPI_Reduce_scatter_block_init, PMPI_Reduce_scatter_block_init (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::reduce_scatter_block(comm, sendbuf, recvcount as i64, datatype));
-            MPI_Reduce_scatter_block_init_c, PMPI_Reduce_scatter_block_init_c (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: i64, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
+            MPI_Reduce_scatter_block_init_c, PMPI_Reduce_scatter_block_init_c or MPI_Reduce_scatter_block_init, PMPI_Reduce_scatter_block_init (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: i64, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::reduce_scatter_block(comm, sendbuf, recvcount, datatype));
             MPI_Scan, PMPI_Scan (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allreduce(sendbuf, count as i64, datatype));
-            MPI_Scan_c, PMPI_Scan_c (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle)
+            MPI_Scan_c, PMPI_Scan_c or MPI_Scan, PMPI_Scan (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allreduce(sendbuf, count, datatype));
             MPI_Iscan, PMPI_Iscan (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::allreduce(sendbuf, count as i64, datatype));
-            MPI_Iscan_c, PMPI_Iscan_c (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
+            MPI_Iscan_c, PMPI_Iscan_c or MPI_Iscan, PMPI_Iscan (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::allreduce(sendbuf, count, datatype));
             MPI_Scan_init, PMPI_Scan_init (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::allreduce(sendbuf, count as i64, datatype));
-            MPI_Scan_init_c, PMPI_Scan_init_c (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
+            MPI_Scan_init_c, PMPI_Scan_init_c or MPI_Scan_init, PMPI_Scan_init (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::allreduce(sendbuf, count, datatype));
             MPI_Exscan, PMPI_Exscan (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::exscan(comm, sendbuf, count as i64, datatype));
-            MPI_Exscan_c, PMPI_Exscan_c (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle)
+            MPI_Exscan_c, PMPI_Exscan_c or MPI_Exscan, PMPI_Exscan (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::exscan(comm, sendbuf, count, datatype));
             MPI_Iexscan, PMPI_Iexscan (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::exscan(comm, sendbuf, count as i64, datatype));
-            MPI_Iexscan_c, PMPI_Iexscan_c (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
+            MPI_Iexscan_c, PMPI_Iexscan_c or MPI_Iexscan, PMPI_Iexscan (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::exscan(comm, sendbuf, count, datatype));
             MPI_Exscan_init, PMPI_Exscan_init (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::exscan(comm, sendbuf, count as i64, datatype));
-            MPI_Exscan_init_c, PMPI_Exscan_init_c (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
+            MPI_Exscan_init_c, PMPI_Exscan_init_c or MPI_Exscan_init, PMPI_Exscan_init (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::exscan(comm, sendbuf, count, datatype));
             MPI_Neighbor_allgather, PMPI_Neighbor_allgather (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype));
-            MPI_Neighbor_allgather_c, PMPI_Neighbor_allgather_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle)
+            MPI_Neighbor_allgather_c, PMPI_Neighbor_allgather_c or MPI_Neighbor_allgather, PMPI_Neighbor_allgather (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount, sendtype, Blocks::Same(recvcount), recvtype));
             MPI_Ineighbor_allgather, PMPI_Ineighbor_allgather (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype));
-            MPI_Ineighbor_allgather_c, PMPI_Ineighbor_allgather_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, request: *mut c_void)
+            MPI_Ineighbor_allgather_c, PMPI_Ineighbor_allgather_c or MPI_Ineighbor_allgather, PMPI_Ineighbor_allgather (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount, sendtype, Blocks::Same(recvcount), recvtype));
             MPI_Neighbor_allgather_init, PMPI_Neighbor_allgather_init (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype));
-            MPI_Neighbor_allgather_init_c, PMPI_Neighbor_allgather_init_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
+            MPI_Neighbor_allgather_init_c, PMPI_Neighbor_allgather_init_c or MPI_Neighbor_allgather_init, PMPI_Neighbor_allgather_init (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount, sendtype, Blocks::Same(recvcount), recvtype));
             MPI_Neighbor_allgatherv, PMPI_Neighbor_allgatherv (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount as i64, sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(displs)), recvtype));
@@ -400,15 +401,15 @@ macro_rules! mpi_functions {
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount, sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(displs)), recvtype));
             MPI_Neighbor_alltoall, PMPI_Neighbor_alltoall (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::Same(sendcount as i64), sendtype, Blocks::Same(recvcount as i64), recvtype));
-            MPI_Neighbor_alltoall_c, PMPI_Neighbor_alltoall_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle)
+            MPI_Neighbor_alltoall_c, PMPI_Neighbor_alltoall_c or MPI_Neighbor_alltoall, PMPI_Neighbor_alltoall (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::Same(sendcount), sendtype, Blocks::Same(recvcount), recvtype));
             MPI_Ineighbor_alltoall, PMPI_Ineighbor_alltoall (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::Same(sendcount as i64), sendtype, Blocks::Same(recvcount as i64), recvtype));
-            MPI_Ineighbor_alltoall_c, PMPI_Ineighbor_alltoall_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, request: *mut c_void)
+            MPI_Ineighbor_alltoall_c, PMPI_Ineighbor_alltoall_c or MPI_Ineighbor_alltoall, PMPI_Ineighbor_alltoall (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::Same(sendcount), sendtype, Blocks::Same(recvcount), recvtype));
             MPI_Neighbor_alltoall_init, PMPI_Neighbor_alltoall_init (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::Same(sendcount as i64), sendtype, Blocks::Same(recvcount as i64), recvtype));
-            MPI_Neighbor_alltoall_init_c, PMPI_Neighbor_alltoall_init_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
+            MPI_Neighbor_alltoall_init_c, PMPI_Neighbor_alltoall_init_c or MPI_Neighbor_alltoall_init, PMPI_Neighbor_alltoall_init (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::Same(sendcount), sendtype, Blocks::Same(recvcount), recvtype));
             MPI_Neighbor_alltoallv, PMPI_Neighbor_alltoallv (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::V(Ints::Int(sendcounts), Ints::Int(sdispls)), sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(rdispls)), recvtype));

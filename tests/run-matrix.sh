@@ -44,7 +44,8 @@
 #        the MPIs that have one (the wheels do not: "-" there). A .sh test is not built: it runs
 #        once (mode "script") with bash, the MPI's variables (MPICC, MPIRUN, MPI_FAMILY, ...),
 #        SHIM, FIXTURE_LIB, FIXTURE_INC and SCRATCH (an empty folder of its own) exported, and
-#        passes when it exits 0; ranks=, without-shim=, link= and tool= do not apply.
+#        passes when it exits 0 (77: does not apply to this MPI, "-"); ranks=, without-shim=,
+#        link= and tool= do not apply.
 # Run:   $MPIRUN -n N build/tests/<mpi>/<name>, stdin /dev/null, a time limit, LD_PRELOAD of the
 #        shim (Open MPI: forwarded with -x), CMTEST_MPI=<mpi> CMTEST_MODE=<mode> set for the
 #        program. A test passes when it exits 0; it should print what it compared on failure.
@@ -260,7 +261,7 @@ run_script() {
     cudampi_run "$H_TIMEOUT" "$log" bash "$src"
     rc=$?
     echo "# exit status $rc" >>"$log"
-    if [ $rc = 0 ]; then printf 'pass\t\n'; elif [ $rc = 124 ]; then printf 'FAIL(script-timeout)\t%s\n' "$log"; else printf 'FAIL(script)\t%s\n' "$log"; fi
+    if [ $rc = 0 ]; then printf 'pass\t\n'; elif [ $rc = 77 ]; then printf -- '-\t%s\n' "$log"; elif [ $rc = 124 ]; then printf 'FAIL(script-timeout)\t%s\n' "$log"; else printf 'FAIL(script)\t%s\n' "$log"; fi
 }
 
 # run_cell NAME SRC: build and run one test on the current MPI; prints "STATUS<TAB>DETAIL".

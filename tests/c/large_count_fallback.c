@@ -1,0 +1,120 @@
+// cudampi-test: ranks=2,3 without-shim=skip
+/* MPI-4 large-count functions looked up by symbol, as mpi4py does (weak references): cudampi
+ * exports every _c function it interposes, so a program finds them even on an MPI-3 library
+ * (Open MPI 4.1). There the call must go to the int-count function when the counts fit, and
+ * fail with MPI_ERR_COUNT when one does not. On an MPI-4 library the library's own _c function
+ * serves it. Device buffers: Send_c/Recv_c, Isend_c/Irecv_c + Waitall, Allreduce_c, Bcast_c,
+ * compared with the expected values; then a count of 2^31 on a library without MPI_Send_c.
+ * Without the shim an MPI-3 library has none of these symbols: a note, then PASS. */
+#include "common.h"
+
+typedef int (*send_c_fn)(const void *, MPI_Count, MPI_Datatype, int, int, MPI_Comm);
+typedef int (*recv_c_fn)(void *, MPI_Count, MPI_Datatype, int, int, MPI_Comm, MPI_Status *);
+typedef int (*isend_c_fn)(const void *, MPI_Count, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+typedef int (*irecv_c_fn)(void *, MPI_Count, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+typedef int (*allreduce_c_fn)(const void *, void *, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm);
+typedef int (*bcast_c_fn)(void *, MPI_Count, MPI_Datatype, int, MPI_Comm);
+
+/* Does the MPI library itself (the object defining MPI_Comm_rank) have `name`? */
+static int library_has(const char *name)
+{
+    Dl_info di;
+    void *sym = dlsym(RTLD_DEFAULT, "MPI_Comm_rank");
+    if (!sym || !dladdr(sym, &di) || !di.dli_fname) return 0;
+    void *h = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_NOW);
+    int has = h && dlsym(h, name);
+    if (h) dlclose(h);
+    return has;
+}
+
+static void values(double *v, int n, int rank, int seed)
+{
+    for (int i = 0; i < n; i++) v[i] = i * 0.5 + rank * 1000.0 + seed;
+}
+
+int main(int argc, char **argv)
+{
+    test_init(&argc, &argv);
+    send_c_fn send_c = (send_c_fn)dlsym(RTLD_DEFAULT, "MPI_Send_c");
+    recv_c_fn recv_c = (recv_c_fn)dlsym(RTLD_DEFAULT, "MPI_Recv_c");
+    isend_c_fn isend_c = (isend_c_fn)dlsym(RTLD_DEFAULT, "MPI_Isend_c");
+    irecv_c_fn irecv_c = (irecv_c_fn)dlsym(RTLD_DEFAULT, "MPI_Irecv_c");
+    allreduce_c_fn allreduce_c = (allreduce_c_fn)dlsym(RTLD_DEFAULT, "MPI_Allreduce_c");
+    bcast_c_fn bcast_c = (bcast_c_fn)dlsym(RTLD_DEFAULT, "MPI_Bcast_c");
+    if (!send_c || !recv_c || !isend_c || !irecv_c || !allreduce_c || !bcast_c) {
+        CHECK(!shim_loaded(), "the shim is loaded but a _c function is missing");
+        note("no MPI_Send_c & co. in the process (MPI-3 library, no shim): nothing to test");
+        return report_and_finalize();
+    }
+    const int has = library_has("MPI_Send_c");
+    if (t_rank == 0) note("the MPI library %s MPI_Send_c", has ? "has its own" : "lacks");
+
+    enum { N = 3000 };
+    const int right = (t_rank + 1) % t_size, left = (t_rank + t_size - 1) % t_size;
+    double *want = xmalloc(N * sizeof(double)), *got = xmalloc(N * sizeof(double));
+    double *out = mem_alloc(MEM_DEVICE, N * sizeof(double)), *in = mem_alloc(MEM_DEVICE, N * sizeof(double));
+
+    /* Send_c / Recv_c around a ring, even ranks first */
+    values(want, N, t_rank, 1);
+    mem_put(out, want, N * sizeof(double));
+    mem_poison(in, N * sizeof(double));
+    MPI_Status st;
+    if (t_rank % 2 == 0) {
+        MPI_CHECK(send_c(out, N, MPI_DOUBLE, right, 1, MPI_COMM_WORLD));
+        MPI_CHECK(recv_c(in, N, MPI_DOUBLE, left, 1, MPI_COMM_WORLD, &st));
+    } else {
+        MPI_CHECK(recv_c(in, N, MPI_DOUBLE, left, 1, MPI_COMM_WORLD, &st));
+        MPI_CHECK(send_c(out, N, MPI_DOUBLE, right, 1, MPI_COMM_WORLD));
+    }
+    values(want, N, left, 1);
+    mem_get(got, in, N * sizeof(double));
+    check_bytes(got, want, N * sizeof(double), "Send_c/Recv_c from rank %d", left);
+    check_status(&st, MPI_DOUBLE, left, 1, N, "Recv_c status");
+
+    /* Isend_c / Irecv_c + Waitall */
+    values(want, N, t_rank, 2);
+    mem_put(out, want, N * sizeof(double));
+    mem_poison(in, N * sizeof(double));
+    MPI_Request r[2];
+    MPI_CHECK(irecv_c(in, N, MPI_DOUBLE, left, 2, MPI_COMM_WORLD, &r[0]));
+    MPI_CHECK(isend_c(out, N, MPI_DOUBLE, right, 2, MPI_COMM_WORLD, &r[1]));
+    MPI_CHECK(MPI_Waitall(2, r, MPI_STATUSES_IGNORE));
+    values(want, N, left, 2);
+    mem_get(got, in, N * sizeof(double));
+    check_bytes(got, want, N * sizeof(double), "Isend_c/Irecv_c from rank %d", left);
+
+    /* Allreduce_c, Bcast_c */
+    values(want, N, t_rank, 3);
+    mem_put(out, want, N * sizeof(double));
+    mem_poison(in, N * sizeof(double));
+    MPI_CHECK(allreduce_c(out, in, N, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    for (int i = 0; i < N; i++) {
+        double s = 0;
+        for (int q = 0; q < t_size; q++) s += i * 0.5 + q * 1000.0 + 3;
+        want[i] = s;
+    }
+    mem_get(got, in, N * sizeof(double));
+    check_bytes(got, want, N * sizeof(double), "Allreduce_c");
+    values(want, N, t_size - 1, 4);
+    if (t_rank == t_size - 1) mem_put(in, want, N * sizeof(double));
+    else mem_poison(in, N * sizeof(double));
+    MPI_CHECK(bcast_c(in, N, MPI_DOUBLE, t_size - 1, MPI_COMM_WORLD));
+    mem_get(got, in, N * sizeof(double));
+    check_bytes(got, want, N * sizeof(double), "Bcast_c");
+
+    /* A count that needs the large-count function: MPI_ERR_COUNT where the library lacks it
+     * (MPI_PROC_NULL: nothing would be transferred anyway). */
+    if (!has) {
+        char byte = 0;
+        MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+        int rc = send_c(&byte, (MPI_Count)1 << 31, MPI_BYTE, MPI_PROC_NULL, 5, MPI_COMM_WORLD);
+        CHECK(error_class(rc) == MPI_ERR_COUNT, "MPI_Send_c with a count of 2^31 on a library without it: "
+              "class %s, expected MPI_ERR_COUNT", error_name(error_class(rc)));
+        MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
+    }
+    mem_free(out);
+    mem_free(in);
+    free(want);
+    free(got);
+    return report_and_finalize();
+}
