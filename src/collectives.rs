@@ -91,16 +91,16 @@ fn one(count: i64, datatype: Handle, usage: Use) -> Option<Arg> {
 }
 
 /// The communicator as the plan needs it.
-struct Group {
-    rank: c_int,
-    size: c_int,
+pub(crate) struct Group {
+    pub rank: c_int,
+    pub size: c_int,
     /// Processes that send to or receive from this one: the remote group's size on an
     /// intercommunicator.
-    peers: c_int,
-    inter: bool,
+    pub peers: c_int,
+    pub inter: bool,
 }
 
-fn group(comm: Handle) -> Result<Group, c_int> {
+pub(crate) fn group(comm: Handle) -> Result<Group, c_int> {
     let p = real::pmpi().ok_or(abi::get().err_intern)?;
     let (mut rank, mut size, mut inter) = (0, 0, 0);
     // SAFETY: valid out-pointers; the communicator is the caller's.
@@ -118,7 +118,7 @@ fn group(comm: Handle) -> Result<Group, c_int> {
 }
 
 /// (sources, destinations) of a communicator with a topology.
-fn neighbors(comm: Handle) -> Result<(c_int, c_int), c_int> {
+pub(crate) fn neighbors(comm: Handle) -> Result<(c_int, c_int), c_int> {
     let p = real::pmpi().ok_or(abi::get().err_intern)?;
     let abi = abi::get();
     let mut topo = 0;

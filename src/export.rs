@@ -26,6 +26,12 @@ macro_rules! export_one {
             }
         });
     };
+    // A v or w collective: `narrow::FAMILY` narrows its arrays too.
+    ($name:ident [$base:ident via $family:ident] ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*)) => {
+        export_one!(@entry $name ( $($arg : $ty),* ) => $handler [$($cp),*] ($($harg),*) missing {
+            crate::narrow::$family(stringify!($name), crate::real::get().$base, $($arg),*)
+        });
+    };
     ($name:ident [] ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*)) => {
         export_one!(@entry $name ( $($arg : $ty),* ) => $handler [$($cp),*] ($($harg),*) missing {
             crate::real::missing(stringify!($name))
@@ -49,10 +55,10 @@ macro_rules! export_one {
 }
 
 macro_rules! define_exports {
-    ($( $name:ident, $pname:ident $(or $base:ident, $pbase:ident)? ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*); )*) => {
+    ($( $name:ident, $pname:ident $(or $base:ident, $pbase:ident $(via $family:ident)?)? ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*); )*) => {
         $(
-            export_one!($name [$($base)?] ($($arg : $ty),*) => $handler [$($cp),*] ($($harg),*));
-            export_one!($pname [$($pbase)?] ($($arg : $ty),*) => $handler [$($cp),*] ($($harg),*));
+            export_one!($name [$($base $(via $family)?)?] ($($arg : $ty),*) => $handler [$($cp),*] ($($harg),*));
+            export_one!($pname [$($pbase $(via $family)?)?] ($($arg : $ty),*) => $handler [$($cp),*] ($($harg),*));
         )*
     };
 }

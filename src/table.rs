@@ -4,14 +4,14 @@
 //! machine words, buffers and statuses as `void*`), and how the call is served:
 //!
 //! ```text
-//! NAME, PNAME [or BASE, PBASE] (args) => handler [closure params] (handler args);
+//! NAME, PNAME [or BASE, PBASE [via FAMILY]] (args) => handler [closure params] (handler args);
 //! ```
 //!
 //! The handler (in `p2p.rs`, `lifecycle.rs`, ...) receives the handler args and a closure that
 //! calls the real function; the closure's parameters replace the arguments of the same name, so
 //! the handler can substitute a staging buffer or its own status. `or BASE, PBASE` names the
-//! int-count function that serves a large-count `_c` function on a library without it
-//! (`narrow.rs`). `export.rs` expands the table into `#[no_mangle]` entry points and `real.rs`
+//! int-count function that serves a large-count `_c` function on a library without it, `via
+//! FAMILY` the function of `narrow.rs` that narrows its count arrays. `export.rs` expands the table into `#[no_mangle]` entry points and `real.rs`
 //! into the table of real function pointers, so a new function is one line here.
 
 /// Calls `$expand!` with the whole table.
@@ -233,7 +233,7 @@ macro_rules! mpi_functions {
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount, sendtype, Blocks::Same(recvcount), recvtype, root));
             MPI_Gatherv, PMPI_Gatherv (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount as i64, sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(displs)), recvtype, root));
-            MPI_Gatherv_c, PMPI_Gatherv_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs: *const i64, recvtype: Handle, root: c_int, comm: Handle)
+            MPI_Gatherv_c, PMPI_Gatherv_c or MPI_Gatherv, PMPI_Gatherv via gatherv (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs: *const i64, recvtype: Handle, root: c_int, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount, sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(displs)), recvtype, root));
             MPI_Igatherv, PMPI_Igatherv (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount as i64, sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(displs)), recvtype, root));
@@ -257,7 +257,7 @@ macro_rules! mpi_functions {
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::scatter(comm, Blocks::Same(sendcount), sendtype, recvbuf, recvcount, recvtype, root));
             MPI_Scatterv, PMPI_Scatterv (sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::scatter(comm, Blocks::V(Ints::Int(sendcounts), Ints::Int(displs)), sendtype, recvbuf, recvcount as i64, recvtype, root));
-            MPI_Scatterv_c, PMPI_Scatterv_c (sendbuf: *const c_void, sendcounts: *const i64, displs: *const i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle)
+            MPI_Scatterv_c, PMPI_Scatterv_c or MPI_Scatterv, PMPI_Scatterv via scatterv (sendbuf: *const c_void, sendcounts: *const i64, displs: *const i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::scatter(comm, Blocks::V(Ints::Wide(sendcounts), Ints::Wide(displs)), sendtype, recvbuf, recvcount, recvtype, root));
             MPI_Iscatterv, PMPI_Iscatterv (sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::scatter(comm, Blocks::V(Ints::Int(sendcounts), Ints::Int(displs)), sendtype, recvbuf, recvcount as i64, recvtype, root));
@@ -281,7 +281,7 @@ macro_rules! mpi_functions {
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount, sendtype, Blocks::Same(recvcount), recvtype));
             MPI_Allgatherv, PMPI_Allgatherv (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount as i64, sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(displs)), recvtype));
-            MPI_Allgatherv_c, PMPI_Allgatherv_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs: *const i64, recvtype: Handle, comm: Handle)
+            MPI_Allgatherv_c, PMPI_Allgatherv_c or MPI_Allgatherv, PMPI_Allgatherv via allgatherv (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs: *const i64, recvtype: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount, sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(displs)), recvtype));
             MPI_Iallgatherv, PMPI_Iallgatherv (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount as i64, sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(displs)), recvtype));
@@ -305,7 +305,7 @@ macro_rules! mpi_functions {
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::Same(sendcount), sendtype, Blocks::Same(recvcount), recvtype));
             MPI_Alltoallv, PMPI_Alltoallv (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::V(Ints::Int(sendcounts), Ints::Int(sdispls)), sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(rdispls)), recvtype));
-            MPI_Alltoallv_c, PMPI_Alltoallv_c (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtype: Handle, comm: Handle)
+            MPI_Alltoallv_c, PMPI_Alltoallv_c or MPI_Alltoallv, PMPI_Alltoallv via alltoallv (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtype: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::V(Ints::Wide(sendcounts), Ints::Wide(sdispls)), sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(rdispls)), recvtype));
             MPI_Ialltoallv, PMPI_Ialltoallv (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::V(Ints::Int(sendcounts), Ints::Int(sdispls)), sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(rdispls)), recvtype));
@@ -317,7 +317,7 @@ macro_rules! mpi_functions {
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::V(Ints::Wide(sendcounts), Ints::Wide(sdispls)), sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(rdispls)), recvtype));
             MPI_Alltoallw, PMPI_Alltoallw (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_void, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::W(Ints::Int(sendcounts), Ints::Int(sdispls), sendtypes), 0, Blocks::W(Ints::Int(recvcounts), Ints::Int(rdispls), recvtypes), 0));
-            MPI_Alltoallw_c, PMPI_Alltoallw_c (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtypes: *const c_void, comm: Handle)
+            MPI_Alltoallw_c, PMPI_Alltoallw_c or MPI_Alltoallw, PMPI_Alltoallw via alltoallw (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtypes: *const c_void, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::W(Ints::Wide(sendcounts), Ints::Wide(sdispls), sendtypes), 0, Blocks::W(Ints::Wide(recvcounts), Ints::Wide(rdispls), recvtypes), 0));
             MPI_Ialltoallw, PMPI_Ialltoallw (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_void, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::W(Ints::Int(sendcounts), Ints::Int(sdispls), sendtypes), 0, Blocks::W(Ints::Int(recvcounts), Ints::Int(rdispls), recvtypes), 0));
@@ -329,7 +329,7 @@ macro_rules! mpi_functions {
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::W(Ints::Wide(sendcounts), Ints::Wide(sdispls), sendtypes), 0, Blocks::W(Ints::Wide(recvcounts), Ints::Wide(rdispls), recvtypes), 0));
             MPI_Reduce_scatter, PMPI_Reduce_scatter (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Handle, op: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::reduce_scatter(comm, sendbuf, Ints::Int(recvcounts), datatype));
-            MPI_Reduce_scatter_c, PMPI_Reduce_scatter_c (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, datatype: Handle, op: Handle, comm: Handle)
+            MPI_Reduce_scatter_c, PMPI_Reduce_scatter_c or MPI_Reduce_scatter, PMPI_Reduce_scatter via reduce_scatter (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, datatype: Handle, op: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::reduce_scatter(comm, sendbuf, Ints::Wide(recvcounts), datatype));
             MPI_Ireduce_scatter, PMPI_Ireduce_scatter (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::reduce_scatter(comm, sendbuf, Ints::Int(recvcounts), datatype));
@@ -389,7 +389,7 @@ macro_rules! mpi_functions {
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount, sendtype, Blocks::Same(recvcount), recvtype));
             MPI_Neighbor_allgatherv, PMPI_Neighbor_allgatherv (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount as i64, sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(displs)), recvtype));
-            MPI_Neighbor_allgatherv_c, PMPI_Neighbor_allgatherv_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs: *const i64, recvtype: Handle, comm: Handle)
+            MPI_Neighbor_allgatherv_c, PMPI_Neighbor_allgatherv_c or MPI_Neighbor_allgatherv, PMPI_Neighbor_allgatherv via neighbor_allgatherv (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs: *const i64, recvtype: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount, sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(displs)), recvtype));
             MPI_Ineighbor_allgatherv, PMPI_Ineighbor_allgatherv (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount as i64, sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(displs)), recvtype));
@@ -413,7 +413,7 @@ macro_rules! mpi_functions {
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::Same(sendcount), sendtype, Blocks::Same(recvcount), recvtype));
             MPI_Neighbor_alltoallv, PMPI_Neighbor_alltoallv (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::V(Ints::Int(sendcounts), Ints::Int(sdispls)), sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(rdispls)), recvtype));
-            MPI_Neighbor_alltoallv_c, PMPI_Neighbor_alltoallv_c (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtype: Handle, comm: Handle)
+            MPI_Neighbor_alltoallv_c, PMPI_Neighbor_alltoallv_c or MPI_Neighbor_alltoallv, PMPI_Neighbor_alltoallv via neighbor_alltoallv (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtype: Handle, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::V(Ints::Wide(sendcounts), Ints::Wide(sdispls)), sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(rdispls)), recvtype));
             MPI_Ineighbor_alltoallv, PMPI_Ineighbor_alltoallv (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::V(Ints::Int(sendcounts), Ints::Int(sdispls)), sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(rdispls)), recvtype));
@@ -425,7 +425,7 @@ macro_rules! mpi_functions {
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::V(Ints::Wide(sendcounts), Ints::Wide(sdispls)), sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(rdispls)), recvtype));
             MPI_Neighbor_alltoallw, PMPI_Neighbor_alltoallw (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const i64, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const i64, recvtypes: *const c_void, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::W(Ints::Int(sendcounts), Ints::Wide(sdispls), sendtypes), 0, Blocks::W(Ints::Int(recvcounts), Ints::Wide(rdispls), recvtypes), 0));
-            MPI_Neighbor_alltoallw_c, PMPI_Neighbor_alltoallw_c (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtypes: *const c_void, comm: Handle)
+            MPI_Neighbor_alltoallw_c, PMPI_Neighbor_alltoallw_c or MPI_Neighbor_alltoallw, PMPI_Neighbor_alltoallw via neighbor_alltoallw (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtypes: *const c_void, comm: Handle)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::W(Ints::Wide(sendcounts), Ints::Wide(sdispls), sendtypes), 0, Blocks::W(Ints::Wide(recvcounts), Ints::Wide(rdispls), recvtypes), 0));
             MPI_Ineighbor_alltoallw, PMPI_Ineighbor_alltoallw (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const i64, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const i64, recvtypes: *const c_void, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::W(Ints::Int(sendcounts), Ints::Wide(sdispls), sendtypes), 0, Blocks::W(Ints::Int(recvcounts), Ints::Wide(rdispls), recvtypes), 0));

@@ -4,7 +4,8 @@
  * (Open MPI 4.1). There the call must go to the int-count function when the counts fit, and
  * fail with MPI_ERR_COUNT when one does not. On an MPI-4 library the library's own _c function
  * serves it. Device buffers: Send_c/Recv_c, Isend_c/Irecv_c + Waitall, Allreduce_c, Bcast_c,
- * compared with the expected values; then a count of 2^31 on a library without MPI_Send_c.
+ * Gatherv_c and Alltoallv_c (whose count and displacement arrays narrow too), compared with the
+ * expected values; then a count of 2^31 on a library without MPI_Send_c.
  * Without the shim an MPI-3 library has none of these symbols: a note, then PASS. */
 #include "common.h"
 
@@ -14,6 +15,10 @@ typedef int (*isend_c_fn)(const void *, MPI_Count, MPI_Datatype, int, int, MPI_C
 typedef int (*irecv_c_fn)(void *, MPI_Count, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
 typedef int (*allreduce_c_fn)(const void *, void *, MPI_Count, MPI_Datatype, MPI_Op, MPI_Comm);
 typedef int (*bcast_c_fn)(void *, MPI_Count, MPI_Datatype, int, MPI_Comm);
+typedef int (*gatherv_c_fn)(const void *, MPI_Count, MPI_Datatype, void *, const MPI_Count *, const MPI_Aint *,
+                            MPI_Datatype, int, MPI_Comm);
+typedef int (*alltoallv_c_fn)(const void *, const MPI_Count *, const MPI_Aint *, MPI_Datatype, void *,
+                              const MPI_Count *, const MPI_Aint *, MPI_Datatype, MPI_Comm);
 
 /* Does the MPI library itself (the object defining MPI_Comm_rank) have `name`? */
 static int library_has(const char *name)
@@ -41,7 +46,9 @@ int main(int argc, char **argv)
     irecv_c_fn irecv_c = (irecv_c_fn)dlsym(RTLD_DEFAULT, "MPI_Irecv_c");
     allreduce_c_fn allreduce_c = (allreduce_c_fn)dlsym(RTLD_DEFAULT, "MPI_Allreduce_c");
     bcast_c_fn bcast_c = (bcast_c_fn)dlsym(RTLD_DEFAULT, "MPI_Bcast_c");
-    if (!send_c || !recv_c || !isend_c || !irecv_c || !allreduce_c || !bcast_c) {
+    gatherv_c_fn gatherv_c = (gatherv_c_fn)dlsym(RTLD_DEFAULT, "MPI_Gatherv_c");
+    alltoallv_c_fn alltoallv_c = (alltoallv_c_fn)dlsym(RTLD_DEFAULT, "MPI_Alltoallv_c");
+    if (!send_c || !recv_c || !isend_c || !irecv_c || !allreduce_c || !bcast_c || !gatherv_c || !alltoallv_c) {
         CHECK(!shim_loaded(), "the shim is loaded but a _c function is missing");
         note("no MPI_Send_c & co. in the process (MPI-3 library, no shim): nothing to test");
         return report_and_finalize();
@@ -101,6 +108,54 @@ int main(int argc, char **argv)
     MPI_CHECK(bcast_c(in, N, MPI_DOUBLE, t_size - 1, MPI_COMM_WORLD));
     mem_get(got, in, N * sizeof(double));
     check_bytes(got, want, N * sizeof(double), "Bcast_c");
+
+    /* Gatherv_c to the last rank: rank q sends q + 1 values, placed in reverse rank order */
+    {
+        const int root = t_size - 1, mine = t_rank + 1;
+        MPI_Count *counts = xmalloc(t_size * sizeof(MPI_Count));
+        MPI_Aint *displs = xmalloc(t_size * sizeof(MPI_Aint));
+        int total = 0;
+        for (int q = t_size - 1; q >= 0; q--) {
+            counts[q] = q + 1;
+            displs[q] = total;
+            total += q + 1;
+        }
+        double *mine_v = xmalloc(mine * sizeof(double));
+        values(mine_v, mine, t_rank, 5);
+        mem_put(out, mine_v, mine * sizeof(double));
+        mem_poison(in, N * sizeof(double));
+        MPI_CHECK(gatherv_c(out, mine, MPI_DOUBLE, in, counts, displs, MPI_DOUBLE, root, MPI_COMM_WORLD));
+        if (t_rank == root) {
+            for (int q = 0; q < t_size; q++) values(want + displs[q], q + 1, q, 5);
+            mem_get(got, in, total * sizeof(double));
+            check_bytes(got, want, total * sizeof(double), "Gatherv_c at the root");
+        }
+        free(mine_v);
+        free(counts);
+        free(displs);
+    }
+
+    /* Alltoallv_c: rank r sends q + 1 values to rank q, packed back to back */
+    {
+        MPI_Count *sc = xmalloc(t_size * sizeof(MPI_Count)), *rc = xmalloc(t_size * sizeof(MPI_Count));
+        MPI_Aint *sd = xmalloc(t_size * sizeof(MPI_Aint)), *rd = xmalloc(t_size * sizeof(MPI_Aint));
+        MPI_Aint so = 0, ro = 0;
+        for (int q = 0; q < t_size; q++) {
+            sc[q] = q + 1, sd[q] = so, so += q + 1;
+            rc[q] = t_rank + 1, rd[q] = ro, ro += t_rank + 1;
+        }
+        for (int q = 0; q < t_size; q++) values(want + sd[q], q + 1, t_rank, 6 + q);
+        mem_put(out, want, so * sizeof(double));
+        mem_poison(in, N * sizeof(double));
+        MPI_CHECK(alltoallv_c(out, sc, sd, MPI_DOUBLE, in, rc, rd, MPI_DOUBLE, MPI_COMM_WORLD));
+        for (int q = 0; q < t_size; q++) values(want + rd[q], t_rank + 1, q, 6 + t_rank);
+        mem_get(got, in, ro * sizeof(double));
+        check_bytes(got, want, ro * sizeof(double), "Alltoallv_c");
+        free(sc);
+        free(rc);
+        free(sd);
+        free(rd);
+    }
 
     /* A count that needs the large-count function: MPI_ERR_COUNT where the library lacks it
      * (MPI_PROC_NULL: nothing would be transferred anyway). */
