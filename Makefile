@@ -7,7 +7,7 @@
 #                       (tests/run-matrix.sh; its last line is "N passed, N failed")
 #   make demo           scripts/demo.sh
 #   make install        PREFIX=/usr/local (and DESTDIR=): lib/libcudampi.so.0, lib/libcudampi.so,
-#                       include/cudampi.h, lib/pkgconfig/cudampi.pc
+#                       include/cudampi.h, lib/pkgconfig/cudampi.pc, bin/cudampi-run
 #   make header         regenerate include/cudampi.h with cbindgen, when it is installed
 #   make clean          cargo clean, and build/ except the downloaded MPIs (distclean: all)
 #
@@ -62,7 +62,8 @@ demo: build fixture mpis
 
 install:
 	@test -f $(LIB) || { echo "make install: $(LIB) is missing; run make first" >&2; exit 1; }
-	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
+	install -m 755 scripts/cudampi-run $(DESTDIR)$(PREFIX)/bin/cudampi-run
 	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libcudampi.so.0
 	ln -sfn libcudampi.so.0 $(DESTDIR)$(PREFIX)/lib/libcudampi.so
 	install -m 644 include/cudampi.h $(DESTDIR)$(PREFIX)/include/cudampi.h

@@ -20,6 +20,8 @@
 #   4. bench/suite.sh --check with the shim, 2 ranks: the benchmarks' data checks, then latency,
 #      bandwidth, bi-directional bandwidth and collectives, every way side by side -> JSON, plots
 #   5. step 1 for each wheel MPI
+#   6. the Python examples (examples/python, tests/python) with the system MPI's mpi4py, through
+#      scripts/cudampi-run, on one GPU and on two; mpi4jax built first from a carried sdist
 # At the end: a table of results, the benchmark's key numbers, and `N passed, N failed`.
 #
 # Output: $OUT if set, else build/gpu-check/: gpu-check.log (all printed), summary.txt,
@@ -27,7 +29,8 @@
 # Environment: GPU_CHECK_LIMIT (seconds, default 540), GPU_CHECK_TIMEOUT (per run, default
 # 120; a test's timeout= header wins when larger), GPU_CHECK_MPIS (default
 # "system ompi5 mpich5 mpich5abi"), GPU_CHECK_TESTS (space-separated test names, default all),
-# GPU_CHECK_BENCH=0 (skip the benchmarks; =quick: bench/suite.sh --quick), CUDAMPI_* (passed to every run with the shim).
+# GPU_CHECK_BENCH=0 (skip the benchmarks; =quick: bench/suite.sh --quick), GPU_CHECK_STEPS
+# (the steps to run, default "1 2 3 4 5 6"), CUDAMPI_* (passed to every run with the shim).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -49,6 +52,8 @@ RESULTS=$WORK/results.tsv
 
 exec > >(tee "$RES/gpu-check.log") 2>&1
 
+STEPS=" ${GPU_CHECK_STEPS:-1 2 3 4 5 6} "
+step() { [[ $STEPS == *" $1 "* ]]; } # step N: is step N selected?
 el() { echo $(($(date +%s) - T0)); }
 say() { printf '\n== [%4ss] %s\n' "$(el)" "$*"; }
 out_of_time() { [ "$(el)" -ge "$LIMIT" ]; }
@@ -308,7 +313,7 @@ run_tests() { # run_tests MPI [gpu-per-rank]
 
 # ---- 1. tests on the system MPI ----------------------------------------------------------------
 first=${MPIS[0]:-}
-if [ -n "$first" ]; then
+if [ -n "$first" ] && step 1; then
     say "1. C tests on $first, 2 ranks, shim preloaded${NGPU:+ ($NGPU GPU(s))}"
     run_tests "$first"
     if [ "$NGPU" -ge 2 ]; then
@@ -318,7 +323,7 @@ if [ -n "$first" ]; then
 fi
 
 # ---- 2. seed 000 ---------------------------------------------------------------------------------
-if [ -n "$first" ]; then
+if [ -n "$first" ] && step 2; then
     say "2. seed 000 on $first"
     for ex in seed000 seed000_manual; do
         if build_c "$first" "c_examples/$ex.c" "$BIN/$ex"; then
@@ -337,7 +342,7 @@ if [ -n "$first" ]; then
 fi
 
 # ---- 3. stream ordering -------------------------------------------------------------------------
-if [ -n "$first" ] && ! out_of_time; then
+if [ -n "$first" ] && step 3 && ! out_of_time; then
     say "3. tests/gpu/stream_order.cu on $first"
     echo '#include <mpi.h>' >"$WORK/mpiinc.c"
     mpih=$("${M_CC[$first]}" -M "$WORK/mpiinc.c" 2>/dev/null | tr ' \\' '\n\n' | grep -m1 '/mpi\.h$')
@@ -361,7 +366,7 @@ fi
 # bench/suite.sh: its data checks (-c, every byte compared), then the timed runs of every
 # benchmark with every way side by side; JSON, plots and the runs' output go to bench.tar.gz
 SUITE=$WORK/bench
-if [ -n "$first" ] && [ "${GPU_CHECK_BENCH:-1}" != 0 ]; then
+if [ -n "$first" ] && step 4 && [ "${GPU_CHECK_BENCH:-1}" != 0 ]; then
     left=$((LIMIT - $(el)))
     if [ "$left" -lt 120 ]; then
         record SKIP "bench/suite.sh" "$first" 0 "${left}s left of ${LIMIT}s, needs 120s"
@@ -379,9 +384,59 @@ fi
 
 # ---- 5. the other MPIs ---------------------------------------------------------------------------------
 for m in "${MPIS[@]:1}"; do
+    step 5 || break
     say "5. C tests on $m (${M_DESC[$m]}), 2 ranks, shim preloaded"
     run_tests "$m"
 done
+
+# ---- 6. Python ---------------------------------------------------------------------------------------
+# examples/python and tests/python with the system MPI's mpi4py, through scripts/cudampi-run: each
+# that hands MPI device memory crashes without cudampi and passes with it; first all ranks on
+# GPU 0, then one GPU per rank. mpi4jax is built first from a carried sdist (.gpu/*/mpi4jax-*.tar.gz
+# or build/py-sdist/, --no-build-isolation against the installed jax, mpi4py and nanobind).
+if [ -n "$first" ] && step 6 && command -v python3 >/dev/null; then
+    say "6. Python examples on $first"
+    PYSITE=$WORK/site
+    sdist=$(ls .gpu/*/mpi4jax-*.tar.gz build/py-sdist/mpi4jax-*.tar.gz 2>/dev/null | head -1)
+    if [ -n "$sdist" ]; then
+        check "mpi4jax build ($(basename "$sdist"))" "$first" pass 300 "$LOGS/mpi4jax.build.log" \
+            env MPICC="${M_CC[$first]}" CUDA_ROOT="$CUDA" python3 -m pip install -v --no-build-isolation --no-deps \
+            --no-cache-dir --target "$PYSITE" "$sdist"
+    else
+        record SKIP "mpi4jax build" "$first" 0 "no mpi4jax sdist carried (.gpu/*/mpi4jax-*.tar.gz)"
+    fi
+    export PYTHONPATH=$PYSITE${PYTHONPATH:+:$PYTHONPATH}
+    pyrun() { # pyrun LABEL EXPECT(pass|crash) SHIM(yes|no) NP SCRIPT ARGS...
+        local label=$1 expect=$2 shim=$3 np=$4 log
+        shift 4
+        log=$LOGS/py.$(echo "$label" | tr -c 'A-Za-z0-9_.-' _).log
+        if [ "$shim" = yes ]; then
+            check "$label" "$first" "$expect" 180 "$log" env CUDAMPI_LIB="$SHIM" MPIRUN="${M_RUN[$first]}" \
+                "${PASSENV[@]}" scripts/cudampi-run -n "$np" python3 "$@"
+        else
+            mapfile -t cmd < <(launch "$first" "$np" -- python3 "$@")
+            check "$label" "$first" "$expect" 180 "$log" "${cmd[@]}"
+        fi
+        grep -hE '^(PASS|FAIL) |^The average|^Mandelbrot|cudampi: error' "$log" | head -3 | sed 's/^/           | /'
+    }
+    for gpus in one two; do
+        [ "$gpus" = two ] && [ "$NGPU" -lt 2 ] && continue
+        if [ "$gpus" = one ]; then export CUDA_VISIBLE_DEVICES=0; else unset CUDA_VISIBLE_DEVICES; fi
+        sfx=" ($gpus GPU$([ $gpus = two ] && echo s))"
+        pyrun "numba_ipc.py$sfx" pass yes 2 examples/python/numba_ipc.py
+        for ex in numba_direct.py numba_shift.py numba_mandelbrot.py "arrays.py cupy" "arrays.py torch" jax_mpi4jax.py; do
+            [ "$ex" = jax_mpi4jax.py ] && [ -z "$sdist" ] && continue
+            read -r -a ex_argv <<<"$ex"
+            # the crash without cudampi is shown once, with one GPU per rank
+            [ "$gpus" = two ] && pyrun "$ex without cudampi$sfx" crash no 2 "examples/python/${ex_argv[0]}" "${ex_argv[@]:1}"
+            pyrun "$ex$sfx" pass yes 2 "examples/python/${ex_argv[0]}" "${ex_argv[@]:1}"
+        done
+        pyrun "numba_shift.py, 4 ranks$sfx" pass yes 4 examples/python/numba_shift.py
+        pyrun "arrays.py numpy$sfx" pass yes 2 examples/python/arrays.py numpy
+        pyrun "device_cai.py$sfx" pass yes 2 tests/python/device_cai.py
+    done
+    unset CUDA_VISIBLE_DEVICES
+fi
 
 # ---- summary ---------------------------------------------------------------------------------------------
 tar -czf "$RES/logs.tar.gz" -C "$WORK" logs 2>/dev/null
