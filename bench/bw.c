@@ -191,6 +191,7 @@ static double bw(int way, size_t size, int win, int iters, int warmup, int check
         if (dev) cudaMemset(rbuf, 0xee, size * (size_t)win);
         else memset(rbuf, 0xee, size * (size_t)win);
         if (manual) memset(rsta, 0xee, size * (size_t)win);
+        cudaDeviceSynchronize(); /* cudaMemset is on the legacy stream, NCCL on a non-blocking one */
     }
     for (int i = -warmup; i < iters; i++) {
         if (i == 0) t0 = MPI_Wtime();

@@ -296,6 +296,8 @@ static double measure(int c, int w, size_t size, int iters, int warmup, int chec
         if (check) {
             fill(c, w, size, i, b);
             poison(c, w, size, b);
+            /* the poisoning cudaMemset runs on the legacy stream, NCCL on a non-blocking one */
+            cudaDeviceSynchronize();
         }
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();

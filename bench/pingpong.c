@@ -198,6 +198,7 @@ static double pingpong(int way, size_t size, int iters, int warmup, struct bufs 
         if (check) {
             fill(way, size, i, b, sbuf);
             poison(way, size, rbuf);
+            cudaDeviceSynchronize(); /* cudaMemset is on the legacy stream, NCCL on a non-blocking one */
         }
         if (rank == 0) {
             step(way, 1, size, b, sbuf, rbuf);
