@@ -88,46 +88,38 @@ def plots(folder, lat, bw, bibw, coll):
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
 
+    def panel(ax, rows, unit, title, ylabel):
+        for label, (x, y) in series(rows, unit).items():
+            ax.plot(x, y, marker="o", label=label)
+        axes_loglog(ax, title, ylabel)
+        ax.legend()
+
+    def save(fig, name, d):
+        fig.text(0.01, 0.01, machine_line(d), fontsize=7)
+        fig.tight_layout(rect=(0, 0.04, 1, 1))
+        fig.savefig(os.path.join(folder, name), dpi=120)
+        plt.close(fig)
+        made.append(name)
+
     if lat:
         fig, ax = plt.subplots(figsize=(8, 5))
-        for label, (x, y) in series(lat["results"], "us").items():
-            ax.plot(x, y, marker="o", label=label)
-        axes_loglog(ax, "one-way latency, rank 0 <-> rank 1", "us")
-        ax.legend()
-        fig.text(0.01, 0.01, machine_line(lat), fontsize=7)
-        fig.tight_layout(rect=(0, 0.04, 1, 1))
-        fig.savefig(os.path.join(folder, "latency.png"), dpi=120)
-        plt.close(fig)
-        made.append("latency.png")
+        panel(ax, lat["results"], "us", "one-way latency, rank 0 <-> rank 1", "us")
+        save(fig, "latency.png", lat)
     if bw or bibw:
         fig, axs = plt.subplots(1, 2, figsize=(13, 5))
         for ax, d, title in ((axs[0], bw, "bandwidth, rank 0 -> rank 1"), (axs[1], bibw, "bi-directional bandwidth")):
-            if not d:
+            if d:
+                panel(ax, d["results"], "mbs", title, "MB/s")
+            else:
                 ax.set_visible(False)
-                continue
-            for label, (x, y) in series(d["results"], "mbs").items():
-                ax.plot(x, y, marker="o", label=label)
-            axes_loglog(ax, title, "MB/s")
-            ax.legend()
-        fig.text(0.01, 0.01, machine_line(bw or bibw), fontsize=7)
-        fig.tight_layout(rect=(0, 0.04, 1, 1))
-        fig.savefig(os.path.join(folder, "bandwidth.png"), dpi=120)
-        plt.close(fig)
-        made.append("bandwidth.png")
+        save(fig, "bandwidth.png", bw or bibw)
     if coll:
         names = sorted({r["collective"] for r in coll["results"]}, key=["allreduce", "bcast", "alltoall"].index)
         fig, axs = plt.subplots(1, len(names), figsize=(6 * len(names), 5), squeeze=False)
         for ax, c in zip(axs[0], names):
-            rows = [r for r in coll["results"] if r["collective"] == c]
-            for label, (x, y) in series(rows, "us").items():
-                ax.plot(x, y, marker="o", label=label)
-            axes_loglog(ax, "MPI_%s, %d ranks" % (c.capitalize(), coll["parameters"]["nranks"]), "us per call")
-            ax.legend()
-        fig.text(0.01, 0.01, machine_line(coll), fontsize=7)
-        fig.tight_layout(rect=(0, 0.04, 1, 1))
-        fig.savefig(os.path.join(folder, "coll.png"), dpi=120)
-        plt.close(fig)
-        made.append("coll.png")
+            panel(ax, [r for r in coll["results"] if r["collective"] == c], "us",
+                  "MPI_%s, %d ranks" % (c.capitalize(), coll["parameters"]["nranks"]), "us per call")
+        save(fig, "coll.png", coll)
     return made
 
 
