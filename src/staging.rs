@@ -1,12 +1,18 @@
 //! Pinned host buffers for staging device data, reused across calls.
 //!
 //! Buffers come in power-of-two size classes and stay cached after use, so steady traffic pays
-//! for `cuMemHostAlloc` once. The pool never holds more than `CUDAMPI_POOL_BYTES` of pinned
+//! for pinning once. The pool never holds more than `CUDAMPI_POOL_BYTES` of pinned
 //! memory: beyond that (or when the driver cannot pin more) a staging buffer is ordinary
 //! pageable memory, which the driver copies through its own pinned chunks, so a message larger
 //! than the bound still works, only slower. Only when even pageable memory cannot be had does a
 //! call fail, with `MPI_ERR_NO_MEM`. The lock is held for list operations only, never across a
 //! copy or an MPI call.
+//!
+//! Every staging buffer is followed by `OVERRUN_TAIL` bytes of address space that is mapped but
+//! never touched, so it costs no memory. Open MPI (ob1 with single-copy shared memory, 4.1 and
+//! 5.0) writes a whole message into a receive posted for less of it, past the posted count,
+//! before it reports `MPI_ERR_TRUNCATE`; on host buffers that overruns the user's memory, on a
+//! staged receive it lands in the tail instead of in whatever the process mapped next.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -18,10 +24,13 @@ use crate::stats;
 
 const MIN_CLASS: u32 = 12; // 4 KiB
 const CLASSES: usize = 48;
+/// Untouched address space after each buffer, for a receive that the MPI overruns. Address
+/// space only: even the pool's bound of 4 KiB buffers stays far inside a 47-bit address space.
+const OVERRUN_TAIL: usize = 256 << 20;
 
 struct Pinned {
     ptr: *mut u8,
-    /// The context that allocated it, made current again to free it.
+    /// The context that pinned it, made current again to unpin it.
     ctx: CUcontext,
 }
 
@@ -48,8 +57,10 @@ fn pool() -> std::sync::MutexGuard<'static, Pool> {
 /// A staging buffer; returned to the pool (or freed) on drop.
 pub struct Lease {
     ptr: *mut u8,
-    /// `Some(class)` for pool memory, `None` for a pageable fallback from `malloc`.
+    /// `Some(class)` for pool memory, `None` for a pageable fallback.
     class: Option<(usize, CUcontext)>,
+    /// Bytes of the mapping, tail included (the pageable fallback's; a class implies its own).
+    mapped: usize,
 }
 
 impl Lease {
@@ -90,14 +101,15 @@ fn lease_from_pool_or_heap(len: usize, ctx: &InContext) -> Option<Lease> {
         let reserved = {
             let mut p = pool();
             if let Some(b) = p.free[class].pop() {
-                return Some(Lease { ptr: b.ptr, class: Some((class, b.ctx)) });
+                return Some(Lease { ptr: b.ptr, class: Some((class, b.ctx)), mapped: 0 });
             }
             // Make room by giving cached buffers of other sizes back to the driver.
             for c in (0..CLASSES).rev() {
                 while p.held + cap > bound {
                     let Some(b) = p.free[c].pop() else { break };
-                    p.held -= 1usize << (c as u32 + MIN_CLASS);
-                    evicted.push(b);
+                    let cap = 1usize << (c as u32 + MIN_CLASS);
+                    p.held -= cap;
+                    evicted.push((b, cap));
                 }
             }
             let fits = p.held + cap <= bound;
@@ -110,15 +122,14 @@ fn lease_from_pool_or_heap(len: usize, ctx: &InContext) -> Option<Lease> {
         free_pinned(ctx, evicted);
         if reserved {
             match alloc_pinned(ctx, cap) {
-                Some(ptr) => return Some(Lease { ptr, class: Some((class, ctx.context())) }),
+                Some(ptr) => return Some(Lease { ptr, class: Some((class, ctx.context())), mapped: 0 }),
                 None => pool().held -= cap,
             }
         }
     }
     stats::add(&stats::PAGEABLE_FALLBACKS, 1);
-    // SAFETY: plain allocation; a null result is handled.
-    let ptr = unsafe { libc::malloc(len.max(1)) }.cast::<u8>();
-    (!ptr.is_null()).then_some(Lease { ptr, class: None })
+    let (ptr, mapped) = map_with_tail(len.max(1))?;
+    Some(Lease { ptr, class: None, mapped })
 }
 
 impl Drop for Lease {
@@ -126,19 +137,50 @@ impl Drop for Lease {
         LEASED.fetch_sub(1, Ordering::Relaxed);
         match self.class {
             Some((class, ctx)) => pool().free[class].push(Pinned { ptr: self.ptr, ctx }),
-            // SAFETY: allocated with malloc in `lease`.
-            None => unsafe { libc::free(self.ptr.cast()) },
+            None => unmap(self.ptr, self.mapped),
         }
     }
 }
 
+/// `len` bytes of fresh memory followed by the overrun tail; the mapping's length comes back
+/// with it. Where the tail's address space cannot be had (a tight `ulimit -v`), just `len`.
+fn map_with_tail(len: usize) -> Option<(*mut u8, usize)> {
+    let map = |bytes: usize| {
+        // SAFETY: a new private anonymous mapping; NORESERVE keeps the untouched tail free.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        (p != libc::MAP_FAILED).then_some((p.cast::<u8>(), bytes))
+    };
+    len.checked_add(OVERRUN_TAIL).and_then(map).or_else(|| map(len))
+}
+
+fn unmap(ptr: *mut u8, mapped: usize) {
+    // SAFETY: the whole mapping made by map_with_tail, no longer leased.
+    unsafe { libc::munmap(ptr.cast(), mapped) };
+}
+
+/// A pinned pool buffer of `cap` bytes. Pool buffers always have the tail, so their mapping's
+/// length follows from their class.
 fn alloc_pinned(ctx: &InContext, cap: usize) -> Option<*mut u8> {
-    let mut p: *mut c_void = std::ptr::null_mut();
-    // SAFETY: out-pointer valid; PORTABLE makes the memory pinned for every context.
-    let rc = unsafe { (ctx.driver().mem_host_alloc)(&mut p, cap, cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE) };
-    if rc == CUDA_SUCCESS && !p.is_null() {
-        return Some(p.cast());
+    let (p, mapped) = map_with_tail(cap)?;
+    if mapped != cap + OVERRUN_TAIL {
+        unmap(p, mapped);
+        return None;
     }
+    // SAFETY: p holds cap mapped bytes; PORTABLE makes them pinned for every context.
+    let rc = unsafe { (ctx.driver().mem_host_register)(p.cast(), cap, cudarc::driver::sys::CU_MEMHOSTREGISTER_PORTABLE) };
+    if rc == CUDA_SUCCESS {
+        return Some(p);
+    }
+    unmap(p, mapped);
     if !PIN_FAILURE_REPORTED.swap(true, Ordering::Relaxed) {
         crate::log::warn(format_args!(
             "cannot pin {cap} more bytes of host memory ({}); staging through pageable memory, which is slower",
@@ -148,10 +190,16 @@ fn alloc_pinned(ctx: &InContext, cap: usize) -> Option<*mut u8> {
     None
 }
 
-fn free_pinned(ctx: &InContext, buffers: Vec<Pinned>) {
-    for b in buffers {
-        // SAFETY: returned by cuMemHostAlloc and no longer leased.
-        unsafe { (ctx.driver().mem_free_host)(b.ptr.cast()) };
+/// Unpins and unmaps a pool buffer of `cap` bytes; its context must be current.
+fn free_pinned_one(d: &crate::cuda::driver::Driver, ptr: *mut u8, cap: usize) {
+    // SAFETY: registered by alloc_pinned and no longer leased.
+    unsafe { (d.mem_host_unregister)(ptr.cast()) };
+    unmap(ptr, cap + OVERRUN_TAIL);
+}
+
+fn free_pinned(ctx: &InContext, buffers: Vec<(Pinned, usize)>) {
+    for (b, cap) in buffers {
+        free_pinned_one(ctx.driver(), b.ptr, cap);
     }
 }
 
@@ -162,9 +210,9 @@ pub fn usage() -> (usize, usize) {
 }
 
 /// Gives every cached buffer back to the driver (`MPI_Finalize`). Each is freed with the
-/// context that allocated it current.
+/// context that pinned it current.
 pub fn release_all() {
-    let buffers: Vec<Pinned> = {
+    let buffers: Vec<(Pinned, usize)> = {
         let mut p = pool();
         let mut all = Vec::new();
         for (c, list) in p.free.iter_mut().enumerate() {
@@ -175,15 +223,15 @@ pub fn release_all() {
         for (_, cap) in &all {
             p.held -= cap;
         }
-        all.into_iter().map(|(b, _)| b).collect()
+        all
     };
     let Some(d) = crate::cuda::driver::get() else { return };
-    for b in buffers {
+    for (b, cap) in buffers {
         let mut popped: CUcontext = std::ptr::null_mut();
-        // SAFETY: b.ctx allocated b.ptr; push/pop are balanced.
+        // SAFETY: b.ctx registered b.ptr; push/pop are balanced.
         unsafe {
             let pushed = !b.ctx.is_null() && (d.ctx_push_current)(b.ctx) == CUDA_SUCCESS;
-            (d.mem_free_host)(b.ptr.cast());
+            free_pinned_one(d, b.ptr, cap);
             if pushed {
                 (d.ctx_pop_current)(&mut popped);
             }

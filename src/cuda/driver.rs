@@ -91,8 +91,8 @@ driver_api! {
     memcpy_htod = "cuMemcpyHtoD_v2": fn(CUdeviceptr, *const c_void, usize);
     memcpy_htod_async = "cuMemcpyHtoDAsync_v2": fn(CUdeviceptr, *const c_void, usize, *mut c_void);
     memcpy_2d_async = "cuMemcpy2DAsync_v2": fn(*const Memcpy2D, *mut c_void);
-    mem_host_alloc = "cuMemHostAlloc": fn(*mut *mut c_void, usize, c_uint);
-    mem_free_host = "cuMemFreeHost": fn(*mut c_void);
+    mem_host_register = "cuMemHostRegister_v2": fn(*mut c_void, usize, c_uint);
+    mem_host_unregister = "cuMemHostUnregister": fn(*mut c_void);
     stream_synchronize = "cuStreamSynchronize": fn(*mut c_void);
     retain_allocation_handle = "cuMemRetainAllocationHandle": fn(*mut CUmemGenericAllocationHandle, *mut c_void);
     allocation_properties = "cuMemGetAllocationPropertiesFromHandle": fn(*mut AllocProp, CUmemGenericAllocationHandle);
