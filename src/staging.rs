@@ -9,7 +9,8 @@
 //! copy or an MPI call.
 //!
 //! Every staging buffer is followed by `OVERRUN_TAIL` bytes of address space that is mapped but
-//! never touched, so it costs no memory. Open MPI (ob1 with single-copy shared memory, 4.1 and
+//! never touched, so it costs no memory (where a limit on address space refuses the tail, the
+//! buffer goes without). Open MPI (ob1 with single-copy shared memory, 4.1 and
 //! 5.0) writes a whole message into a receive posted for less of it, past the posted count,
 //! before it reports `MPI_ERR_TRUNCATE`; on host buffers that overruns the user's memory, on a
 //! staged receive it lands in the tail instead of in whatever the process mapped next.
@@ -30,6 +31,8 @@ const OVERRUN_TAIL: usize = 256 << 20;
 
 struct Pinned {
     ptr: *mut u8,
+    /// Bytes of its mapping, tail included.
+    mapped: usize,
     /// The context that pinned it, made current again to unpin it.
     ctx: CUcontext,
 }
@@ -59,7 +62,7 @@ pub struct Lease {
     ptr: *mut u8,
     /// `Some(class)` for pool memory, `None` for a pageable fallback.
     class: Option<(usize, CUcontext)>,
-    /// Bytes of the mapping, tail included (the pageable fallback's; a class implies its own).
+    /// Bytes of its mapping, tail included.
     mapped: usize,
 }
 
@@ -101,15 +104,14 @@ fn lease_from_pool_or_heap(len: usize, ctx: &InContext) -> Option<Lease> {
         let reserved = {
             let mut p = pool();
             if let Some(b) = p.free[class].pop() {
-                return Some(Lease { ptr: b.ptr, class: Some((class, b.ctx)), mapped: 0 });
+                return Some(Lease { ptr: b.ptr, class: Some((class, b.ctx)), mapped: b.mapped });
             }
             // Make room by giving cached buffers of other sizes back to the driver.
             for c in (0..CLASSES).rev() {
                 while p.held + cap > bound {
                     let Some(b) = p.free[c].pop() else { break };
-                    let cap = 1usize << (c as u32 + MIN_CLASS);
-                    p.held -= cap;
-                    evicted.push((b, cap));
+                    p.held -= 1usize << (c as u32 + MIN_CLASS);
+                    evicted.push(b);
                 }
             }
             let fits = p.held + cap <= bound;
@@ -122,7 +124,7 @@ fn lease_from_pool_or_heap(len: usize, ctx: &InContext) -> Option<Lease> {
         free_pinned(ctx, evicted);
         if reserved {
             match alloc_pinned(ctx, cap) {
-                Some(ptr) => return Some(Lease { ptr, class: Some((class, ctx.context())), mapped: 0 }),
+                Some((ptr, mapped)) => return Some(Lease { ptr, class: Some((class, ctx.context())), mapped }),
                 None => pool().held -= cap,
             }
         }
@@ -136,7 +138,7 @@ impl Drop for Lease {
     fn drop(&mut self) {
         LEASED.fetch_sub(1, Ordering::Relaxed);
         match self.class {
-            Some((class, ctx)) => pool().free[class].push(Pinned { ptr: self.ptr, ctx }),
+            Some((class, ctx)) => pool().free[class].push(Pinned { ptr: self.ptr, mapped: self.mapped, ctx }),
             None => unmap(self.ptr, self.mapped),
         }
     }
@@ -167,18 +169,13 @@ fn unmap(ptr: *mut u8, mapped: usize) {
     unsafe { libc::munmap(ptr.cast(), mapped) };
 }
 
-/// A pinned pool buffer of `cap` bytes. Pool buffers always have the tail, so their mapping's
-/// length follows from their class.
-fn alloc_pinned(ctx: &InContext, cap: usize) -> Option<*mut u8> {
+/// A pinned pool buffer of `cap` bytes and its mapping's length.
+fn alloc_pinned(ctx: &InContext, cap: usize) -> Option<(*mut u8, usize)> {
     let (p, mapped) = map_with_tail(cap)?;
-    if mapped != cap + OVERRUN_TAIL {
-        unmap(p, mapped);
-        return None;
-    }
     // SAFETY: p holds cap mapped bytes; PORTABLE makes them pinned for every context.
     let rc = unsafe { (ctx.driver().mem_host_register)(p.cast(), cap, cudarc::driver::sys::CU_MEMHOSTREGISTER_PORTABLE) };
     if rc == CUDA_SUCCESS {
-        return Some(p);
+        return Some((p, mapped));
     }
     unmap(p, mapped);
     if !PIN_FAILURE_REPORTED.swap(true, Ordering::Relaxed) {
@@ -190,16 +187,16 @@ fn alloc_pinned(ctx: &InContext, cap: usize) -> Option<*mut u8> {
     None
 }
 
-/// Unpins and unmaps a pool buffer of `cap` bytes; its context must be current.
-fn free_pinned_one(d: &crate::cuda::driver::Driver, ptr: *mut u8, cap: usize) {
+/// Unpins and unmaps a pool buffer; its context must be current.
+fn free_pinned_one(d: &crate::cuda::driver::Driver, b: Pinned) {
     // SAFETY: registered by alloc_pinned and no longer leased.
-    unsafe { (d.mem_host_unregister)(ptr.cast()) };
-    unmap(ptr, cap + OVERRUN_TAIL);
+    unsafe { (d.mem_host_unregister)(b.ptr.cast()) };
+    unmap(b.ptr, b.mapped);
 }
 
-fn free_pinned(ctx: &InContext, buffers: Vec<(Pinned, usize)>) {
-    for (b, cap) in buffers {
-        free_pinned_one(ctx.driver(), b.ptr, cap);
+fn free_pinned(ctx: &InContext, buffers: Vec<Pinned>) {
+    for b in buffers {
+        free_pinned_one(ctx.driver(), b);
     }
 }
 
@@ -212,26 +209,23 @@ pub fn usage() -> (usize, usize) {
 /// Gives every cached buffer back to the driver (`MPI_Finalize`). Each is freed with the
 /// context that pinned it current.
 pub fn release_all() {
-    let buffers: Vec<(Pinned, usize)> = {
+    let buffers: Vec<Pinned> = {
         let mut p = pool();
         let mut all = Vec::new();
-        for (c, list) in p.free.iter_mut().enumerate() {
-            for b in list.drain(..) {
-                all.push((b, 1usize << (c as u32 + MIN_CLASS)));
-            }
-        }
-        for (_, cap) in &all {
-            p.held -= cap;
+        for c in 0..CLASSES {
+            let list = std::mem::take(&mut p.free[c]);
+            p.held -= list.len() << (c as u32 + MIN_CLASS);
+            all.extend(list);
         }
         all
     };
     let Some(d) = crate::cuda::driver::get() else { return };
-    for (b, cap) in buffers {
+    for b in buffers {
         let mut popped: CUcontext = std::ptr::null_mut();
         // SAFETY: b.ctx registered b.ptr; push/pop are balanced.
         unsafe {
             let pushed = !b.ctx.is_null() && (d.ctx_push_current)(b.ctx) == CUDA_SUCCESS;
-            free_pinned_one(d, b.ptr, cap);
+            free_pinned_one(d, b);
             if pushed {
                 (d.ctx_pop_current)(&mut popped);
             }
@@ -241,7 +235,18 @@ pub fn release_all() {
 
 #[cfg(test)]
 mod tests {
-    use super::class_of;
+    use super::{class_of, map_with_tail, unmap, OVERRUN_TAIL};
+
+    #[test]
+    fn tail_takes_an_overrun() {
+        let (p, mapped) = map_with_tail(4096).expect("mmap");
+        assert_eq!(mapped, 4096 + OVERRUN_TAIL);
+        // SAFETY: within the mapping: what an MPI overrunning a 4 KiB receive by 1 MiB writes.
+        unsafe { std::ptr::write_bytes(p, 0x5a, 4096 + (1 << 20)) };
+        // SAFETY: the same bytes, just written.
+        assert_eq!(unsafe { *p.add(4096 + (1 << 20) - 1) }, 0x5a);
+        unmap(p, mapped);
+    }
 
     #[test]
     fn classes() {
