@@ -85,7 +85,7 @@ fn class_of(len: usize) -> Option<(usize, usize)> {
 /// A buffer of at least `len` bytes. `ctx` is the device context current for the copy; pinned
 /// memory is allocated portable, so it serves every context afterwards. `None`: out of memory.
 pub fn lease(len: usize, ctx: &InContext) -> Option<Lease> {
-    let lease = lease_from_pool_or_heap(len, ctx);
+    let lease = lease_from_pool_or_pageable(len, ctx);
     if lease.is_some() {
         LEASED.fetch_add(1, Ordering::Relaxed);
     }
@@ -97,7 +97,7 @@ pub fn leased() -> usize {
     LEASED.load(Ordering::Relaxed)
 }
 
-fn lease_from_pool_or_heap(len: usize, ctx: &InContext) -> Option<Lease> {
+fn lease_from_pool_or_pageable(len: usize, ctx: &InContext) -> Option<Lease> {
     let bound = crate::config::get().pool_bytes;
     if let Some((class, cap)) = class_of(len).filter(|&(_, cap)| cap <= bound) {
         let mut evicted = Vec::new();

@@ -3,7 +3,7 @@
  * must not damage it.
  *
  * 1. cudaMalloc / MPI_Send / MPI_Recv / cudaFree, CHURN_ITERS times (default 10000), message
- *    sizes cycling over 1 B .. 256 KiB + 3 so every staging size class is used: host resident
+ *    sizes cycling over 1 B .. 256 KiB + 3 (staging classes 4 KiB to 512 KiB): host resident
  *    memory (/proc/self/statm) and free device memory (cudaMemGetInfo) are read after a warm-up
  *    of 1000 iterations and at the end, printed, and may not grow (the staging pool and the
  *    shim's host-page cache are bounded; a freed device buffer must leave nothing behind).
@@ -137,7 +137,7 @@ int main(int argc, char **argv)
     test_init(&argc, &argv);
     if (t_size < 2) DIE("needs 2 ranks");
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-    overrun(50); /* first, while few staging buffers sit next to each other */
+    overrun(50);
     churn(atoi(t_env("CHURN_ITERS", "10000")));
     MPI_Comm_free(&comm);
     return report_and_finalize();
