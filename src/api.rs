@@ -32,6 +32,9 @@ pub struct CudampiStats {
     /// Requests with staged device buffers that cudampi tracks now: posted and not yet
     /// completed, persistent requests not yet freed, and freed requests still in flight.
     pub requests_tracked: u64,
+    /// Fortran calls cudampi served itself (a device buffer or a tracked request); the others
+    /// went to the library's Fortran routine.
+    pub fortran_calls: u64,
 }
 
 /// The version string, e.g. "cudampi 0.1.0".
@@ -67,6 +70,7 @@ pub unsafe extern "C" fn cudampi_get_stats(out: *mut CudampiStats) -> c_int {
         errors: stats::ERRORS.load(Relaxed),
         staging_leased: staging::leased() as u64,
         requests_tracked: requests::tracked() as u64,
+        fortran_calls: stats::FORTRAN_CALLS.load(Relaxed),
     };
     // SAFETY: checked non-null; the caller provides room for one struct.
     unsafe { out.write(s) };

@@ -55,7 +55,7 @@ macro_rules! export_one {
 }
 
 macro_rules! define_exports {
-    ($( $name:ident, $pname:ident $(or $base:ident, $pbase:ident $(via $family:ident)?)? ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*); )*) => {
+    ($( $name:ident, $pname:ident $(or $base:ident, $pbase:ident $(via $family:ident)?)? $(fortran $fortran:tt)? ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*); )*) => {
         $(
             export_one!($name [$($base $(via $family)?)?] ($($arg : $ty),*) => $handler [$($cp),*] ($($harg),*));
             export_one!($pname [$($pbase $(via $family)?)?] ($($arg : $ty),*) => $handler [$($cp),*] ($($harg),*));

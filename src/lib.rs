@@ -17,6 +17,7 @@
 //! - `cuda`: the driver the process loaded, pointer classification, copies in context.
 //! - `staging`: the pinned host buffer pool.
 //! - `config`, `log`, `stats`, `errors`, `ffi`: environment, diagnostics, the C boundary.
+//! - `fortran`: the Fortran entry points, from the same table.
 //! - `api`: the library's own C API (`include/cudampi.h`).
 
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -32,6 +33,7 @@ mod datatype;
 mod errors;
 mod export;
 mod ffi;
+mod fortran;
 mod handlers;
 mod lifecycle;
 mod log;

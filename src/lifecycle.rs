@@ -49,7 +49,8 @@ fn report() {
     let (held, high) = staging::usage();
     log::info(format_args!(
         "stats: {} host-buffer calls, {} device-buffer calls, {} bytes device->host, {} bytes host->device, \
-         pinned pool high-water {} bytes (holding {}), {} pageable fallbacks, {} errors",
+         pinned pool high-water {} bytes (holding {}), {} pageable fallbacks, {} errors, \
+         {} Fortran calls served by cudampi",
         stats::HOST_CALLS.load(Relaxed),
         stats::DEVICE_CALLS.load(Relaxed),
         stats::BYTES_TO_HOST.load(Relaxed),
@@ -58,6 +59,7 @@ fn report() {
         held,
         stats::PAGEABLE_FALLBACKS.load(Relaxed),
         stats::ERRORS.load(Relaxed),
+        stats::FORTRAN_CALLS.load(Relaxed),
     ));
     stats::per_function(|name, n| log::info(format_args!("stats: {name}: {n} device-buffer calls")));
 }

@@ -76,7 +76,7 @@ fn next(name: &str, ours: usize) -> usize {
 }
 
 macro_rules! define_real {
-    ($( $name:ident, $pname:ident $(or $base:ident, $pbase:ident $(via $family:ident)?)? ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*); )*) => {
+    ($( $name:ident, $pname:ident $(or $base:ident, $pbase:ident $(via $family:ident)?)? $(fortran $fortran:tt)? ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*); )*) => {
         /// Real entry points named in the table; `None` where the loaded MPI lacks the function.
         #[allow(non_snake_case)]
         pub struct Real {
