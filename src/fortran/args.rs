@@ -19,15 +19,22 @@ use crate::cuda::pointer::surely_host;
 pub struct Gate {
     buffers: bool,
     device: bool,
+    /// The call returns indices of requests.
+    indices: bool,
     /// A buffer only the library can describe (a non-contiguous array section).
     pub veto: bool,
 }
 
 impl Gate {
-    /// Whether cudampi serves the call instead of the library's routine.
+    /// Whether cudampi serves the call instead of the library's routine. Calls that return
+    /// indices always are: released bindings got them wrong (MPICH 4.0's `mpi_f08` returns
+    /// 0-based indices, pmodels/mpich#6270; MPICH 4.1 returns `MPI_UNDEFINED + 1`, #6402), and
+    /// a program must not see the convention change with where its buffers live.
     pub fn serve(&self) -> bool {
         if self.veto {
             false
+        } else if self.indices {
+            true
         } else if self.buffers {
             self.device
         } else {
@@ -272,6 +279,9 @@ pub struct Index(*mut c_int, c_int);
 
 impl<V> Arg<V> for Index {
     type C = *mut c_int;
+    unsafe fn gate(_raw: *mut c_void, gate: &mut Gate) {
+        gate.indices = true;
+    }
     unsafe fn take(raw: *mut c_void, _ctx: &mut Ctx) -> Self {
         Index(raw.cast(), abi::UNDEFINED)
     }
@@ -309,6 +319,9 @@ pub struct Indices(*mut c_int);
 
 impl<V> Arg<V> for Indices {
     type C = *mut c_int;
+    unsafe fn gate(_raw: *mut c_void, gate: &mut Gate) {
+        gate.indices = true;
+    }
     unsafe fn take(raw: *mut c_void, _ctx: &mut Ctx) -> Self {
         Indices(raw.cast())
     }

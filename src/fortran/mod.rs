@@ -9,7 +9,8 @@
 //!
 //! A call whose buffers are all host memory, or one without buffers made while cudampi tracks
 //! no request, goes untouched to the library's routine of the same name: the program sees the
-//! library's own binding, at the cost of a few comparisons. Any other call is served here: its
+//! library's own binding, at the cost of a few comparisons. The calls that return request
+//! indices (`Waitany`, `Testsome`, ...) and any other call are served here: their
 //! arguments are converted as the library's binding converts them (`args.rs`, `library.rs`),
 //! cudampi's C entry point runs it, and `ierror` gets its result. So device buffers are staged
 //! however the library's Fortran layer reaches C, even through calls no C interposer sees.

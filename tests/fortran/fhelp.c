@@ -2,6 +2,7 @@
  * behind BIND(C) names (calls.inc declares them). Device memory is whatever mem_alloc gives
  * the C tests: the stand-in driver's in CI, cudaMalloc on the GPU machine. */
 #include "common.h"
+#include "../../include/cudampi.h"
 
 void ft_after_init(void) { t_after_init(); }
 
@@ -11,3 +12,15 @@ void ft_free(void *p) { mem_free(p); }
 void ft_put(void *dst, const void *src, size_t n) { mem_put(dst, src, n); }
 void ft_get(void *dst, const void *src, size_t n) { mem_get(dst, src, n); }
 int ft_shim_loaded(void) { return shim_loaded(); }
+
+/* Fortran calls cudampi served itself (cudampi_get_stats), or -1 without cudampi. */
+long long ft_fortran_calls(void)
+{
+    int (*get)(struct cudampi_stats *) = (int (*)(struct cudampi_stats *))dlsym(RTLD_DEFAULT, "cudampi_get_stats");
+    struct cudampi_stats s;
+    if (!get || get(&s) != 0) return -1;
+    return (long long)s.fortran_calls;
+}
+
+/* Whether the device run's buffers are device memory under cudampi. */
+int ft_expect_served(void) { return shim_loaded() && !host_mode(); }
