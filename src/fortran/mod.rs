@@ -9,10 +9,10 @@
 //!
 //! A call whose buffers are all host memory, or one without buffers made while cudampi tracks
 //! no request, goes untouched to the library's routine of the same name: the program sees the
-//! library's own binding, at the cost of a few comparisons. The calls that return request
-//! indices (`Waitany`, `Testsome`, ...) and any other call are served here: their
-//! arguments are converted as the library's binding converts them (`args.rs`, `library.rs`),
-//! cudampi's C entry point runs it, and `ierror` gets its result. So device buffers are staged
+//! library's own binding, at the cost of a few comparisons. Every other call, and every call
+//! that returns request indices (`Waitany`, `Testsome`, ...), is served here: its arguments are
+//! converted as the library's binding converts them (`args.rs`, `library.rs`), cudampi's C
+//! entry point runs it, and `ierror` gets its result. So device buffers are staged
 //! however the library's Fortran layer reaches C, even through calls no C interposer sees.
 
 mod args;
@@ -72,7 +72,7 @@ impl Entry {
 pub fn served(entry: &Entry) {
     crate::stats::FORTRAN_CALLS.fetch_add(1, Relaxed);
     if crate::config::get().debug {
-        crate::log::debug(format_args!("{}: served by cudampi (a device buffer or a tracked request)", entry.name()));
+        crate::log::debug(format_args!("{}: served by cudampi", entry.name()));
     }
 }
 
