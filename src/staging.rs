@@ -4,10 +4,8 @@
 //! for pinning once. The pool never holds more than `CUDAMPI_POOL_BYTES` of pinned
 //! memory: beyond that (or when the driver cannot pin more) a staging buffer is ordinary
 //! pageable memory, which the driver copies through its own pinned chunks, so a message larger
-//! than the bound still works, only slower. Pageable buffers of the size classes are kept for
-//! reuse too, up to the same bound again, so traffic beyond the pinned pool does not pay for
-//! fresh pages at every call. Only when even pageable memory cannot be had does a
-//! call fail, with `MPI_ERR_NO_MEM`. The locks are held for list operations only, never across a
+//! than the bound still works, only slower. Only when even pageable memory cannot be had does a
+//! call fail, with `MPI_ERR_NO_MEM`. The lock is held for list operations only, never across a
 //! copy or an MPI call.
 //!
 //! Every staging buffer is followed by `OVERRUN_TAIL` bytes of address space that is mapped but
@@ -51,23 +49,6 @@ struct Pool {
 }
 
 static POOL: Mutex<Pool> = Mutex::new(Pool { free: [const { Vec::new() }; CLASSES], held: 0, high_water: 0 });
-
-/// Pageable buffers of the size classes, cached or leased.
-struct Pageable {
-    free: [Vec<Mapping>; CLASSES],
-    /// Bytes of cached or leased class buffers.
-    held: usize,
-}
-
-struct Mapping {
-    ptr: *mut u8,
-    mapped: usize,
-}
-
-// SAFETY: plain memory, usable from any thread.
-unsafe impl Send for Mapping {}
-
-static PAGEABLE: Mutex<Pageable> = Mutex::new(Pageable { free: [const { Vec::new() }; CLASSES], held: 0 });
 static PIN_FAILURE_REPORTED: AtomicBool = AtomicBool::new(false);
 /// Leases alive now, pinned or pageable.
 static LEASED: AtomicUsize = AtomicUsize::new(0);
@@ -76,25 +57,13 @@ fn pool() -> std::sync::MutexGuard<'static, Pool> {
     POOL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn pageable() -> std::sync::MutexGuard<'static, Pageable> {
-    PAGEABLE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// A staging buffer; returned to the pool (or freed) on drop.
 pub struct Lease {
     ptr: *mut u8,
-    kind: Kind,
+    /// `Some(class)` for pool memory, `None` for a pageable fallback.
+    class: Option<(usize, CUcontext)>,
     /// Bytes of its mapping, tail included.
     mapped: usize,
-}
-
-enum Kind {
-    /// A pool buffer of this class, pinned by this context.
-    Pinned(usize, CUcontext),
-    /// A pageable buffer of this class, kept for reuse.
-    Pageable(usize),
-    /// A pageable buffer unmapped after use.
-    Once,
 }
 
 impl Lease {
@@ -102,7 +71,7 @@ impl Lease {
         self.ptr.cast()
     }
     pub fn is_pinned(&self) -> bool {
-        matches!(self.kind, Kind::Pinned(..))
+        self.class.is_some()
     }
 }
 
@@ -135,7 +104,7 @@ fn lease_from_pool_or_pageable(len: usize, ctx: &InContext) -> Option<Lease> {
         let reserved = {
             let mut p = pool();
             if let Some(b) = p.free[class].pop() {
-                return Some(Lease { ptr: b.ptr, kind: Kind::Pinned(class, b.ctx), mapped: b.mapped });
+                return Some(Lease { ptr: b.ptr, class: Some((class, b.ctx)), mapped: b.mapped });
             }
             // Make room by giving cached buffers of other sizes back to the driver.
             for c in (0..CLASSES).rev() {
@@ -155,48 +124,22 @@ fn lease_from_pool_or_pageable(len: usize, ctx: &InContext) -> Option<Lease> {
         free_pinned(ctx, evicted);
         if reserved {
             match alloc_pinned(ctx, cap) {
-                Some((ptr, mapped)) => return Some(Lease { ptr, kind: Kind::Pinned(class, ctx.context()), mapped }),
+                Some((ptr, mapped)) => return Some(Lease { ptr, class: Some((class, ctx.context())), mapped }),
                 None => pool().held -= cap,
             }
         }
     }
     stats::add(&stats::PAGEABLE_FALLBACKS, 1);
-    lease_pageable(len, bound)
-}
-
-/// A pageable buffer: a cached one of `len`'s class, a new one cached after use while the cache
-/// stays within `bound`, or else one of exactly `len` bytes, unmapped after use.
-fn lease_pageable(len: usize, bound: usize) -> Option<Lease> {
-    if let Some((class, cap)) = class_of(len).filter(|&(_, cap)| cap <= bound) {
-        let reserved = {
-            let mut p = pageable();
-            if let Some(m) = p.free[class].pop() {
-                return Some(Lease { ptr: m.ptr, kind: Kind::Pageable(class), mapped: m.mapped });
-            }
-            let fits = p.held + cap <= bound;
-            if fits {
-                p.held += cap;
-            }
-            fits
-        };
-        if reserved {
-            match map_with_tail(cap) {
-                Some((ptr, mapped)) => return Some(Lease { ptr, kind: Kind::Pageable(class), mapped }),
-                None => pageable().held -= cap,
-            }
-        }
-    }
     let (ptr, mapped) = map_with_tail(len.max(1))?;
-    Some(Lease { ptr, kind: Kind::Once, mapped })
+    Some(Lease { ptr, class: None, mapped })
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
         LEASED.fetch_sub(1, Ordering::Relaxed);
-        match self.kind {
-            Kind::Pinned(class, ctx) => pool().free[class].push(Pinned { ptr: self.ptr, mapped: self.mapped, ctx }),
-            Kind::Pageable(class) => pageable().free[class].push(Mapping { ptr: self.ptr, mapped: self.mapped }),
-            Kind::Once => unmap(self.ptr, self.mapped),
+        match self.class {
+            Some((class, ctx)) => pool().free[class].push(Pinned { ptr: self.ptr, mapped: self.mapped, ctx }),
+            None => unmap(self.ptr, self.mapped),
         }
     }
 }
@@ -263,22 +206,9 @@ pub fn usage() -> (usize, usize) {
     (p.held, p.high_water)
 }
 
-/// Gives every cached buffer back to the driver and the system (`MPI_Finalize`). Each pinned one
-/// is freed with the context that pinned it current.
+/// Gives every cached buffer back to the driver (`MPI_Finalize`). Each is freed with the
+/// context that pinned it current.
 pub fn release_all() {
-    let mappings: Vec<Mapping> = {
-        let mut p = pageable();
-        let mut all = Vec::new();
-        for c in 0..CLASSES {
-            let list = std::mem::take(&mut p.free[c]);
-            p.held -= list.len() << (c as u32 + MIN_CLASS);
-            all.extend(list);
-        }
-        all
-    };
-    for m in mappings {
-        unmap(m.ptr, m.mapped);
-    }
     let buffers: Vec<Pinned> = {
         let mut p = pool();
         let mut all = Vec::new();
@@ -305,7 +235,7 @@ pub fn release_all() {
 
 #[cfg(test)]
 mod tests {
-    use super::{class_of, lease_pageable, map_with_tail, pageable, unmap, Kind, OVERRUN_TAIL};
+    use super::{class_of, map_with_tail, unmap, OVERRUN_TAIL};
 
     #[test]
     fn tail_takes_an_overrun() {
@@ -316,26 +246,6 @@ mod tests {
         // SAFETY: the same bytes, just written.
         assert_eq!(unsafe { *p.add(4096 + (1 << 20) - 1) }, 0x5a);
         unmap(p, mapped);
-    }
-
-    #[test]
-    fn pageable_buffers_are_reused_within_the_bound() {
-        let bound = 64 << 10;
-        let a = lease_pageable(5000, bound).expect("lease");
-        assert!(matches!(a.kind, Kind::Pageable(1)));
-        let first = a.ptr;
-        // SAFETY: the lease's 8 KiB class buffer.
-        unsafe { std::ptr::write_bytes(first, 0x11, 8192) };
-        drop(a);
-        let b = lease_pageable(8000, bound).expect("lease");
-        assert_eq!(b.ptr, first, "the cached buffer of the class comes back");
-        // A buffer that would take the cache past its bound is used once and unmapped.
-        let big = lease_pageable(bound, bound).expect("lease");
-        assert!(matches!(big.kind, Kind::Once));
-        let held = pageable().held;
-        assert!(held <= bound, "{held} bytes cached against a bound of {bound}");
-        drop(big);
-        drop(b);
     }
 
     #[test]
