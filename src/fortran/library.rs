@@ -25,32 +25,22 @@ struct Conversions {
     c2f: [Option<C2f>; 6],
 }
 
-fn conversion<F>(names: [&CStr; 2]) -> Option<F> {
-    let f = names.into_iter().map(symbol).find(|&f| f != 0)?;
+/// The handle kinds, in the order of their `HandleKind::SLOT`.
+const KINDS: [&str; 6] = ["Comm", "Type", "Op", "Info", "Request", "Message"];
+
+/// `PMPI_Kind_way` or else `MPI_Kind_way` (`way`: f2c or c2f).
+fn conversion<F>(kind: &str, way: &str) -> Option<F> {
+    let f = ["PMPI_", "MPI_"].into_iter().find_map(|prefix| {
+        let name = std::ffi::CString::new(format!("{prefix}{kind}_{way}")).ok()?;
+        Some(symbol(&name)).filter(|&f| f != 0)
+    })?;
     // SAFETY: the library's conversion function, of the standard signature.
     Some(unsafe { std::mem::transmute_copy::<usize, F>(&f) })
 }
 
 fn conversions() -> &'static Conversions {
     static C: OnceLock<Conversions> = OnceLock::new();
-    C.get_or_init(|| Conversions {
-        f2c: [
-            conversion([c"PMPI_Comm_f2c", c"MPI_Comm_f2c"]),
-            conversion([c"PMPI_Type_f2c", c"MPI_Type_f2c"]),
-            conversion([c"PMPI_Op_f2c", c"MPI_Op_f2c"]),
-            conversion([c"PMPI_Info_f2c", c"MPI_Info_f2c"]),
-            conversion([c"PMPI_Request_f2c", c"MPI_Request_f2c"]),
-            conversion([c"PMPI_Message_f2c", c"MPI_Message_f2c"]),
-        ],
-        c2f: [
-            conversion([c"PMPI_Comm_c2f", c"MPI_Comm_c2f"]),
-            conversion([c"PMPI_Type_c2f", c"MPI_Type_c2f"]),
-            conversion([c"PMPI_Op_c2f", c"MPI_Op_c2f"]),
-            conversion([c"PMPI_Info_c2f", c"MPI_Info_c2f"]),
-            conversion([c"PMPI_Request_c2f", c"MPI_Request_c2f"]),
-            conversion([c"PMPI_Message_c2f", c"MPI_Message_c2f"]),
-        ],
-    })
+    C.get_or_init(|| Conversions { f2c: KINDS.map(|k| conversion(k, "f2c")), c2f: KINDS.map(|k| conversion(k, "c2f")) })
 }
 
 pub trait HandleKind {
@@ -71,30 +61,19 @@ pub trait HandleKind {
     }
 }
 
-pub struct Comm;
-pub struct Datatype;
-pub struct Op;
-pub struct Info;
-pub struct Request;
-pub struct Message;
-impl HandleKind for Comm {
-    const SLOT: usize = 0;
+macro_rules! handle_kinds {
+    ($($kind:ident = $slot:literal),*) => {
+        $(
+            pub struct $kind;
+            impl HandleKind for $kind {
+                const SLOT: usize = $slot;
+            }
+        )*
+    };
 }
-impl HandleKind for Datatype {
-    const SLOT: usize = 1;
-}
-impl HandleKind for Op {
-    const SLOT: usize = 2;
-}
-impl HandleKind for Info {
-    const SLOT: usize = 3;
-}
-impl HandleKind for Request {
-    const SLOT: usize = 4;
-}
-impl HandleKind for Message {
-    const SLOT: usize = 5;
-}
+
+// The slots of `KINDS`.
+handle_kinds!(Comm = 0, Datatype = 1, Op = 2, Info = 3, Request = 4, Message = 5);
 
 /// Whether an array of Fortran requests can be handed to C as it is.
 pub fn requests_are_fints() -> bool {
@@ -110,15 +89,18 @@ pub struct Sentinel {
 }
 
 impl Sentinel {
-    fn new(objects: [&CStr; 5], mpich_common: Option<(&CStr, usize)>, pointers: &[&CStr]) -> Sentinel {
+    /// `common`: Open MPI's common block, looked up as each compiler spells it; `f08`: MPICH's
+    /// `mpi_f08` object; `mpich_common`: the MPICH block and offset of the `mpif.h` object;
+    /// `pointers`: the variables MPICH's binding fills with the object's address.
+    fn new(common: &str, f08: &CStr, mpich_common: (&CStr, usize), pointers: &[&CStr]) -> Sentinel {
+        let spellings = [format!("{common}_"), common.to_string(), format!("{common}__"), common.to_uppercase()];
         let mut o = [0; 6];
-        for (slot, name) in o.iter_mut().zip(objects) {
-            *slot = symbol(name);
+        for (slot, name) in o.iter_mut().zip(spellings) {
+            *slot = std::ffi::CString::new(name).map_or(0, |n| symbol(&n));
         }
-        if let Some((block, offset)) = mpich_common {
-            let b = symbol(block);
-            o[5] = if b == 0 { 0 } else { b + offset };
-        }
+        o[4] = symbol(f08);
+        let block = symbol(mpich_common.0);
+        o[5] = if block == 0 { 0 } else { block + mpich_common.1 };
         let mut v = [0; 2];
         for (slot, name) in v.iter_mut().zip(pointers) {
             *slot = symbol(name);
@@ -151,36 +133,18 @@ pub struct Sentinels {
 pub fn sentinels() -> &'static Sentinels {
     static S: OnceLock<Sentinels> = OnceLock::new();
     S.get_or_init(|| Sentinels {
-        in_place: Sentinel::new(
-            [c"mpi_fortran_in_place_", c"mpi_fortran_in_place", c"mpi_fortran_in_place__", c"MPI_FORTRAN_IN_PLACE", c"MPIR_F08_MPI_IN_PLACE"],
-            Some((c"mpipriv1_", 4)),
-            &[c"MPIR_F_MPI_IN_PLACE"],
-        ),
-        bottom: Sentinel::new(
-            [c"mpi_fortran_bottom_", c"mpi_fortran_bottom", c"mpi_fortran_bottom__", c"MPI_FORTRAN_BOTTOM", c"MPIR_F08_MPI_BOTTOM"],
-            Some((c"mpipriv1_", 0)),
-            &[c"MPIR_F_MPI_BOTTOM"],
-        ),
+        in_place: Sentinel::new("mpi_fortran_in_place", c"MPIR_F08_MPI_IN_PLACE", (c"mpipriv1_", 4), &[c"MPIR_F_MPI_IN_PLACE"]),
+        bottom: Sentinel::new("mpi_fortran_bottom", c"MPIR_F08_MPI_BOTTOM", (c"mpipriv1_", 0), &[c"MPIR_F_MPI_BOTTOM"]),
         status_ignore: Sentinel::new(
-            [
-                c"mpi_fortran_status_ignore_",
-                c"mpi_fortran_status_ignore",
-                c"mpi_fortran_status_ignore__",
-                c"MPI_FORTRAN_STATUS_IGNORE",
-                c"MPIR_F08_MPI_STATUS_IGNORE_OBJ",
-            ],
-            Some((c"mpipriv1_", 8)),
+            "mpi_fortran_status_ignore",
+            c"MPIR_F08_MPI_STATUS_IGNORE_OBJ",
+            (c"mpipriv1_", 8),
             &[c"MPI_F_STATUS_IGNORE", c"MPI_F08_STATUS_IGNORE"],
         ),
         statuses_ignore: Sentinel::new(
-            [
-                c"mpi_fortran_statuses_ignore_",
-                c"mpi_fortran_statuses_ignore",
-                c"mpi_fortran_statuses_ignore__",
-                c"MPI_FORTRAN_STATUSES_IGNORE",
-                c"MPIR_F08_MPI_STATUSES_IGNORE_OBJ",
-            ],
-            Some((c"mpipriv2_", 0)),
+            "mpi_fortran_statuses_ignore",
+            c"MPIR_F08_MPI_STATUSES_IGNORE_OBJ",
+            (c"mpipriv2_", 0),
             &[c"MPI_F_STATUSES_IGNORE", c"MPI_F08_STATUSES_IGNORE"],
         ),
     })
