@@ -39,8 +39,8 @@ typedef struct cudampi_stats {
   // Requests with staged device buffers that cudampi tracks now: posted and not yet
   // completed, persistent requests not yet freed, and freed requests still in flight.
   uint64_t requests_tracked;
-  // Fortran calls cudampi served itself (a device buffer or a tracked request); the others
-  // went to the library's Fortran routine.
+  // Fortran calls cudampi served itself (a device buffer, a tracked request, or request
+  // indices to return); the others went to the library's Fortran routine.
   uint64_t fortran_calls;
 } cudampi_stats;
 

@@ -32,8 +32,8 @@ pub struct CudampiStats {
     /// Requests with staged device buffers that cudampi tracks now: posted and not yet
     /// completed, persistent requests not yet freed, and freed requests still in flight.
     pub requests_tracked: u64,
-    /// Fortran calls cudampi served itself (a device buffer or a tracked request); the others
-    /// went to the library's Fortran routine.
+    /// Fortran calls cudampi served itself (a device buffer, a tracked request, or request
+    /// indices to return); the others went to the library's Fortran routine.
     pub fortran_calls: u64,
 }
 

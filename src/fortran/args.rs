@@ -10,7 +10,7 @@
 use std::ffi::{c_int, c_void};
 use std::marker::PhantomData;
 
-use super::library::{self, HandleKind, Request, View};
+use super::library::{self, Comm, Datatype, HandleKind, Request, View};
 use crate::abi::{self, Handle};
 use crate::cuda::pointer::surely_host;
 
@@ -43,12 +43,26 @@ impl Gate {
     }
 }
 
-/// Values one argument's conversion leaves for a later one: the length of request arrays, the
-/// number of completed requests.
+/// Values one argument's conversion leaves for another: the length of request arrays, the
+/// communicator (read before anything is converted) and how long a `w` collective's datatype
+/// arrays are on it, the number of completed requests, an error found while converting.
 #[derive(Default)]
 pub struct Ctx {
     count: usize,
+    comm: Option<Handle>,
+    pub type_arrays: TypeArrays,
     outcount: c_int,
+    pub failed: Option<c_int>,
+}
+
+/// Whose datatypes a `w` collective's arrays hold: one per process of the (remote) group, or
+/// one per neighbour of the topology (destinations for sending, sources for receiving).
+#[derive(Default, Clone, Copy)]
+pub enum TypeArrays {
+    #[default]
+    None,
+    All,
+    Neighbor,
 }
 
 pub trait Arg<V>: Sized {
@@ -57,6 +71,11 @@ pub trait Arg<V>: Sized {
     /// # Safety
     /// `raw` is the caller's argument.
     unsafe fn gate(_raw: *mut c_void, _gate: &mut Gate) {}
+    /// Runs for every argument before any is taken.
+    ///
+    /// # Safety
+    /// `raw` is the caller's argument.
+    unsafe fn prepare(_raw: *mut c_void, _ctx: &mut Ctx) {}
     /// # Safety
     /// `raw` is the caller's argument.
     unsafe fn take(raw: *mut c_void, ctx: &mut Ctx) -> Self;
@@ -160,6 +179,12 @@ pub struct In<K>(Handle, PhantomData<K>);
 
 impl<V, K: HandleKind> Arg<V> for In<K> {
     type C = Handle;
+    unsafe fn prepare(raw: *mut c_void, ctx: &mut Ctx) {
+        if K::SLOT == Comm::SLOT {
+            // SAFETY: an MPI_Fint by reference.
+            ctx.comm = Some(K::f2c(unsafe { raw.cast::<c_int>().read_unaligned() }));
+        }
+    }
     unsafe fn take(raw: *mut c_void, _ctx: &mut Ctx) -> Self {
         // SAFETY: an MPI_Fint by reference.
         In(K::f2c(unsafe { raw.cast::<c_int>().read_unaligned() }), PhantomData)
@@ -201,7 +226,7 @@ pub enum Requests {
 impl<V> Arg<V> for Requests {
     type C = *mut c_void;
     unsafe fn take(raw: *mut c_void, ctx: &mut Ctx) -> Self {
-        if library::requests_are_fints() {
+        if library::handles_are_fints::<Request>() {
             return Requests::Same(raw);
         }
         let raw = raw.cast::<c_int>();
@@ -223,6 +248,44 @@ impl<V> Arg<V> for Requests {
                 // SAFETY: as in take.
                 unsafe { raw.add(i).write_unaligned(Request::c2f(h)) };
             }
+        }
+    }
+}
+
+/// A `w` collective's datatypes, one per peer (`SEND`: the send side's).
+pub enum Types<const SEND: bool> {
+    /// The Fortran array is the C one (MPICH: a datatype is an `int` in both).
+    Same(*mut c_void),
+    Converted(Vec<Handle>),
+}
+
+impl<V, const SEND: bool> Arg<V> for Types<SEND> {
+    type C = *mut c_void;
+    unsafe fn take(raw: *mut c_void, ctx: &mut Ctx) -> Self {
+        if library::handles_are_fints::<Datatype>() {
+            return Types::Same(raw);
+        }
+        let peers = match (ctx.type_arrays, ctx.comm) {
+            (TypeArrays::All, Some(comm)) => crate::collectives::group(comm).map(|g| g.peers),
+            (TypeArrays::Neighbor, Some(comm)) => crate::collectives::neighbors(comm).map(|(sources, destinations)| if SEND { destinations } else { sources }),
+            _ => Err(abi::get().err_intern),
+        };
+        match peers {
+            Ok(n) => {
+                let raw = raw.cast::<c_int>();
+                // SAFETY: one MPI_Fint per peer.
+                Types::Converted((0..n.max(0) as usize).map(|i| Datatype::f2c(unsafe { raw.add(i).read_unaligned() })).collect())
+            }
+            Err(rc) => {
+                ctx.failed = Some(rc);
+                Types::Converted(Vec::new())
+            }
+        }
+    }
+    fn c(&mut self) -> *mut c_void {
+        match self {
+            Types::Same(p) => *p,
+            Types::Converted(v) => v.as_mut_ptr().cast(),
         }
     }
 }

@@ -75,9 +75,9 @@ macro_rules! handle_kinds {
 // The slots of `KINDS`.
 handle_kinds!(Comm = 0, Datatype = 1, Op = 2, Info = 3, Request = 4, Message = 5);
 
-/// Whether an array of Fortran requests can be handed to C as it is.
-pub fn requests_are_fints() -> bool {
-    abi::get().request_size == 4 && conversions().f2c[Request::SLOT].is_none()
+/// Whether an array of Fortran handles of kind `K` can be handed to C as it is.
+pub fn handles_are_fints<K: HandleKind>() -> bool {
+    abi::get().request_size == 4 && conversions().f2c[K::SLOT].is_none()
 }
 
 /// One Fortran sentinel: the objects each binding passes for it, and the library's C pointer

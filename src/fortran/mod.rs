@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 #[allow(unused_imports)] // named by the table's signatures
 use crate::abi::Handle;
 
-pub use args::{Arg, Ctx, Gate};
+pub use args::{Arg, Ctx, Gate, TypeArrays};
 pub use library::{Descriptor, Plain, View};
 
 /// What a body returns when the library's routine ran and set `ierror` itself.
@@ -104,6 +104,8 @@ macro_rules! kind {
     (request, $t:ty, $v:ident) => { args::InOut<library::Request> };
     (message, $t:ty, $v:ident) => { args::InOut<library::Message> };
     (requests, $t:ty, $v:ident) => { args::Requests };
+    (sendtypes, $t:ty, $v:ident) => { args::Types<true> };
+    (recvtypes, $t:ty, $v:ident) => { args::Types<false> };
     (status, $t:ty, $v:ident) => { args::Status };
     (statuses, $t:ty, $v:ident) => { args::Statuses };
     (flag, $t:ty, $v:ident) => { args::Flag };
@@ -119,6 +121,12 @@ macro_rules! kind {
     (rdispls, $t:ty, $v:ident) => { args::Array };
     (array_of_partitions, $t:ty, $v:ident) => { args::Array };
     ($other:ident, $t:ty, $v:ident) => { args::Val<$t> };
+}
+
+/// The table's `all` and `neighbor`.
+macro_rules! type_arrays {
+    (all) => { TypeArrays::All };
+    (neighbor) => { TypeArrays::Neighbor };
 }
 
 /// `*mut c_void`, once per argument.
@@ -148,10 +156,12 @@ macro_rules! fortran_export {
 
 macro_rules! fortran_entry {
     ([] $($rest:tt)*) => {};
-    ([($stem:ident, $STEM:ident $(, $ts:ident)?)] $name:ident $pname:ident ($($arg:ident : $ty:ty),*)) => {
+    ([($stem:ident, $STEM:ident $(, $ts:ident $(, $types:ident)?)?)] $name:ident $pname:ident ($($arg:ident : $ty:ty),*)) => {
         const _: () = {
             use std::ffi::{c_int, c_void};
             use $crate::fortran::{args, Arg, Ctx, Entry, Gate, View, FORWARDED};
+            #[allow(unused_imports)]
+            use $crate::fortran::TypeArrays;
             #[allow(unused_imports)]
             use $crate::fortran::{Descriptor, Plain};
 
@@ -180,7 +190,12 @@ macro_rules! fortran_entry {
                     }
                     $crate::fortran::served(entry);
                     let mut ctx = Ctx::default();
+                    $($( ctx.type_arrays = type_arrays!($types); )?)?
+                    $( <kind!($arg, $ty, V) as Arg<V>>::prepare($arg, &mut ctx); )*
                     $( let mut $arg = <kind!($arg, $ty, V) as Arg<V>>::take($arg, &mut ctx); )*
+                    if let Some(rc) = ctx.failed {
+                        return rc;
+                    }
                     let rc = c($( Arg::<V>::c(&mut $arg) as $ty ),*);
                     $( Arg::<V>::after($arg, rc, &mut ctx); )*
                     rc
