@@ -7,9 +7,9 @@
 //! than the bound still works, only slower. Pageable buffers of the size classes are kept for
 //! reuse too, up to `PAGEABLE_TIMES` the bound: freshly mapped memory costs the driver's
 //! pageable copies four times as long as memory used before (16 MiB from a fresh mapping took
-//! 20.7 ms, from a reused `malloc` block 5.3 ms, on an H200 host). Only when even pageable memory cannot be had does a
-//! call fail, with `MPI_ERR_NO_MEM`. The locks are held for list operations only, never across a
-//! copy or an MPI call.
+//! 20.7 ms, from a reused `malloc` block 5.3 ms, on an H200 host). Only when even pageable
+//! memory cannot be had does a call fail, with `MPI_ERR_NO_MEM`. The locks are held for list
+//! operations only, never across a copy or an MPI call.
 //!
 //! Every staging buffer is followed by `OVERRUN_TAIL` bytes of address space that is mapped but
 //! never touched, so it costs no memory (where a limit on address space refuses the tail, the
