@@ -46,21 +46,67 @@ struct Pinned {
 // opaque driver token.
 unsafe impl Send for Pinned {}
 
-struct Pool {
-    free: [Vec<Pinned>; CLASSES],
-    /// Pinned bytes owned by the pool, cached or leased.
+/// Buffers of the size classes kept for reuse, and the bytes of those cached or leased.
+struct Classes<T> {
+    free: [Vec<T>; CLASSES],
     held: usize,
+}
+
+/// What `Classes::take` found.
+enum Take<T> {
+    Cached(T),
+    /// Room for a new buffer, now counted in `held`.
+    Reserved,
+    Full,
+}
+
+impl<T> Classes<T> {
+    const fn new() -> Classes<T> {
+        Classes { free: [const { Vec::new() }; CLASSES], held: 0 }
+    }
+
+    /// A cached buffer of `class`, or room for a new one of `cap` bytes within `bound`, made by
+    /// moving cached buffers of other sizes to `evicted`.
+    fn take(&mut self, class: usize, cap: usize, bound: usize, evicted: &mut Vec<T>) -> Take<T> {
+        if let Some(b) = self.free[class].pop() {
+            return Take::Cached(b);
+        }
+        for c in (0..CLASSES).rev() {
+            while self.held + cap > bound {
+                let Some(b) = self.free[c].pop() else { break };
+                self.held -= 1usize << (c as u32 + MIN_CLASS);
+                evicted.push(b);
+            }
+        }
+        if self.held + cap > bound {
+            return Take::Full;
+        }
+        self.held += cap;
+        Take::Reserved
+    }
+
+    /// Every cached buffer, no longer counted.
+    fn drain(&mut self) -> Vec<T> {
+        let mut all = Vec::new();
+        for c in 0..CLASSES {
+            let list = std::mem::take(&mut self.free[c]);
+            self.held -= list.len() << (c as u32 + MIN_CLASS);
+            all.extend(list);
+        }
+        all
+    }
+}
+
+struct Pool {
+    /// Pinned buffers; `held` counts the pinned bytes the pool owns.
+    classes: Classes<Pinned>,
     high_water: usize,
 }
 
-static POOL: Mutex<Pool> = Mutex::new(Pool { free: [const { Vec::new() }; CLASSES], held: 0, high_water: 0 });
+static POOL: Mutex<Pool> = Mutex::new(Pool { classes: Classes::new(), high_water: 0 });
 
 /// Pageable buffers of the size classes, cached or leased.
-struct Pageable {
-    free: [Vec<Mapping>; CLASSES],
-    /// Bytes of cached or leased class buffers.
-    held: usize,
-}
+type Pageable = Classes<Mapping>;
 
 struct Mapping {
     ptr: *mut u8,
@@ -70,7 +116,7 @@ struct Mapping {
 // SAFETY: plain memory, usable from any thread.
 unsafe impl Send for Mapping {}
 
-static PAGEABLE: Mutex<Pageable> = Mutex::new(Pageable { free: [const { Vec::new() }; CLASSES], held: 0 });
+static PAGEABLE: Mutex<Pageable> = Mutex::new(Classes::new());
 static PIN_FAILURE_REPORTED: AtomicBool = AtomicBool::new(false);
 /// Leases alive now, pinned or pageable.
 static LEASED: AtomicUsize = AtomicUsize::new(0);
@@ -134,33 +180,22 @@ pub fn leased() -> usize {
 fn lease_from_pool_or_pageable(len: usize, ctx: &InContext) -> Option<Lease> {
     let bound = crate::config::get().pool_bytes;
     if let Some((class, cap)) = class_of(len).filter(|&(_, cap)| cap <= bound) {
+        // Cached buffers of other sizes are given back to the driver to make room.
         let mut evicted = Vec::new();
-        let reserved = {
+        let take = {
             let mut p = pool();
-            if let Some(b) = p.free[class].pop() {
-                return Some(Lease { ptr: b.ptr, kind: Kind::Pinned(class, b.ctx), mapped: b.mapped });
-            }
-            // Make room by giving cached buffers of other sizes back to the driver.
-            for c in (0..CLASSES).rev() {
-                while p.held + cap > bound {
-                    let Some(b) = p.free[c].pop() else { break };
-                    p.held -= 1usize << (c as u32 + MIN_CLASS);
-                    evicted.push(b);
-                }
-            }
-            let fits = p.held + cap <= bound;
-            if fits {
-                p.held += cap;
-                p.high_water = p.high_water.max(p.held);
-            }
-            fits
+            let take = p.classes.take(class, cap, bound, &mut evicted);
+            p.high_water = p.high_water.max(p.classes.held);
+            take
         };
         free_pinned(ctx, evicted);
-        if reserved {
-            match alloc_pinned(ctx, cap) {
+        match take {
+            Take::Cached(b) => return Some(Lease { ptr: b.ptr, kind: Kind::Pinned(class, b.ctx), mapped: b.mapped }),
+            Take::Reserved => match alloc_pinned(ctx, cap) {
                 Some((ptr, mapped)) => return Some(Lease { ptr, kind: Kind::Pinned(class, ctx.context()), mapped }),
-                None => pool().held -= cap,
-            }
+                None => pool().classes.held -= cap,
+            },
+            Take::Full => {}
         }
     }
     stats::add(&stats::PAGEABLE_FALLBACKS, 1);
@@ -171,34 +206,19 @@ fn lease_from_pool_or_pageable(len: usize, ctx: &InContext) -> Option<Lease> {
 /// stays within `bound`, or else one of exactly `len` bytes, unmapped after use.
 fn lease_pageable(len: usize, bound: usize) -> Option<Lease> {
     if let Some((class, cap)) = class_of(len).filter(|&(_, cap)| cap <= bound) {
+        // Cached buffers of other sizes are unmapped to make room.
         let mut evicted = Vec::new();
-        let reserved = {
-            let mut p = pageable();
-            if let Some(m) = p.free[class].pop() {
-                return Some(Lease { ptr: m.ptr, kind: Kind::Pageable(class), mapped: m.mapped });
-            }
-            // Make room by unmapping cached buffers of other sizes.
-            for c in (0..CLASSES).rev() {
-                while p.held + cap > bound {
-                    let Some(m) = p.free[c].pop() else { break };
-                    p.held -= 1usize << (c as u32 + MIN_CLASS);
-                    evicted.push(m);
-                }
-            }
-            let fits = p.held + cap <= bound;
-            if fits {
-                p.held += cap;
-            }
-            fits
-        };
+        let take = pageable().take(class, cap, bound, &mut evicted);
         for m in evicted {
             unmap(m.ptr, m.mapped);
         }
-        if reserved {
-            match map_with_tail(cap) {
+        match take {
+            Take::Cached(m) => return Some(Lease { ptr: m.ptr, kind: Kind::Pageable(class), mapped: m.mapped }),
+            Take::Reserved => match map_with_tail(cap) {
                 Some((ptr, mapped)) => return Some(Lease { ptr, kind: Kind::Pageable(class), mapped }),
                 None => pageable().held -= cap,
-            }
+            },
+            Take::Full => {}
         }
     }
     let (ptr, mapped) = map_with_tail(len.max(1))?;
@@ -209,7 +229,7 @@ impl Drop for Lease {
     fn drop(&mut self) {
         LEASED.fetch_sub(1, Ordering::Relaxed);
         match self.kind {
-            Kind::Pinned(class, ctx) => pool().free[class].push(Pinned { ptr: self.ptr, mapped: self.mapped, ctx }),
+            Kind::Pinned(class, ctx) => pool().classes.free[class].push(Pinned { ptr: self.ptr, mapped: self.mapped, ctx }),
             Kind::Pageable(class) => pageable().free[class].push(Mapping { ptr: self.ptr, mapped: self.mapped }),
             Kind::Once => unmap(self.ptr, self.mapped),
         }
@@ -275,35 +295,17 @@ fn free_pinned(ctx: &InContext, buffers: Vec<Pinned>) {
 /// Pinned bytes held now and at most, for statistics.
 pub fn usage() -> (usize, usize) {
     let p = pool();
-    (p.held, p.high_water)
+    (p.classes.held, p.high_water)
 }
 
 /// Gives every cached buffer back to the driver and the system (`MPI_Finalize`). Each pinned one
 /// is freed with the context that pinned it current.
 pub fn release_all() {
-    let mappings: Vec<Mapping> = {
-        let mut p = pageable();
-        let mut all = Vec::new();
-        for c in 0..CLASSES {
-            let list = std::mem::take(&mut p.free[c]);
-            p.held -= list.len() << (c as u32 + MIN_CLASS);
-            all.extend(list);
-        }
-        all
-    };
+    let mappings = pageable().drain();
     for m in mappings {
         unmap(m.ptr, m.mapped);
     }
-    let buffers: Vec<Pinned> = {
-        let mut p = pool();
-        let mut all = Vec::new();
-        for c in 0..CLASSES {
-            let list = std::mem::take(&mut p.free[c]);
-            p.held -= list.len() << (c as u32 + MIN_CLASS);
-            all.extend(list);
-        }
-        all
-    };
+    let buffers = pool().classes.drain();
     let Some(d) = crate::cuda::driver::get() else { return };
     for b in buffers {
         let mut popped: CUcontext = std::ptr::null_mut();
