@@ -42,6 +42,9 @@ typedef struct cudampi_stats {
   // Fortran calls cudampi served itself (a device buffer, a tracked request, or request
   // indices to return); the others went to the library's Fortran routine.
   uint64_t fortran_calls;
+  // Bytes of device messages sent and received GPU to GPU over CUDA IPC (`CUDAMPI_IPC=1`).
+  uint64_t ipc_bytes_sent;
+  uint64_t ipc_bytes_received;
 } cudampi_stats;
 
 #ifdef __cplusplus

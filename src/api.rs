@@ -35,6 +35,9 @@ pub struct CudampiStats {
     /// Fortran calls cudampi served itself (a device buffer, a tracked request, or request
     /// indices to return); the others went to the library's Fortran routine.
     pub fortran_calls: u64,
+    /// Bytes of device messages sent and received GPU to GPU over CUDA IPC (`CUDAMPI_IPC=1`).
+    pub ipc_bytes_sent: u64,
+    pub ipc_bytes_received: u64,
 }
 
 /// The version string, e.g. "cudampi 0.1.0".
@@ -71,6 +74,8 @@ pub unsafe extern "C" fn cudampi_get_stats(out: *mut CudampiStats) -> c_int {
         staging_leased: staging::leased() as u64,
         requests_tracked: requests::tracked() as u64,
         fortran_calls: stats::FORTRAN_CALLS.load(Relaxed),
+        ipc_bytes_sent: stats::IPC_BYTES_SENT.load(Relaxed),
+        ipc_bytes_received: stats::IPC_BYTES_RECEIVED.load(Relaxed),
     };
     // SAFETY: checked non-null; the caller provides room for one struct.
     unsafe { out.write(s) };

@@ -16,6 +16,7 @@
 //! - `abi`: which MPI family is loaded and its constants; `datatype`: spans of typed buffers.
 //! - `cuda`: the driver the process loaded, pointer classification, copies in context.
 //! - `staging`: the pinned host buffer pool.
+//! - `ipc`: device messages inside a node, GPU to GPU over CUDA IPC.
 //! - `config`, `log`, `stats`, `errors`, `ffi`: environment, diagnostics, the C boundary.
 //! - `fortran`: the Fortran entry points, from the same table.
 //! - `api`: the library's own C API (`include/cudampi.h`).
@@ -35,6 +36,7 @@ mod export;
 mod ffi;
 mod fortran;
 mod handlers;
+mod ipc;
 mod lifecycle;
 mod log;
 mod narrow;

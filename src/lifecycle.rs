@@ -3,7 +3,7 @@
 use std::ffi::c_int;
 use std::sync::atomic::Ordering::Relaxed;
 
-use crate::{abi, config, cuda, log, real, requests, staging, stats};
+use crate::{abi, config, cuda, ipc, log, real, requests, staging, stats};
 
 pub fn init(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
     let rc = call();
@@ -20,6 +20,7 @@ pub fn init(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
             log::set_rank(rank);
         }
     }
+    ipc::init();
     if cfg.debug {
         log::debug(format_args!(
             "{} on {}; CUDA {}",
@@ -37,6 +38,7 @@ pub fn finalize(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
     }
     // Requests the program freed while in flight must still deliver their data.
     requests::finish_orphans();
+    ipc::finalize();
     let rc = call();
     // After the library is done with any staging buffer it may have registered.
     requests::clear();
@@ -50,7 +52,8 @@ fn report() {
     log::info(format_args!(
         "stats: {} host-buffer calls, {} device-buffer calls, {} bytes device->host, {} bytes host->device, \
          pinned pool high-water {} bytes (holding {}), {} pageable fallbacks, {} errors, \
-         {} Fortran calls served by cudampi",
+         {} Fortran calls served by cudampi, {} bytes sent and {} received over CUDA IPC \
+         ({} sends staged for want of exported memory, {} bytes exported)",
         stats::HOST_CALLS.load(Relaxed),
         stats::DEVICE_CALLS.load(Relaxed),
         stats::BYTES_TO_HOST.load(Relaxed),
@@ -60,6 +63,10 @@ fn report() {
         stats::PAGEABLE_FALLBACKS.load(Relaxed),
         stats::ERRORS.load(Relaxed),
         stats::FORTRAN_CALLS.load(Relaxed),
+        stats::IPC_BYTES_SENT.load(Relaxed),
+        stats::IPC_BYTES_RECEIVED.load(Relaxed),
+        stats::IPC_FALLBACKS.load(Relaxed),
+        ipc::usage().0,
     ));
     stats::per_function(|name, n| log::info(format_args!("stats: {name}: {n} device-buffer calls")));
 }

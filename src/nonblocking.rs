@@ -10,9 +10,10 @@ use std::ffi::{c_int, c_void};
 
 use crate::abi::Handle;
 use crate::datatype;
-use crate::requests::{self, Entry, Kind, Partitions};
+use crate::requests::{self, Entry, HostRecv, Kind, Partitions};
 use crate::stage::{prepare, stage, stage_pair, Back, Direction, Prepared};
-use crate::{cuda, stats};
+use crate::p2p::Count;
+use crate::{abi, cuda, ipc, stats};
 
 /// Runs the real post with the buffer MPI should see and, if it succeeded with a staged
 /// buffer, tracks the request.
@@ -29,7 +30,9 @@ fn post(name: &'static str, comm: Option<Handle>, request: *mut c_void, send: Op
     rc
 }
 
-pub fn isend(
+/// `call(buf, count, datatype)` posts the real send; the IPC path replaces all three with its
+/// envelope, and the request needs no tracking: the data already sits in an exported buffer.
+pub fn isend<C: Count>(
     name: &'static str,
     buf: *const c_void,
     count: i64,
@@ -37,19 +40,24 @@ pub fn isend(
     dest: c_int,
     comm: Handle,
     request: *mut c_void,
-    call: impl FnOnce(*const c_void) -> c_int,
+    call: impl FnOnce(*const c_void, C, Handle) -> c_int,
 ) -> c_int {
     if cuda::surely_host(buf) {
         stats::host_call();
-        return call(buf);
+        return call(buf, C::from_i64(count), datatype);
+    }
+    if ipc::sending() {
+        if let Some(envelope) = ipc::offer(name, buf, count, datatype, dest, comm) {
+            return call(envelope, C::from_i64(ipc::ENVELOPE_BYTES as i64), abi::get().byte);
+        }
     }
     match stage(name, buf, count, datatype, dest, Some(comm), Direction::Send) {
         Ok(Prepared::Direct(p)) if std::ptr::eq(p, buf) => {
             stats::host_call();
-            call(buf)
+            call(buf, C::from_i64(count), datatype)
         }
         Ok(p) => {
-            let rc = call(p.mpi_ptr());
+            let rc = call(p.mpi_ptr(), C::from_i64(count), datatype);
             post(name, Some(comm), request, Some(p), None, Kind::Once, rc)
         }
         Err(rc) => rc,
@@ -68,11 +76,17 @@ pub fn irecv(
 ) -> c_int {
     if cuda::surely_host(buf) {
         stats::host_call();
+        if ipc::receiving() {
+            return irecv_host(name, buf, count, datatype, comm, request, call);
+        }
         return call(buf);
     }
     match stage(name, buf, count, datatype, source, comm, Direction::Recv) {
         Ok(Prepared::Direct(p)) if p == buf => {
             stats::host_call();
+            if ipc::receiving() {
+                return irecv_host(name, buf, count, datatype, comm, request, call);
+            }
             call(buf)
         }
         Ok(p) => {
@@ -81,6 +95,26 @@ pub fn irecv(
         }
         Err(rc) => rc,
     }
+}
+
+/// A host receive an IPC envelope may reach is tracked, so that its completion brings the
+/// data; one too small for an envelope needs nothing (the library reports the truncation).
+fn irecv_host(
+    name: &'static str,
+    buf: *mut c_void,
+    count: i64,
+    datatype: Handle,
+    comm: Option<Handle>,
+    request: *mut c_void,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
+    let rc = call(buf);
+    if rc == 0 && ipc::may_land(count, datatype) {
+        if let Err(e) = requests::insert(request, Entry::host(name, comm, HostRecv { buf, count, datatype })) {
+            return e;
+        }
+    }
+    rc
 }
 
 pub fn isendrecv(

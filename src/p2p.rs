@@ -6,17 +6,20 @@ use std::ffi::{c_int, c_void};
 
 use crate::abi::{self, Handle};
 use crate::stage::{stage, stage_pair, Direction, OwnStatus, Prepared};
-use crate::{cuda, errors, stats};
+use crate::{cuda, errors, ipc, stats};
 
 /// `MPI_Mrecv` has no source argument: the matched message carries it.
 pub const SOURCE_IN_MESSAGE: c_int = c_int::MIN;
 
 /// Runs a receive-like call on prepared buffers and delivers what arrived, even when MPI
 /// reports an error (a truncated message still fills the buffer).
+/// `recv` is the receive's count and datatype, for a host buffer that an IPC envelope may
+/// reach.
 fn complete(
     name: &'static str,
     comm: Option<Handle>,
     into: Prepared,
+    recv: (i64, Handle),
     status: *mut c_void,
     call: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
 ) -> c_int {
@@ -28,6 +31,7 @@ fn complete(
             Ok(())
         }
         Prepared::Staged(s) => s.deliver(name, comm, own.filled()),
+        Prepared::Direct(p) if rc == 0 && ipc::receiving() => ipc::host_received(name, *p, recv.0, recv.1, comm, own.filled()),
         Prepared::Direct(_) => Ok(()),
     };
     own.publish();
@@ -37,25 +41,50 @@ fn complete(
     }
 }
 
-pub fn send(
+/// The count argument of an int-count or large-count call, given back to the library as the
+/// caller passed it (the handlers hold every count as `i64`).
+pub trait Count: Copy {
+    fn from_i64(v: i64) -> Self;
+}
+
+impl Count for c_int {
+    fn from_i64(v: i64) -> c_int {
+        v as c_int
+    }
+}
+
+impl Count for i64 {
+    fn from_i64(v: i64) -> i64 {
+        v
+    }
+}
+
+/// `call(buf, count, datatype)` runs the real send; the IPC path replaces all three with its
+/// envelope.
+pub fn send<C: Count>(
     name: &'static str,
     buf: *const c_void,
     count: i64,
     datatype: Handle,
     dest: c_int,
     comm: Handle,
-    call: impl FnOnce(*const c_void) -> c_int,
+    call: impl FnOnce(*const c_void, C, Handle) -> c_int,
 ) -> c_int {
     if cuda::surely_host(buf) {
         stats::host_call();
-        return call(buf);
+        return call(buf, C::from_i64(count), datatype);
+    }
+    if ipc::sending() {
+        if let Some(envelope) = ipc::offer(name, buf, count, datatype, dest, comm) {
+            return call(envelope, C::from_i64(ipc::ENVELOPE_BYTES as i64), abi::get().byte);
+        }
     }
     match stage(name, buf, count, datatype, dest, Some(comm), Direction::Send) {
         Ok(Prepared::Direct(p)) if std::ptr::eq(p, buf) => {
             stats::host_call();
-            call(buf)
+            call(buf, C::from_i64(count), datatype)
         }
-        Ok(p) => call(p.mpi_ptr()),
+        Ok(p) => call(p.mpi_ptr(), C::from_i64(count), datatype),
         Err(rc) => rc,
     }
 }
@@ -72,14 +101,17 @@ pub fn recv(
 ) -> c_int {
     if cuda::surely_host(buf) {
         stats::host_call();
+        if ipc::receiving() {
+            return complete(name, comm, Prepared::Direct(buf), (count, datatype), status, call);
+        }
         return call(buf, status);
     }
     match stage(name, buf, count, datatype, source, comm, Direction::Recv) {
-        Ok(Prepared::Direct(p)) if p == buf => {
+        Ok(Prepared::Direct(p)) if p == buf && !ipc::receiving() => {
             stats::host_call();
             call(buf, status)
         }
-        Ok(into) => complete(name, comm, into, status, call),
+        Ok(into) => complete(name, comm, into, (count, datatype), status, call),
         Err(rc) => rc,
     }
 }
@@ -98,19 +130,23 @@ pub fn sendrecv(
     status: *mut c_void,
     call: impl FnOnce(*const c_void, *mut c_void, *mut c_void) -> c_int,
 ) -> c_int {
+    let recv = (recvcount, recvtype);
     if cuda::surely_host(sendbuf) && cuda::surely_host(recvbuf) {
         stats::host_call();
+        if ipc::receiving() {
+            return complete(name, Some(comm), Prepared::Direct(recvbuf), recv, status, |r, st| call(sendbuf, r, st));
+        }
         return call(sendbuf, recvbuf, status);
     }
     let send = (sendbuf, sendcount, sendtype, dest);
-    let recv = (recvbuf as *const c_void, recvcount, recvtype, source);
-    let (out, into) = match stage_pair(name, comm, send, recv, Direction::Recv) {
+    let into = (recvbuf as *const c_void, recvcount, recvtype, source);
+    let (out, into) = match stage_pair(name, comm, send, into, Direction::Recv) {
         Ok(Some(pair)) => pair,
-        Ok(None) => return call(sendbuf, recvbuf, status),
+        Ok(None) => (Prepared::Direct(sendbuf as *mut c_void), Prepared::Direct(recvbuf)),
         Err(rc) => return rc,
     };
     let sendptr = out.mpi_ptr() as *const c_void;
-    let rc = complete(name, Some(comm), into, status, |r, st| call(sendptr, r, st));
+    let rc = complete(name, Some(comm), into, recv, status, |r, st| call(sendptr, r, st));
     drop(out);
     rc
 }
@@ -130,11 +166,11 @@ pub fn sendrecv_replace(
     let abi = abi::get();
     let peer = if dest == abi.proc_null && source == abi.proc_null { abi.proc_null } else { 0 };
     match stage(name, buf, count, datatype, peer, Some(comm), Direction::Replace) {
-        Ok(Prepared::Direct(p)) if p == buf => {
+        Ok(Prepared::Direct(p)) if p == buf && !ipc::receiving() => {
             stats::host_call();
             call(buf, status)
         }
-        Ok(into) => complete(name, Some(comm), into, status, call),
+        Ok(into) => complete(name, Some(comm), into, (count, datatype), status, call),
         Err(rc) => rc,
     }
 }

@@ -164,6 +164,18 @@ define_pmpi! {
     cartdim_get = "PMPI_Cartdim_get": fn(Handle, *mut c_int);
     graph_neighbors_count = "PMPI_Graph_neighbors_count": fn(Handle, c_int, *mut c_int);
     dist_graph_neighbors_count = "PMPI_Dist_graph_neighbors_count": fn(Handle, *mut c_int, *mut c_int, *mut c_int);
+    allgather = "PMPI_Allgather": fn(*const c_void, c_int, Handle, *mut c_void, c_int, Handle, Handle);
+    comm_dup = "PMPI_Comm_dup": fn(Handle, *mut Handle);
+    comm_free = "PMPI_Comm_free": fn(*mut Handle);
+    comm_group = "PMPI_Comm_group": fn(Handle, *mut Handle);
+    comm_remote_group = "PMPI_Comm_remote_group": fn(Handle, *mut Handle);
+    group_translate_ranks = "PMPI_Group_translate_ranks": fn(Handle, c_int, *const c_int, Handle, *mut c_int);
+    group_free = "PMPI_Group_free": fn(*mut Handle);
+    isend = "PMPI_Isend": fn(*const c_void, c_int, Handle, c_int, c_int, Handle, *mut Handle);
+    irecv = "PMPI_Irecv": fn(*mut c_void, c_int, Handle, c_int, c_int, Handle, *mut Handle);
+    cancel = "PMPI_Cancel": fn(*mut c_void);
+    barrier = "PMPI_Barrier": fn(Handle);
+    status_set_elements_x = "PMPI_Status_set_elements_x": fn(*mut c_void, Handle, i64);
 }
 
 static PMPI: OnceLock<Option<Pmpi>> = OnceLock::new();

@@ -90,13 +90,33 @@ pub struct Entry {
     /// A point-to-point receive, whose status says whether it was cancelled and how much
     /// arrived; a collective's status says nothing.
     pub p2p: bool,
+    /// A receive into host memory that an IPC envelope may reach.
+    pub host: Option<HostRecv>,
 }
+
+/// A host receive buffer, looked at when its receive completes.
+#[derive(Clone, Copy)]
+pub struct HostRecv {
+    pub buf: *mut c_void,
+    pub count: i64,
+    pub datatype: Handle,
+}
+
+// SAFETY: the program's buffer address, used only when its receive completes.
+unsafe impl Send for HostRecv {}
 
 impl Entry {
     pub fn new(name: &'static str, comm: Option<Handle>, send: Option<Staged>, recv: Option<Staged>, kind: Kind) -> Entry {
         LIVE.fetch_add(1, Relaxed);
         let active = matches!(kind, Kind::Once);
-        Entry { name, comm, send, recv, kind, active, delivered: false, p2p: true }
+        Entry { name, comm, send, recv, kind, active, delivered: false, p2p: true, host: None }
+    }
+
+    /// The entry of a nonblocking receive into host memory (see [`HostRecv`]).
+    pub fn host(name: &'static str, comm: Option<Handle>, host: HostRecv) -> Entry {
+        let mut e = Entry::new(name, comm, None, None, Kind::Once);
+        e.host = Some(host);
+        e
     }
 
     /// The entry of a nonblocking or persistent collective.
@@ -140,6 +160,9 @@ impl Entry {
             return None;
         }
         self.delivered = true;
+        if let Some(host) = self.host {
+            return Some(Delivery { name: self.name, comm: self.comm, target: Target::Host(host), p2p: self.p2p });
+        }
         let r = self.recv.as_ref()?;
         let ranges = match &mut self.kind {
             Kind::Partitioned(p) => {
@@ -158,7 +181,8 @@ impl Entry {
             }
             _ => None,
         };
-        Some(Delivery { name: self.name, comm: self.comm, window: r.window(), back: r.back, runs: r.runs.clone(), ranges, p2p: self.p2p })
+        let target = Target::Staged { window: r.window(), back: r.back, runs: r.runs.clone(), ranges };
+        Some(Delivery { name: self.name, comm: self.comm, target, p2p: self.p2p })
     }
 
     /// Marks the operation complete; returns the copy still owed.
@@ -180,30 +204,40 @@ impl Drop for Entry {
 pub struct Delivery {
     name: &'static str,
     comm: Option<Handle>,
-    window: Window,
-    back: Back,
-    runs: Option<Runs>,
-    /// Partitioned receives: the byte ranges still to copy.
-    ranges: Option<Vec<(usize, usize)>>,
+    target: Target,
     p2p: bool,
+}
+
+enum Target {
+    Staged {
+        window: Window,
+        back: Back,
+        runs: Option<Runs>,
+        /// Partitioned receives: the byte ranges still to copy.
+        ranges: Option<Vec<(usize, usize)>>,
+    },
+    Host(HostRecv),
 }
 
 impl Delivery {
     fn truncated(&self) {
-        if self.back != Back::Nothing {
-            errors::truncated(self.name, self.window.user());
+        if let Target::Staged { window, back, .. } = &self.target {
+            if *back != Back::Nothing {
+                errors::truncated(self.name, window.user());
+            }
         }
     }
 
     /// `status` is the completed request's status, or null when the call gives none.
     pub fn run(self, status: *mut c_void) -> Result<(), c_int> {
         let status = if self.p2p { status } else { std::ptr::null_mut() };
-        match self.ranges {
-            None => stage::deliver(self.window, self.back, self.runs.as_deref(), self.name, self.comm, status),
-            Some(mut ranges) => {
+        match self.target {
+            Target::Host(h) => crate::ipc::host_received(self.name, h.buf, h.count, h.datatype, self.comm, status),
+            Target::Staged { window, back, runs, ranges: None } => stage::deliver(window, back, runs.as_deref(), self.name, self.comm, status),
+            Target::Staged { window, ranges: Some(mut ranges), .. } => {
                 // Partitions of a negative stride come in descending order.
                 ranges.sort_unstable();
-                self.window.runs_to_device(self.name, self.comm, &ranges)
+                window.runs_to_device(self.name, self.comm, &ranges)
             }
         }
     }

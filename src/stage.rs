@@ -278,6 +278,13 @@ pub fn deliver(
     if back == Back::Nothing || (!status.is_null() && cancelled(status)) {
         return Ok(());
     }
+    if crate::ipc::receiving() && !status.is_null() {
+        let capacity = runs.map(|r| r.iter().map(|x| x.1).sum()).unwrap_or(w.len);
+        let to = crate::ipc::Landing { at: w.host, runs, capacity, device: Some((w.dev, w.user)) };
+        if let Some(r) = crate::ipc::incoming(name, comm, status, to) {
+            return r;
+        }
+    }
     if let (Back::Span, Some(runs)) = (back, runs) {
         return w.runs_to_device(name, comm, runs);
     }

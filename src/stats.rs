@@ -12,6 +12,10 @@ pub static BYTES_TO_DEVICE: AtomicU64 = AtomicU64::new(0);
 pub static PAGEABLE_FALLBACKS: AtomicU64 = AtomicU64::new(0);
 pub static ERRORS: AtomicU64 = AtomicU64::new(0);
 pub static FORTRAN_CALLS: AtomicU64 = AtomicU64::new(0);
+pub static IPC_BYTES_SENT: AtomicU64 = AtomicU64::new(0);
+pub static IPC_BYTES_RECEIVED: AtomicU64 = AtomicU64::new(0);
+/// Device sends the IPC path would have taken but for a full pool.
+pub static IPC_FALLBACKS: AtomicU64 = AtomicU64::new(0);
 
 /// Device-buffer calls per entry point, keyed by the name's address (names are the table's
 /// `'static` strings). A full table just stops recording new names.

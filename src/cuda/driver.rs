@@ -97,7 +97,18 @@ driver_api! {
     retain_allocation_handle = "cuMemRetainAllocationHandle": fn(*mut CUmemGenericAllocationHandle, *mut c_void);
     allocation_properties = "cuMemGetAllocationPropertiesFromHandle": fn(*mut AllocProp, CUmemGenericAllocationHandle);
     mem_release = "cuMemRelease": fn(CUmemGenericAllocationHandle);
+    mem_alloc = "cuMemAlloc_v2": fn(*mut CUdeviceptr, usize);
+    mem_free = "cuMemFree_v2": fn(CUdeviceptr);
+    memcpy_dtod = "cuMemcpyDtoD_v2": fn(CUdeviceptr, CUdeviceptr, usize);
+    ipc_get_mem_handle = "cuIpcGetMemHandle": fn(*mut IpcMemHandle, CUdeviceptr);
+    ipc_open_mem_handle = "cuIpcOpenMemHandle_v2": fn(*mut CUdeviceptr, IpcMemHandle, c_uint);
+    ipc_close_mem_handle = "cuIpcCloseMemHandle": fn(CUdeviceptr);
 }
+
+/// `CUipcMemHandle`: 64 opaque bytes, passed to `cuIpcOpenMemHandle` by value.
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct IpcMemHandle(pub [u8; 64]);
 
 impl Driver {
     /// `CUDA_ERROR_...` name of a result code, for messages.
@@ -141,6 +152,18 @@ pub fn get() -> Option<&'static Driver> {
     if !last.is_null() && unsafe { ptr::read_volatile(ptr::addr_of!((*last).l_next)) }.is_null() {
         return None;
     }
+    probe()
+}
+
+/// The driver, loading libcuda if the process has not: only for a process that is about to
+/// receive device memory from a peer, which needs CUDA whatever its own buffers are.
+pub fn load() -> Option<&'static Driver> {
+    if let Some(d) = get() {
+        return Some(d);
+    }
+    // SAFETY: loading libcuda runs no code of ours; it stays loaded for the process's life.
+    let lib = unsafe { Library::open(Some("libcuda.so.1"), libc::RTLD_NOW | libc::RTLD_GLOBAL) }.ok()?;
+    std::mem::forget(lib);
     probe()
 }
 

@@ -1,0 +1,58 @@
+//! The message that stands for a device buffer sent over CUDA IPC.
+//!
+//! It travels on the program's own communicator, source and tag, so it is matched exactly where
+//! the data would have been: by the receive the program posted, in MPI's order. Its size is
+//! fixed and odd, so a receive looks at the content only when that many bytes arrived.
+
+use std::ffi::c_void;
+
+/// Bytes of every envelope on the wire: prime, so hardly ever the size of a program's own
+/// message, and small enough to go eagerly in every MPI.
+pub const BYTES: usize = 1021;
+
+const MAGIC: [u8; 16] = *b"cudampi-ipc-v1\0\0";
+
+/// Longest device name a peer can use (`CUDA_VISIBLE_DEVICES` entries are up to 40 bytes).
+pub const TOKEN_BYTES: usize = 48;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Envelope {
+    magic: [u8; 16],
+    /// World rank of the sender, which the release goes back to.
+    pub sender: u32,
+    _pad: u32,
+    /// The true size of the message.
+    pub bytes: u64,
+    /// The sender's exported buffer holding the data, and its size.
+    pub slot: u64,
+    pub slot_bytes: u64,
+    pub handle: [u8; 64],
+    /// The sender's GPU, as the node names it (see `peers::device_token`).
+    pub token: [u8; TOKEN_BYTES],
+}
+
+const _: () = assert!(std::mem::size_of::<Envelope>() <= BYTES);
+
+impl Envelope {
+    pub fn new(sender: u32, bytes: u64, slot: u64, slot_bytes: u64, handle: [u8; 64], token: [u8; TOKEN_BYTES]) -> Envelope {
+        Envelope { magic: MAGIC, sender, _pad: 0, bytes, slot, slot_bytes, handle, token }
+    }
+
+    /// Writes the envelope at the start of `out`, the rest zero.
+    pub fn write(&self, out: &mut [u8; BYTES]) {
+        out.fill(0);
+        // SAFETY: Envelope is plain bytes and fits in BYTES (asserted above).
+        unsafe { std::ptr::write_unaligned(out.as_mut_ptr().cast::<Envelope>(), *self) };
+    }
+
+    /// Reads an envelope from `BYTES` bytes at `head`, if they are one.
+    ///
+    /// # Safety
+    /// `head` points to `BYTES` readable bytes.
+    pub unsafe fn read(head: *const c_void) -> Option<Envelope> {
+        // SAFETY: per the caller.
+        let e = unsafe { std::ptr::read_unaligned(head.cast::<Envelope>()) };
+        (e.magic == MAGIC).then_some(e)
+    }
+}
