@@ -365,7 +365,7 @@ impl Window {
 }
 
 /// Bytes of the message a status describes.
-fn received_bytes(status: *mut c_void) -> Option<usize> {
+pub fn received_bytes(status: *mut c_void) -> Option<usize> {
     if status.is_null() {
         return None;
     }

@@ -23,7 +23,7 @@ impl CudaError {
     }
 }
 
-fn check(call: &'static str, code: CuResult) -> Result<(), CudaError> {
+pub fn check(call: &'static str, code: CuResult) -> Result<(), CudaError> {
     if code == CUDA_SUCCESS {
         Ok(())
     } else {

@@ -16,7 +16,8 @@ use std::sync::{Mutex, MutexGuard};
 use super::envelope::{self, Envelope};
 use super::peers;
 use crate::abi::{self, Handle};
-use crate::cuda::driver::{self, CUdeviceptr, IpcMemHandle, CUDA_SUCCESS};
+use crate::cuda::driver::{self, CUdeviceptr, IpcMemHandle};
+use crate::cuda::copy::check;
 use crate::cuda::{CudaError, Device, InContext};
 use crate::{config, real};
 
@@ -146,9 +147,6 @@ pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, toke
     Some(Ok(Outgoing { envelope: slot.envelope.as_ptr().cast() }))
 }
 
-fn check(call: &'static str, code: u32) -> Result<(), CudaError> {
-    if code == CUDA_SUCCESS { Ok(()) } else { Err(CudaError { call, code }) }
-}
 
 fn allocate(d: &driver::Driver, ordinal: i32, bytes: usize) -> Result<Slot, CudaError> {
     let _ctx = InContext::enter(&Device { ctx: std::ptr::null_mut(), ordinal })?;

@@ -12,7 +12,8 @@ use super::envelope::Envelope;
 use super::exported::RELEASE_TAG;
 use super::peers;
 use crate::abi::{self, Handle};
-use crate::cuda::driver::{self, CUcontext, CUdeviceptr, IpcMemHandle, CUDA_SUCCESS};
+use crate::cuda::driver::{self, CUcontext, CUdeviceptr, IpcMemHandle};
+use crate::cuda::copy::check;
 use crate::cuda::{CudaError, Device, InContext};
 use crate::real;
 
@@ -35,9 +36,6 @@ fn imported() -> MutexGuard<'static, Option<Imported>> {
     IMPORTED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn check(call: &'static str, code: u32) -> Result<(), CudaError> {
-    if code == CUDA_SUCCESS { Ok(()) } else { Err(CudaError { call, code }) }
-}
 
 /// The sender's buffer named by `e`, mapped in the context `ctx` enters (which must be
 /// current).

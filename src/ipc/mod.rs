@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use self::envelope::Envelope;
 use crate::abi::{self, Handle};
 use crate::cuda::{self, Device, InContext, Location};
+use crate::stage::received_bytes;
 use crate::{config, datatype, errors, log, real, stats};
 
 pub use envelope::BYTES as ENVELOPE_BYTES;
@@ -208,13 +209,6 @@ fn gather(head: &mut [u8], at: *const c_void, runs: Option<&[(usize, usize)]>) {
     }
 }
 
-fn received_bytes(status: *mut c_void) -> Option<usize> {
-    let p = real::pmpi()?;
-    let mut n: i64 = 0;
-    // SAFETY: a status MPI filled; MPI_BYTE counts bytes.
-    let rc = unsafe { (p.get_elements_x)(status, abi::get().byte, &mut n) };
-    (rc == 0).then(|| usize::try_from(n).ok()).flatten()
-}
 
 /// A receive into host memory completed (`status` filled by MPI): if it got an envelope, the
 /// data is brought into the buffer. Runs and capacity come from the datatype, asked only when
