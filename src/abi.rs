@@ -39,8 +39,10 @@ pub struct Abi {
     pub status_error_offset: usize,
     pub proc_null: c_int,
     pub any_source: c_int,
+    pub any_tag: c_int,
     pub combiner_named: c_int,
     pub byte: Handle,
+    pub packed: Handle,
     pub datatype_null: Handle,
     pub comm_self: Handle,
     pub comm_world: Handle,
@@ -53,6 +55,7 @@ pub struct Abi {
     pub err_truncate: c_int,
     pub err_pending: c_int,
     pub request_null: Handle,
+    pub message_null: Handle,
     /// Bytes of one handle in an array: 4 for MPICH's `int` handles.
     pub request_size: usize,
     pub statuses_ignore: usize,
@@ -108,8 +111,10 @@ fn detect() -> Abi {
             status_error_offset: 8,
             proc_null: -2,
             any_source: -1,
+            any_tag: -1,
             combiner_named: 0,
             byte: symbol(c"ompi_mpi_byte") as Handle,
+            packed: symbol(c"ompi_mpi_packed") as Handle,
             datatype_null: symbol(c"ompi_mpi_datatype_null") as Handle,
             comm_self: symbol(c"ompi_mpi_comm_self") as Handle,
             comm_world: ompi_world as Handle,
@@ -122,6 +127,7 @@ fn detect() -> Abi {
             err_truncate: 15,
             err_pending: 19,
             request_null: symbol(c"ompi_request_null") as Handle,
+            message_null: symbol(c"ompi_message_null") as Handle,
             request_size: 8,
             statuses_ignore: 0,
             in_place: 1,
@@ -140,8 +146,10 @@ fn detect() -> Abi {
             status_error_offset: 8,
             proc_null: -3,
             any_source: -1,
+            any_tag: -2,
             combiner_named: 101,
             byte: 0x247,
+            packed: 0x207,
             datatype_null: 0x200,
             comm_self: 0x102,
             comm_world: 0x101,
@@ -154,6 +162,7 @@ fn detect() -> Abi {
             err_truncate: 15,
             err_pending: 18,
             request_null: 0x180,
+            message_null: 0x128,
             request_size: 8,
             statuses_ignore: 0,
             in_place: 1,
@@ -171,8 +180,10 @@ fn detect() -> Abi {
         status_error_offset: 16,
         proc_null: -1,
         any_source: -2,
+        any_tag: -1,
         combiner_named: 1,
         byte: 0x4c00_010d,
+        packed: 0x4c00_010f,
         datatype_null: 0x0c00_0000,
         comm_self: 0x4400_0001,
         comm_world: 0x4400_0000,
@@ -185,6 +196,7 @@ fn detect() -> Abi {
         err_truncate: 14,
         err_pending: 18,
         request_null: 0x2c00_0000,
+        message_null: 0x2c00_0000,
         request_size: 4,
         statuses_ignore: 1,
         in_place: usize::MAX,
@@ -259,6 +271,59 @@ impl Abi {
                 reqs.cast::<u32>().add(i).write_unaligned(self.request_null as u32)
             } else {
                 reqs.cast::<usize>().add(i).write_unaligned(self.request_null)
+            }
+        }
+    }
+
+    /// Sets the `MPI_SOURCE` and `MPI_TAG` fields of a status. With `MPI_ERROR` they are three
+    /// consecutive `int`s in every family (at 0 in Open MPI and the standard ABI, after the
+    /// count words in MPICH).
+    ///
+    /// # Safety
+    /// `status` points to a full, writable status.
+    pub unsafe fn set_status_source_tag(&self, status: *mut c_void, source: c_int, tag: c_int) {
+        let at = self.status_error_offset - 8;
+        // SAFETY: per the caller.
+        unsafe {
+            let p = status.cast::<u8>().add(at).cast::<c_int>();
+            p.write_unaligned(source);
+            p.add(1).write_unaligned(tag);
+        }
+    }
+
+    /// The `MPI_SOURCE` and `MPI_TAG` fields of a status.
+    ///
+    /// # Safety
+    /// `status` points to a full status.
+    pub unsafe fn status_source_tag(&self, status: *const c_void) -> (c_int, c_int) {
+        let at = self.status_error_offset - 8;
+        // SAFETY: per the caller.
+        unsafe {
+            let p = status.cast::<u8>().add(at).cast::<c_int>();
+            (p.read_unaligned(), p.add(1).read_unaligned())
+        }
+    }
+
+    /// Reads a handle stored at `at` (an `MPI_Message` out-argument, say).
+    ///
+    /// # Safety
+    /// `at` points to one handle of the family's width.
+    pub unsafe fn handle_at(&self, at: *const c_void) -> Handle {
+        // SAFETY: per the caller.
+        unsafe { self.request_at(at, 0) }
+    }
+
+    /// Stores `h` at `at`, in the family's handle width.
+    ///
+    /// # Safety
+    /// `at` points to one writable handle.
+    pub unsafe fn set_handle(&self, at: *mut c_void, h: Handle) {
+        // SAFETY: per the caller.
+        unsafe {
+            if self.request_size == 4 {
+                at.cast::<u32>().write_unaligned(h as u32)
+            } else {
+                at.cast::<usize>().write_unaligned(h)
             }
         }
     }

@@ -2,6 +2,7 @@
 
 pub use crate::collectives::{coll, coll1};
 pub use crate::lifecycle::{finalize, gpu_query_support, init, query_cuda_support};
+pub use crate::ipc::held::{improbe, iprobe, mprobe, probe};
 pub use crate::p2p::{recv, send, sendrecv, sendrecv_replace};
 pub use crate::completion::{
     parrived, pready, pready_list, pready_range, request_free, request_get_status, request_get_status_all, request_get_status_any, request_get_status_some, some, start, startall, test, testall, testany, wait,

@@ -12,7 +12,8 @@ use crate::abi::Handle;
 use crate::datatype;
 use crate::requests::{self, Entry, HostRecv, Kind, Partitions};
 use crate::stage::{prepare, stage, stage_pair, Back, Direction, Prepared};
-use crate::p2p::Count;
+use crate::ipc::held;
+use crate::p2p::{self, Count, Matching};
 use crate::{abi, cuda, ipc, stats};
 
 /// Runs the real post with the buffer MPI should see and, if it succeeded with a staged
@@ -69,11 +70,19 @@ pub fn irecv(
     buf: *mut c_void,
     count: i64,
     datatype: Handle,
-    source: c_int,
-    comm: Option<Handle>,
+    from: Matching,
     request: *mut c_void,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
+    if held::any() {
+        if let Some(h) = held::take(from) {
+            // The message is here already: the receive completes now.
+            let mut status = abi::Status::zeroed();
+            let rc = p2p::recv_into(name, buf, count, datatype, from, status.as_mut_ptr(), |p, st| h.unpack(p, count, datatype, st));
+            return held::completed(request, &status, rc);
+        }
+    }
+    let (source, comm) = (from.source(), from.comm());
     if cuda::surely_host(buf) {
         stats::host_call();
         if ipc::receiving() {

@@ -5,11 +5,36 @@
 use std::ffi::{c_int, c_void};
 
 use crate::abi::{self, Handle};
+use crate::ipc::held;
 use crate::stage::{stage, stage_pair, Direction, OwnStatus, Prepared};
-use crate::{cuda, errors, ipc, stats};
+use crate::{cuda, errors, ipc, real, stats};
 
 /// `MPI_Mrecv` has no source argument: the matched message carries it.
 pub const SOURCE_IN_MESSAGE: c_int = c_int::MIN;
+
+/// What a receive matches: a source and tag on a communicator, or a message a matched probe
+/// returned (`MPI_Mrecv`, `MPI_Imrecv`).
+#[derive(Clone, Copy)]
+pub enum Matching {
+    Tag(c_int, c_int, Handle),
+    Message(*mut c_void),
+}
+
+impl Matching {
+    pub fn source(self) -> c_int {
+        match self {
+            Matching::Tag(source, _, _) => source,
+            Matching::Message(_) => SOURCE_IN_MESSAGE,
+        }
+    }
+
+    pub fn comm(self) -> Option<Handle> {
+        match self {
+            Matching::Tag(_, _, comm) => Some(comm),
+            Matching::Message(_) => None,
+        }
+    }
+}
 
 /// Runs a receive-like call on prepared buffers and delivers what arrived, even when MPI
 /// reports an error (a truncated message still fills the buffer).
@@ -94,11 +119,29 @@ pub fn recv(
     buf: *mut c_void,
     count: i64,
     datatype: Handle,
-    source: c_int,
-    comm: Option<Handle>,
+    from: Matching,
     status: *mut c_void,
     call: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
 ) -> c_int {
+    if held::any() {
+        if let Some(h) = held::take(from) {
+            return recv_into(name, buf, count, datatype, from, status, |p, st| h.unpack(p, count, datatype, st));
+        }
+    }
+    recv_into(name, buf, count, datatype, from, status, call)
+}
+
+/// A receive whose message `call` brings, from MPI or from what cudampi holds.
+pub fn recv_into(
+    name: &'static str,
+    buf: *mut c_void,
+    count: i64,
+    datatype: Handle,
+    from: Matching,
+    status: *mut c_void,
+    call: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
+) -> c_int {
+    let comm = from.comm();
     if cuda::surely_host(buf) {
         stats::host_call();
         if ipc::receiving() {
@@ -106,7 +149,7 @@ pub fn recv(
         }
         return call(buf, status);
     }
-    match stage(name, buf, count, datatype, source, comm, Direction::Recv) {
+    match stage(name, buf, count, datatype, from.source(), comm, Direction::Recv) {
         Ok(Prepared::Direct(p)) if p == buf && !ipc::receiving() => {
             stats::host_call();
             call(buf, status)
@@ -116,7 +159,43 @@ pub fn recv(
     }
 }
 
+/// The send half of a send-receive whose receive cudampi serves from a held message.
+fn send_alone(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) -> c_int {
+    let Some(p) = real::pmpi() else { return abi::get().err_other };
+    let Ok(count) = c_int::try_from(count) else { return errors::raise(Some(comm), abi::get().err_count) };
+    // SAFETY: the caller's arguments, with the buffer MPI should read.
+    unsafe { (p.send)(buf, count, datatype, dest, tag, comm) }
+}
+
 pub fn sendrecv(
+    name: &'static str,
+    sendbuf: *const c_void,
+    sendcount: i64,
+    sendtype: Handle,
+    dest: c_int,
+    recvbuf: *mut c_void,
+    recvcount: i64,
+    recvtype: Handle,
+    source: c_int,
+    (sendtag, recvtag): (c_int, c_int),
+    comm: Handle,
+    status: *mut c_void,
+    call: impl FnOnce(*const c_void, *mut c_void, *mut c_void) -> c_int,
+) -> c_int {
+    if held::any() {
+        if let Some(h) = held::take(Matching::Tag(source, recvtag, comm)) {
+            let call = |s: *const c_void, r: *mut c_void, st: *mut c_void| match send_alone(s, sendcount, sendtype, dest, sendtag, comm) {
+                0 => h.unpack(r, recvcount, recvtype, st),
+                rc => rc,
+            };
+            return sendrecv_into(name, sendbuf, sendcount, sendtype, dest, recvbuf, recvcount, recvtype, source, comm, status, call);
+        }
+    }
+    sendrecv_into(name, sendbuf, sendcount, sendtype, dest, recvbuf, recvcount, recvtype, source, comm, status, call)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn sendrecv_into(
     name: &'static str,
     sendbuf: *const c_void,
     sendcount: i64,
@@ -152,6 +231,31 @@ pub fn sendrecv(
 }
 
 pub fn sendrecv_replace(
+    name: &'static str,
+    buf: *mut c_void,
+    count: i64,
+    datatype: Handle,
+    dest: c_int,
+    source: c_int,
+    (sendtag, recvtag): (c_int, c_int),
+    comm: Handle,
+    status: *mut c_void,
+    call: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
+) -> c_int {
+    if held::any() {
+        if let Some(h) = held::take(Matching::Tag(source, recvtag, comm)) {
+            let call = |b: *mut c_void, st: *mut c_void| match send_alone(b, count, datatype, dest, sendtag, comm) {
+                0 => h.unpack(b, count, datatype, st),
+                rc => rc,
+            };
+            return sendrecv_replace_into(name, buf, count, datatype, dest, source, comm, status, call);
+        }
+    }
+    sendrecv_replace_into(name, buf, count, datatype, dest, source, comm, status, call)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn sendrecv_replace_into(
     name: &'static str,
     buf: *mut c_void,
     count: i64,

@@ -176,7 +176,18 @@ define_pmpi! {
     cancel = "PMPI_Cancel": fn(*mut c_void);
     barrier = "PMPI_Barrier": fn(Handle);
     status_set_elements_x = "PMPI_Status_set_elements_x": fn(*mut c_void, Handle, i64);
+    status_set_cancelled = "PMPI_Status_set_cancelled": fn(*mut c_void, c_int);
+    send = "PMPI_Send": fn(*const c_void, c_int, Handle, c_int, c_int, Handle);
+    mprobe = "PMPI_Mprobe": fn(c_int, c_int, Handle, *mut c_void, *mut c_void);
+    mrecv = "PMPI_Mrecv": fn(*mut c_void, c_int, Handle, *mut c_void, *mut c_void);
+    grequest_start = "PMPI_Grequest_start": fn(GrequestQuery, GrequestFree, GrequestCancel, *mut c_void, *mut c_void);
+    grequest_complete = "PMPI_Grequest_complete": fn(Handle);
 }
+
+/// `MPI_Grequest_query_function`, `MPI_Grequest_free_function`, `MPI_Grequest_cancel_function`.
+pub type GrequestQuery = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
+pub type GrequestFree = unsafe extern "C" fn(*mut c_void) -> c_int;
+pub type GrequestCancel = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
 
 static PMPI: OnceLock<Option<Pmpi>> = OnceLock::new();
 

@@ -45,16 +45,26 @@ macro_rules! mpi_functions {
             MPI_Rsend, PMPI_Rsend fortran(rsend, RSEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
                 => send [buf, count, datatype] (buf, count as i64, datatype, dest, comm);
             MPI_Recv, PMPI_Recv fortran(recv, RECV, ts) (buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut c_void)
-                => recv [buf, status] (buf, count as i64, datatype, source, Some(comm), status);
+                => recv [buf, status] (buf, count as i64, datatype, $crate::p2p::Matching::Tag(source, tag, comm), status);
             MPI_Mrecv, PMPI_Mrecv fortran(mrecv, MRECV, ts) (buf: *mut c_void, count: c_int, datatype: Handle, message: *mut c_void, status: *mut c_void)
-                => recv [buf, status] (buf, count as i64, datatype, $crate::p2p::SOURCE_IN_MESSAGE, None, status);
+                => recv [buf, status] (buf, count as i64, datatype, $crate::p2p::Matching::Message(message), status);
             MPI_Sendrecv, PMPI_Sendrecv fortran(sendrecv, SENDRECV, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int,
                                          recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int,
                                          comm: Handle, status: *mut c_void)
-                => sendrecv [sendbuf, recvbuf, status] (sendbuf, sendcount as i64, sendtype, dest, recvbuf, recvcount as i64, recvtype, source, comm, status);
+                => sendrecv [sendbuf, recvbuf, status] (sendbuf, sendcount as i64, sendtype, dest, recvbuf, recvcount as i64, recvtype, source, (sendtag, recvtag), comm, status);
             MPI_Sendrecv_replace, PMPI_Sendrecv_replace fortran(sendrecv_replace, SENDRECV_REPLACE, ts) (buf: *mut c_void, count: c_int, datatype: Handle, dest: c_int, sendtag: c_int,
                                                          source: c_int, recvtag: c_int, comm: Handle, status: *mut c_void)
-                => sendrecv_replace [buf, status] (buf, count as i64, datatype, dest, source, comm, status);
+                => sendrecv_replace [buf, status] (buf, count as i64, datatype, dest, source, (sendtag, recvtag), comm, status);
+
+            // Probes report the true size of a message that crossed over CUDA IPC.
+            MPI_Probe, PMPI_Probe (source: c_int, tag: c_int, comm: Handle, status: *mut c_void)
+                => probe [status] (source, tag, comm, status);
+            MPI_Iprobe, PMPI_Iprobe (source: c_int, tag: c_int, comm: Handle, flag: *mut c_int, status: *mut c_void)
+                => iprobe [flag, status] (source, tag, comm, flag, status);
+            MPI_Mprobe, PMPI_Mprobe (source: c_int, tag: c_int, comm: Handle, message: *mut c_void, status: *mut c_void)
+                => mprobe [status] (source, tag, comm, message, status);
+            MPI_Improbe, PMPI_Improbe (source: c_int, tag: c_int, comm: Handle, flag: *mut c_int, message: *mut c_void, status: *mut c_void)
+                => improbe [flag, status] (source, tag, comm, flag, message, status);
 
             // MPI-4 large-count forms: the same calls with MPI_Count counts.
             MPI_Send_c, PMPI_Send_c or MPI_Send, PMPI_Send (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
@@ -66,16 +76,16 @@ macro_rules! mpi_functions {
             MPI_Rsend_c, PMPI_Rsend_c or MPI_Rsend, PMPI_Rsend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
                 => send [buf, count, datatype] (buf, count, datatype, dest, comm);
             MPI_Recv_c, PMPI_Recv_c or MPI_Recv, PMPI_Recv (buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut c_void)
-                => recv [buf, status] (buf, count, datatype, source, Some(comm), status);
+                => recv [buf, status] (buf, count, datatype, $crate::p2p::Matching::Tag(source, tag, comm), status);
             MPI_Mrecv_c, PMPI_Mrecv_c or MPI_Mrecv, PMPI_Mrecv (buf: *mut c_void, count: i64, datatype: Handle, message: *mut c_void, status: *mut c_void)
-                => recv [buf, status] (buf, count, datatype, $crate::p2p::SOURCE_IN_MESSAGE, None, status);
+                => recv [buf, status] (buf, count, datatype, $crate::p2p::Matching::Message(message), status);
             MPI_Sendrecv_c, PMPI_Sendrecv_c or MPI_Sendrecv, PMPI_Sendrecv (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
                                              recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, source: c_int, recvtag: c_int,
                                              comm: Handle, status: *mut c_void)
-                => sendrecv [sendbuf, recvbuf, status] (sendbuf, sendcount, sendtype, dest, recvbuf, recvcount, recvtype, source, comm, status);
+                => sendrecv [sendbuf, recvbuf, status] (sendbuf, sendcount, sendtype, dest, recvbuf, recvcount, recvtype, source, (sendtag, recvtag), comm, status);
             MPI_Sendrecv_replace_c, PMPI_Sendrecv_replace_c or MPI_Sendrecv_replace, PMPI_Sendrecv_replace (buf: *mut c_void, count: i64, datatype: Handle, dest: c_int, sendtag: c_int,
                                                              source: c_int, recvtag: c_int, comm: Handle, status: *mut c_void)
-                => sendrecv_replace [buf, status] (buf, count, datatype, dest, source, comm, status);
+                => sendrecv_replace [buf, status] (buf, count, datatype, dest, source, (sendtag, recvtag), comm, status);
 
             // Nonblocking point-to-point: staged buffers live in the request table until completion.
             MPI_Isend, PMPI_Isend fortran(isend, ISEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
@@ -87,9 +97,9 @@ macro_rules! mpi_functions {
             MPI_Irsend, PMPI_Irsend fortran(irsend, IRSEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
                 => isend [buf, count, datatype] (buf, count as i64, datatype, dest, comm, request);
             MPI_Irecv, PMPI_Irecv fortran(irecv, IRECV, ts) (buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => irecv [buf] (buf, count as i64, datatype, source, Some(comm), request);
+                => irecv [buf] (buf, count as i64, datatype, $crate::p2p::Matching::Tag(source, tag, comm), request);
             MPI_Imrecv, PMPI_Imrecv fortran(imrecv, IMRECV, ts) (buf: *mut c_void, count: c_int, datatype: Handle, message: *mut c_void, request: *mut c_void)
-                => irecv [buf] (buf, count as i64, datatype, $crate::p2p::SOURCE_IN_MESSAGE, None, request);
+                => irecv [buf] (buf, count as i64, datatype, $crate::p2p::Matching::Message(message), request);
             MPI_Isendrecv, PMPI_Isendrecv fortran(isendrecv, ISENDRECV, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int,
                                            recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int,
                                            comm: Handle, request: *mut c_void)
@@ -106,9 +116,9 @@ macro_rules! mpi_functions {
             MPI_Irsend_c, PMPI_Irsend_c or MPI_Irsend, PMPI_Irsend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
                 => isend [buf, count, datatype] (buf, count, datatype, dest, comm, request);
             MPI_Irecv_c, PMPI_Irecv_c or MPI_Irecv, PMPI_Irecv (buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => irecv [buf] (buf, count, datatype, source, Some(comm), request);
+                => irecv [buf] (buf, count, datatype, $crate::p2p::Matching::Tag(source, tag, comm), request);
             MPI_Imrecv_c, PMPI_Imrecv_c or MPI_Imrecv, PMPI_Imrecv (buf: *mut c_void, count: i64, datatype: Handle, message: *mut c_void, request: *mut c_void)
-                => irecv [buf] (buf, count, datatype, $crate::p2p::SOURCE_IN_MESSAGE, None, request);
+                => irecv [buf] (buf, count, datatype, $crate::p2p::Matching::Message(message), request);
             MPI_Isendrecv_c, PMPI_Isendrecv_c or MPI_Isendrecv, PMPI_Isendrecv (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
                                                recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, source: c_int, recvtag: c_int,
                                                comm: Handle, request: *mut c_void)

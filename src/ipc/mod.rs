@@ -14,6 +14,7 @@
 
 mod envelope;
 mod exported;
+pub mod held;
 mod imported;
 mod peers;
 
@@ -66,6 +67,7 @@ pub fn finalize() {
         // SAFETY: the private communicator; every rank calls MPI_Finalize.
         unsafe { (p.barrier)(peers.shadow) };
     }
+    held::clear();
     imported::release_all();
     exported::release_all();
     peers.free();

@@ -144,6 +144,12 @@ impl Peers {
         self.usable(me) && self.records.iter().enumerate().any(|(i, r)| i as c_int != self.rank && self.usable(r) && r.node == me.node)
     }
 
+    /// Whether world rank `source` may send this rank envelopes.
+    pub fn may_send_here(&self, source: c_int) -> bool {
+        let (Some(me), Some(r)) = (self.record(self.rank), self.record(source)) else { return false };
+        source != self.rank && self.usable(me) && self.usable(r) && r.node == me.node
+    }
+
     /// Whether world rank `dest` can open handles of this rank's GPU `token` (a process cannot
     /// open its own).
     pub fn can_map(&self, dest: c_int, token: &[u8; TOKEN_BYTES]) -> bool {
