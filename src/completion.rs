@@ -192,7 +192,7 @@ fn inspect(
     let found: Vec<(usize, Handle)> = (0..n as usize)
         // SAFETY: the caller passes n requests.
         .map(|i| (i, unsafe { abi.request_at(reqs, i) }))
-        .filter(|&(_, h)| requests::with(h, |e| e.active && !e.delivered && e.recv.is_some()).unwrap_or(false))
+        .filter(|&(_, h)| requests::with(h, |e| e.active && !e.delivered && (e.recv.is_some() || e.host.is_some())).unwrap_or(false))
         .collect();
     if found.is_empty() {
         return call(caller);

@@ -87,6 +87,9 @@ pub struct Entry {
     pub active: bool,
     /// `MPI_Request_get_status` has already copied the data back.
     pub delivered: bool,
+    /// The bytes that early copy found arrived, which the completion reports again (an IPC
+    /// envelope's message is larger than what MPI saw).
+    arrived: Option<usize>,
     /// A point-to-point receive, whose status says whether it was cancelled and how much
     /// arrived; a collective's status says nothing.
     pub p2p: bool,
@@ -109,7 +112,7 @@ impl Entry {
     pub fn new(name: &'static str, comm: Option<Handle>, send: Option<Staged>, recv: Option<Staged>, kind: Kind) -> Entry {
         LIVE.fetch_add(1, Relaxed);
         let active = matches!(kind, Kind::Once);
-        Entry { name, comm, send, recv, kind, active, delivered: false, p2p: true, host: None }
+        Entry { name, comm, send, recv, kind, active, delivered: false, arrived: None, p2p: true, host: None }
     }
 
     /// The entry of a nonblocking receive into host memory (see [`HostRecv`]).
@@ -139,6 +142,7 @@ impl Entry {
         }
         self.active = true;
         self.delivered = false;
+        self.arrived = None;
         Ok(())
     }
 
@@ -323,7 +327,7 @@ pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(u
         let status = done(t.index);
         // A completed one-shot entry is dropped, releasing its staging buffer, only after the
         // copy that reads it.
-        let (delivery, _owner) = match t.once {
+        let (delivery, _owner, arrived) = match t.once {
             Some(mut e) => {
                 // SAFETY: the same array the call was given.
                 let now = abi.key(unsafe { abi.request_at(reqs, t.index) });
@@ -331,11 +335,20 @@ pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(u
                     pending.push((t.handle, e));
                     continue;
                 }
-                (e.complete(), Some(e))
+                let arrived = e.arrived.take();
+                (e.complete(), Some(e), arrived)
             }
-            None if status.is_some() => (with(t.handle, Entry::complete).flatten(), None),
-            None => (None, None),
+            None if status.is_some() => with(t.handle, |e| (e.complete(), e.arrived.take())).map_or((None, None, None), |(d, a)| (d, None, a)),
+            None => (None, None, None),
         };
+        if let (None, Some(n), Some(st)) = (&delivery, arrived, status) {
+            if !st.is_null() {
+                if let Some(p) = real::pmpi() {
+                    // SAFETY: a status MPI filled for a completed request.
+                    unsafe { (p.status_set_elements_x)(st, abi.byte, n as i64) };
+                }
+            }
+        }
         if let Some(d) = delivery {
             let st = status.unwrap_or(std::ptr::null_mut());
             // The request's own error: in its status when the call says so, else the call's.
@@ -360,10 +373,12 @@ pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(u
 /// `MPI_Request_get_status` reported the operation complete without freeing the request:
 /// the data is copied now, and the later completion copies nothing.
 pub fn deliver_early(h: Handle, status: *mut c_void) -> Result<(), c_int> {
-    match with(h, Entry::take_delivery).flatten() {
-        Some(d) => d.run(status),
-        None => Ok(()),
+    let Some(d) = with(h, Entry::take_delivery).flatten() else { return Ok(()) };
+    let r = d.run(status);
+    if let Some(n) = stage::received_bytes(status) {
+        with(h, |e| e.arrived = Some(n));
     }
+    r
 }
 
 /// Removes an entry (`MPI_Request_free`); `None` if untracked.

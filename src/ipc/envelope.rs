@@ -10,7 +10,7 @@ use std::ffi::c_void;
 /// message, and small enough to go eagerly in every MPI.
 pub const BYTES: usize = 1021;
 
-const MAGIC: [u8; 16] = *b"cudampi-ipc-v1\0\0";
+const MAGIC: [u8; 16] = *b"cudampi-ipc-v2\0\0";
 
 /// Longest device name a peer can use (`CUDA_VISIBLE_DEVICES` entries are up to 40 bytes).
 pub const TOKEN_BYTES: usize = 48;
@@ -24,9 +24,10 @@ pub struct Envelope {
     _pad: u32,
     /// The true size of the message.
     pub bytes: u64,
-    /// The sender's exported buffer holding the data, and its size.
-    pub slot: u64,
-    pub slot_bytes: u64,
+    /// The sender's exported buffer (an arena, mapped once per receiver) and where in it the
+    /// data lies.
+    pub arena: u64,
+    pub offset: u64,
     pub handle: [u8; 64],
     /// The sender's GPU, as the node names it (see `peers::device_token`).
     pub token: [u8; TOKEN_BYTES],
@@ -35,8 +36,8 @@ pub struct Envelope {
 const _: () = assert!(std::mem::size_of::<Envelope>() <= BYTES);
 
 impl Envelope {
-    pub fn new(sender: u32, bytes: u64, slot: u64, slot_bytes: u64, handle: [u8; 64], token: [u8; TOKEN_BYTES]) -> Envelope {
-        Envelope { magic: MAGIC, sender, _pad: 0, bytes, slot, slot_bytes, handle, token }
+    pub fn new(sender: u32, bytes: u64, arena: u64, offset: u64, handle: [u8; 64], token: [u8; TOKEN_BYTES]) -> Envelope {
+        Envelope { magic: MAGIC, sender, _pad: 0, bytes, arena, offset, handle, token }
     }
 
     /// Writes the envelope at the start of `out`, the rest zero.

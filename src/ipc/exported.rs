@@ -1,14 +1,16 @@
-//! The sender's side: device buffers of cudampi's own that peers map over IPC.
+//! The sender's side: device memory of cudampi's own that peers map over IPC.
 //!
-//! A device message taking the fast path is copied into one of these on its own GPU, and the
-//! send returns at once: the program may reuse its buffer, and no rank ever waits for another
-//! to take the data (a receiver may be anywhere, in `MPI_Barrier` say). The receiver copies
-//! the data out when its receive completes and sends the buffer back with a release on the
-//! private communicator; the sender collects releases whenever it looks for a free buffer.
+//! A device message taking the fast path is copied into a block of this memory on its own GPU,
+//! and the send returns at once: the program may reuse its buffer, and no rank ever waits for
+//! another to take the data (a receiver may be anywhere, in `MPI_Barrier` say). The receiver
+//! copies the data out when its receive completes and sends the block back with a release on
+//! the private communicator; the sender collects releases whenever it looks for a free block.
 //!
-//! Only cudampi's buffers are ever exported, never the program's, so no mapping outlives the
-//! memory it maps. They are kept and reused, within `CUDAMPI_IPC_POOL_BYTES`, until
-//! `MPI_Finalize`; beyond that bound a message is staged through host memory as usual.
+//! Blocks are carved from a few large arenas, each exported once and mapped once by each
+//! receiver, so messages of every size share the same memory. Only cudampi's arenas are ever
+//! exported, never the program's buffers, so no mapping outlives the memory it maps. Arenas
+//! are kept, within `CUDAMPI_IPC_POOL_BYTES`, until `MPI_Finalize`; a message that finds no
+//! room is staged through host memory as usual.
 
 use std::ffi::{c_int, c_void};
 use std::sync::{Mutex, MutexGuard};
@@ -24,23 +26,67 @@ use crate::{config, real};
 /// Tag of releases on the private communicator.
 pub const RELEASE_TAG: c_int = 1;
 
-/// Smallest exported buffer: smaller messages share its size class.
-const MIN_SLOT: usize = 1 << 20;
+/// Smallest arena: the first messages of a run reserve room for the next ones.
+const MIN_ARENA: usize = 64 << 20;
+/// Arena sizes are multiples of this (the driver's allocation granularity).
+const ARENA_GRAIN: usize = 2 << 20;
+/// Block sizes and offsets are multiples of this, so copies stay aligned.
+const BLOCK_GRAIN: usize = 4096;
 
-struct Slot {
+fn round_up(n: usize, grain: usize) -> usize {
+    n.div_ceil(grain) * grain
+}
+
+struct Arena {
     id: u64,
     ordinal: i32,
     ptr: CUdeviceptr,
-    bytes: usize,
     handle: IpcMemHandle,
-    busy: bool,
-    /// The envelope naming this buffer: it must outlive the send that carries it, and the
-    /// buffer stays busy until the receiver has read the envelope.
-    envelope: Box<[u8; envelope::BYTES]>,
+    /// Free ranges `(offset, len)`, sorted and never adjacent.
+    free: Vec<(usize, usize)>,
+}
+
+impl Arena {
+    /// First fit.
+    fn carve(&mut self, len: usize) -> Option<usize> {
+        let i = self.free.iter().position(|&(_, l)| l >= len)?;
+        let (at, l) = self.free[i];
+        if l == len {
+            self.free.remove(i);
+        } else {
+            self.free[i] = (at + len, l - len);
+        }
+        Some(at)
+    }
+
+    /// Returns a block, merging it with its free neighbours.
+    fn give_back(&mut self, at: usize, len: usize) {
+        let i = self.free.partition_point(|&(o, _)| o < at);
+        self.free.insert(i, (at, len));
+        if i + 1 < self.free.len() && self.free[i].0 + self.free[i].1 == self.free[i + 1].0 {
+            self.free[i].1 += self.free[i + 1].1;
+            self.free.remove(i + 1);
+        }
+        if i > 0 && self.free[i - 1].0 + self.free[i - 1].1 == self.free[i].0 {
+            self.free[i - 1].1 += self.free[i].1;
+            self.free.remove(i);
+        }
+    }
+}
+
+/// A block out with a receiver.
+struct Block {
+    arena: u64,
+    offset: usize,
+    len: usize,
+    /// The envelope naming this block, only kept alive: it must outlive the send that carries
+    /// it, and the block stays out until the receiver has read the envelope.
+    _envelope: Box<[u8; envelope::BYTES]>,
 }
 
 struct Exported {
-    slots: Vec<Slot>,
+    arenas: Vec<Arena>,
+    out: Vec<Block>,
     total: usize,
     next_id: u64,
     /// The posted receive for releases, and where it lands.
@@ -53,14 +99,14 @@ struct Exported {
 unsafe impl Send for Exported {}
 
 static EXPORTED: Mutex<Exported> =
-    Mutex::new(Exported { slots: Vec::new(), total: 0, next_id: 1, release: None, release_buf: [0; 2] });
+    Mutex::new(Exported { arenas: Vec::new(), out: Vec::new(), total: 0, next_id: 1, release: None, release_buf: [0; 2] });
 
 fn exported() -> MutexGuard<'static, Exported> {
     EXPORTED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Exported {
-    /// Marks released every buffer whose release has arrived, and keeps a receive posted.
+    /// Takes back every block whose release has arrived, and keeps a receive posted.
     fn collect_releases(&mut self) {
         let (Some(p), Some(peers)) = (real::pmpi(), peers::get()) else { return };
         let abi = abi::get();
@@ -71,9 +117,12 @@ impl Exported {
                 if unsafe { (p.test)((&mut req as *mut Handle).cast(), &mut flag, status.as_mut_ptr()) } != 0 || flag == 0 {
                     return;
                 }
-                let id = self.release_buf[0];
-                if let Some(s) = self.slots.iter_mut().find(|s| s.id == id) {
-                    s.busy = false;
+                let [arena, offset] = self.release_buf;
+                if let Some(i) = self.out.iter().position(|b| b.arena == arena && b.offset as u64 == offset) {
+                    let b = self.out.swap_remove(i);
+                    if let Some(a) = self.arenas.iter_mut().find(|a| a.id == b.arena) {
+                        a.give_back(b.offset, b.len);
+                    }
                 }
                 self.release = None;
             }
@@ -87,6 +136,33 @@ impl Exported {
             }
             self.release = Some(req);
         }
+    }
+
+    /// A free block of `len` bytes on GPU `ordinal`, adding an arena if the bound allows:
+    /// (arena index, offset).
+    fn block(&mut self, d: &driver::Driver, ordinal: i32, len: usize) -> Option<(usize, usize)> {
+        for (i, a) in self.arenas.iter_mut().enumerate() {
+            if a.ordinal == ordinal {
+                if let Some(at) = a.carve(len) {
+                    return Some((i, at));
+                }
+            }
+        }
+        let bound = config::get().ipc_pool_bytes;
+        let mut size = round_up(len, ARENA_GRAIN).max(MIN_ARENA);
+        if self.total + size > bound {
+            size = round_up(len, ARENA_GRAIN);
+        }
+        if self.total + size > bound {
+            return None;
+        }
+        let mut arena = allocate(d, ordinal, size).ok()?;
+        arena.id = self.next_id;
+        self.next_id += 1;
+        self.total += size;
+        let at = arena.carve(len)?;
+        self.arenas.push(arena);
+        Some((self.arenas.len() - 1, at))
     }
 }
 
@@ -102,53 +178,33 @@ pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, toke
     let d = driver::get()?;
     let mut ex = exported();
     ex.collect_releases();
-    let fit = ex
-        .slots
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| !s.busy && s.ordinal == dev.ordinal && s.bytes >= bytes)
-        .min_by_key(|(_, s)| s.bytes)
-        .map(|(i, _)| i);
-    let i = match fit {
-        Some(i) => i,
-        None => {
-            let size = bytes.next_power_of_two().max(MIN_SLOT);
-            if ex.total + size > config::get().ipc_pool_bytes {
-                return None;
-            }
-            let slot = match allocate(d, dev.ordinal, size) {
-                Ok(s) => s,
-                Err(_) => return None,
-            };
-            ex.total += size;
-            let id = ex.next_id;
-            ex.slots.push(Slot { id, ..slot });
-            ex.next_id += 1;
-            ex.slots.len() - 1
-        }
-    };
-    let slot = &mut ex.slots[i];
+    let len = round_up(bytes.max(1), BLOCK_GRAIN);
+    let (i, offset) = ex.block(d, dev.ordinal, len)?;
+    let arena = &mut ex.arenas[i];
     let copied = (|| {
         let ctx = InContext::enter(dev)?;
-        // SAFETY: both ranges hold `bytes` bytes of device memory (the caller's span, the slot).
-        check("cuMemcpyDtoD", unsafe { (d.memcpy_dtod)(slot.ptr, src as CUdeviceptr, bytes) })?;
+        // SAFETY: both ranges hold `bytes` bytes of device memory (the caller's span, the block).
+        check("cuMemcpyDtoD", unsafe { (d.memcpy_dtod)(arena.ptr + offset as u64, src as CUdeviceptr, bytes) })?;
         // A device-to-device copy returns before it is done; the program may reuse its buffer
-        // as soon as the send returns, and the receiver reads the slot at any time.
+        // as soon as the send returns, and the receiver reads the block at any time.
         // SAFETY: the legacy default stream of the current context.
         check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(std::ptr::null_mut()) })?;
         drop(ctx);
         Ok(())
     })();
     if let Err(e) = copied {
+        arena.give_back(offset, len);
         return Some(Err(e));
     }
-    slot.busy = true;
-    Envelope::new(sender as u32, bytes as u64, slot.id, slot.bytes as u64, slot.handle.0, token).write(&mut slot.envelope);
-    Some(Ok(Outgoing { envelope: slot.envelope.as_ptr().cast() }))
+    let mut envelope = Box::new([0u8; envelope::BYTES]);
+    Envelope::new(sender as u32, bytes as u64, arena.id, offset as u64, arena.handle.0, token).write(&mut envelope);
+    let at = envelope.as_ptr().cast();
+    let id = arena.id;
+    ex.out.push(Block { arena: id, offset, len, _envelope: envelope });
+    Some(Ok(Outgoing { envelope: at }))
 }
 
-
-fn allocate(d: &driver::Driver, ordinal: i32, bytes: usize) -> Result<Slot, CudaError> {
+fn allocate(d: &driver::Driver, ordinal: i32, bytes: usize) -> Result<Arena, CudaError> {
     let _ctx = InContext::enter(&Device { ctx: std::ptr::null_mut(), ordinal })?;
     let mut ptr: CUdeviceptr = 0;
     // SAFETY: valid out-pointer, in the GPU's primary context.
@@ -160,17 +216,17 @@ fn allocate(d: &driver::Driver, ordinal: i32, bytes: usize) -> Result<Slot, Cuda
         unsafe { (d.mem_free)(ptr) };
         return Err(e);
     }
-    Ok(Slot { id: 0, ordinal, ptr, bytes, handle, busy: false, envelope: Box::new([0; envelope::BYTES]) })
+    Ok(Arena { id: 0, ordinal, ptr, handle, free: vec![(0, bytes)] })
 }
 
-/// Exported bytes held, and how many buffers are out with receivers.
+/// Exported bytes held, and how many blocks are out with receivers.
 pub fn usage() -> (usize, usize) {
     let ex = exported();
-    (ex.total, ex.slots.iter().filter(|s| s.busy).count())
+    (ex.total, ex.out.len())
 }
 
-/// Cancels the release receive and frees every exported buffer (`MPI_Finalize`, after every
-/// rank has reached it, so no receiver still reads one).
+/// Cancels the release receive and frees every arena (`MPI_Finalize`, after every rank has
+/// reached it, so no receiver still reads one).
 pub fn release_all() {
     let mut ex = exported();
     if let (Some(mut req), Some(p)) = (ex.release.take(), real::pmpi()) {
@@ -181,13 +237,14 @@ pub fn release_all() {
             (p.wait)((&mut req as *mut Handle).cast(), status.as_mut_ptr());
         }
     }
-    let slots = std::mem::take(&mut ex.slots);
+    ex.out.clear();
+    let arenas = std::mem::take(&mut ex.arenas);
     ex.total = 0;
     let Some(d) = driver::get() else { return };
-    for s in slots {
-        if let Ok(_ctx) = InContext::enter(&Device { ctx: std::ptr::null_mut(), ordinal: s.ordinal }) {
+    for a in arenas {
+        if let Ok(_ctx) = InContext::enter(&Device { ctx: std::ptr::null_mut(), ordinal: a.ordinal }) {
             // SAFETY: an allocation of this module, no longer named in any pending envelope.
-            unsafe { (d.mem_free)(s.ptr) };
+            unsafe { (d.mem_free)(a.ptr) };
         }
     }
 }

@@ -21,7 +21,7 @@ use crate::real;
 const LAZY_ENABLE_PEER_ACCESS: u32 = 1;
 
 struct Imported {
-    /// (sender, slot, context) -> (mapped address, the GPU of that context).
+    /// (sender, arena, context) -> (mapped address, the GPU of that context).
     mapped: HashMap<(u32, u64, usize), (CUdeviceptr, i32)>,
     /// Releases still being sent, with their payload.
     releases: Vec<(Handle, Box<[u64; 2]>)>,
@@ -40,7 +40,7 @@ fn imported() -> MutexGuard<'static, Option<Imported>> {
 /// The sender's buffer named by `e`, mapped in the context `ctx` enters (which must be
 /// current).
 pub fn map(e: &Envelope, ctx: &InContext, ordinal: i32) -> Result<CUdeviceptr, CudaError> {
-    let key = (e.sender, e.slot, ctx.context() as usize);
+    let key = (e.sender, e.arena, ctx.context() as usize);
     let mut guard = imported();
     let im = guard.get_or_insert_with(|| Imported { mapped: HashMap::new(), releases: Vec::new() });
     if let Some(&(p, _)) = im.mapped.get(&key) {
@@ -65,7 +65,7 @@ pub fn release(e: &Envelope) {
         // SAFETY: a send this module posted; its payload is kept alongside.
         unsafe { (p.test)((req as *mut Handle).cast(), &mut flag, status.as_mut_ptr()) == 0 && flag == 0 }
     });
-    let payload = Box::new([e.slot, 0]);
+    let payload = Box::new([e.arena, e.offset]);
     let mut req: Handle = 0;
     // SAFETY: the payload is kept until the send completes; the private communicator.
     if unsafe { (p.isend)(payload.as_ptr().cast(), 16, abi.byte, e.sender as c_int, RELEASE_TAG, peers.shadow, &mut req) } == 0 {
@@ -104,11 +104,11 @@ pub fn copy(e: &Envelope, dst: *mut c_void, dev: Option<Device>, len: usize) -> 
         None => Device { ctx: std::ptr::null_mut(), ordinal: peers::local_ordinal(&e.token).ok_or(CudaError { call: "cuDeviceGet", code: 101 })? },
     };
     let ctx = InContext::enter(&dev)?;
-    let src = map(e, &ctx, dev.ordinal)?;
+    let src = map(e, &ctx, dev.ordinal)? + e.offset;
     if len == 0 {
         return Ok(());
     }
-    // SAFETY: the sender's buffer holds at least `len` bytes (e.bytes); dst holds `len` bytes.
+    // SAFETY: the sender's arena holds `len` bytes (e.bytes) at the offset; dst holds `len` bytes.
     unsafe {
         match host {
             true => check("cuMemcpyDtoH", (d.memcpy_dtoh)(dst, src, len)),

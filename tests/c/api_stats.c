@@ -1,11 +1,12 @@
-// cudampi-test: ranks=2 without-shim=skip env=CUDAMPI_STATS=1 env=CUDAMPI_POOL_BYTES=8M
+// cudampi-test: ranks=2 without-shim=skip env=CUDAMPI_STATS=1 env=CUDAMPI_POOL_BYTES=8M env=CUDAMPI_IPC=0
 /* cudampi's own API (include/cudampi.h) reports what the shim did: after rank 0 sends a device
  * buffer of N bytes to rank 1's device buffer, rank 0 counts one device-buffer call and N bytes
  * staged device->host, rank 1 one call and N bytes host->device; both pools hold pinned memory
  * (the message fits CUDAMPI_POOL_BYTES) and their high-water mark covers N. A host-buffer
  * exchange then adds host calls (counted because CUDAMPI_STATS=1) and no device bytes; a
  * message larger than the pool bound counts a pageable fallback. cudampi_cuda_active() is 1.
- * The functions are looked up with dlsym: the shim is preloaded, not linked. */
+ * The functions are looked up with dlsym: the shim is preloaded, not linked. Staging is what it
+ * counts, so CUDA IPC is off (ipc_p2p checks the IPC counters). */
 #include "common.h"
 #include "../../include/cudampi.h"
 
