@@ -45,6 +45,9 @@ typedef struct cudampi_stats {
   // Bytes of device messages sent and received GPU to GPU over CUDA IPC (`CUDAMPI_IPC=1`).
   uint64_t ipc_bytes_sent;
   uint64_t ipc_bytes_received;
+  // Bytes of device messages sent and received in chunks (`CUDAMPI_PIPELINE=1`).
+  uint64_t chunked_bytes_sent;
+  uint64_t chunked_bytes_received;
 } cudampi_stats;
 
 #ifdef __cplusplus

@@ -328,6 +328,15 @@ impl Abi {
         }
     }
 
+    /// Sets the `MPI_ERROR` field of a status.
+    ///
+    /// # Safety
+    /// `status` points to a full, writable status.
+    pub unsafe fn set_status_error(&self, status: *mut c_void, error: c_int) {
+        // SAFETY: per the caller.
+        unsafe { status.cast::<u8>().add(self.status_error_offset).cast::<c_int>().write_unaligned(error) }
+    }
+
     /// The `MPI_ERROR` field of a status.
     ///
     /// # Safety

@@ -38,6 +38,9 @@ pub struct CudampiStats {
     /// Bytes of device messages sent and received GPU to GPU over CUDA IPC (`CUDAMPI_IPC=1`).
     pub ipc_bytes_sent: u64,
     pub ipc_bytes_received: u64,
+    /// Bytes of device messages sent and received in chunks (`CUDAMPI_PIPELINE=1`).
+    pub chunked_bytes_sent: u64,
+    pub chunked_bytes_received: u64,
 }
 
 /// The version string, e.g. "cudampi 0.1.0".
@@ -76,6 +79,8 @@ pub unsafe extern "C" fn cudampi_get_stats(out: *mut CudampiStats) -> c_int {
         fortran_calls: stats::FORTRAN_CALLS.load(Relaxed),
         ipc_bytes_sent: stats::IPC_BYTES_SENT.load(Relaxed),
         ipc_bytes_received: stats::IPC_BYTES_RECEIVED.load(Relaxed),
+        chunked_bytes_sent: stats::CHUNKED_BYTES_SENT.load(Relaxed),
+        chunked_bytes_received: stats::CHUNKED_BYTES_RECEIVED.load(Relaxed),
     };
     // SAFETY: checked non-null; the caller provides room for one struct.
     unsafe { out.write(s) };

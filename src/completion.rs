@@ -65,10 +65,15 @@ fn out(p: *const c_int, fallback: c_int) -> c_int {
 /// else the tracked requests among `n` are taken, MPI is called with statuses it may fill
 /// (`statuses` makes them from the caller's argument), and the requests are settled from what
 /// the call reported: `done(rc, statuses, k)` gives request `k`'s status if it completed.
+///
+/// A copy that fails fails the call. A call completing several requests (`multi`) reports it
+/// as MPI does: `MPI_ERR_IN_STATUS`, the error in that request's status and `MPI_SUCCESS` in
+/// the other completed ones'.
 fn complete(
     reqs: *mut c_void,
     n: c_int,
     caller: *mut c_void,
+    multi: bool,
     statuses: impl FnOnce(*mut c_void) -> Statuses,
     call: impl FnOnce(*mut c_void) -> c_int,
     done: impl Fn(c_int, &Statuses, usize) -> Option<*mut c_void>,
@@ -83,7 +88,20 @@ fn complete(
     }
     let st = statuses(caller);
     let rc = call(st.at(0));
-    outcome(rc, requests::settle(taken, reqs, rc, |k| done(rc, &st, k)))
+    let failed = requests::settle(taken, reqs, rc, |k| done(rc, &st, k));
+    let Some(&(_, first)) = failed.first() else { return rc };
+    if !multi || rc != 0 {
+        return outcome(rc, Err(first));
+    }
+    let abi = abi::get();
+    for k in 0..n as usize {
+        if let Some(status) = done(rc, &st, k) {
+            let error = failed.iter().find(|f| f.0 == k).map_or(0, |f| f.1);
+            // SAFETY: a status of the array, filled by MPI for a completed request.
+            unsafe { abi.set_status_error(status, error) };
+        }
+    }
+    abi.err_in_status
 }
 
 /// The status of request `k` if it is the one a single-completion call reported as `index`.
@@ -92,11 +110,11 @@ fn if_index(index: c_int, st: &Statuses, k: usize) -> Option<*mut c_void> {
 }
 
 pub fn wait(_name: &'static str, request: *mut c_void, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
-    complete(request, 1, status, Statuses::single, call, |_, st, _| Some(st.at(0)))
+    complete(request, 1, status, false, Statuses::single, call, |_, st, _| Some(st.at(0)))
 }
 
 pub fn test(_name: &'static str, request: *mut c_void, flag: *mut c_int, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
-    complete(request, 1, status, Statuses::single, call, |rc, st, _| (rc == 0 && out(flag, 0) != 0).then(|| st.at(0)))
+    complete(request, 1, status, false, Statuses::single, call, |rc, st, _| (rc == 0 && out(flag, 0) != 0).then(|| st.at(0)))
 }
 
 pub fn waitany(
@@ -107,7 +125,7 @@ pub fn waitany(
     status: *mut c_void,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
-    complete(requests, count, status, Statuses::single, call, |_, st, k| if_index(out(index, UNDEFINED), st, k))
+    complete(requests, count, status, false, Statuses::single, call, |_, st, k| if_index(out(index, UNDEFINED), st, k))
 }
 
 pub fn testany(
@@ -120,7 +138,7 @@ pub fn testany(
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
     let reported = move || if out(flag, 0) != 0 { out(index, UNDEFINED) } else { UNDEFINED };
-    complete(requests, count, status, Statuses::single, call, |_, st, k| if_index(reported(), st, k))
+    complete(requests, count, status, false, Statuses::single, call, |_, st, k| if_index(reported(), st, k))
 }
 
 /// Which requests of an all-call completed: all of them on success; with
@@ -136,7 +154,7 @@ fn all_done(rc: c_int, st: &Statuses, k: usize) -> Option<*mut c_void> {
 }
 
 pub fn waitall(_name: &'static str, count: c_int, requests: *mut c_void, statuses: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
-    complete(requests, count, statuses, |c| Statuses::array(c, count), call, all_done)
+    complete(requests, count, statuses, true, |c| Statuses::array(c, count), call, all_done)
 }
 
 pub fn testall(
@@ -148,7 +166,7 @@ pub fn testall(
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
     let done = move |rc| out(flag, 0) != 0 || (rc != 0 && errors::class(rc) == abi::get().err_in_status);
-    complete(requests, count, statuses, |c| Statuses::array(c, count), call, |rc, st, k| {
+    complete(requests, count, statuses, true, |c| Statuses::array(c, count), call, |rc, st, k| {
         if done(rc) {
             all_done(rc, st, k)
         } else {
@@ -167,7 +185,7 @@ pub fn some(
     statuses: *mut c_void,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
-    complete(requests, incount, statuses, |c| Statuses::array(c, incount), call, |_, st, k| {
+    complete(requests, incount, statuses, true, |c| Statuses::array(c, incount), call, |_, st, k| {
         some_status(incount, outcount, indices, st, k)
     })
 }

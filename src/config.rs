@@ -29,7 +29,21 @@ pub struct Config {
     pub ipc_bytes: usize,
     /// `CUDAMPI_IPC_POOL_BYTES`: most device memory a rank exports for IPC at once.
     pub ipc_pool_bytes: usize,
+    /// `CUDAMPI_PIPELINE=1`: large device messages to ranks that also set it cross in chunks,
+    /// so that the copies out of and into device memory overlap the transfer (`ipc/pipeline.rs`).
+    /// Like `CUDAMPI_IPC`, every rank must set it alike.
+    pub pipeline: bool,
+    /// `CUDAMPI_PIPELINE_BYTES`: smallest message sent in chunks.
+    pub pipeline_bytes: usize,
+    /// `CUDAMPI_PIPELINE_CHUNK`: bytes per chunk.
+    pub pipeline_chunk: usize,
 }
+
+/// 1 MiB: below it one copy each way costs less than a second message.
+pub const DEFAULT_PIPELINE_BYTES: usize = 1 << 20;
+
+/// 1 MiB chunks: a 16 MiB message crosses in 16.
+pub const DEFAULT_PIPELINE_CHUNK: usize = 1 << 20;
 
 /// 64 KiB: from there on a staged message costs tens of microseconds (2026-11-23, 2 x H200).
 pub const DEFAULT_IPC_BYTES: usize = 64 << 10;
@@ -57,6 +71,9 @@ pub fn get() -> &'static Config {
         ipc: flag("CUDAMPI_IPC"),
         ipc_bytes: bytes("CUDAMPI_IPC_BYTES").unwrap_or(DEFAULT_IPC_BYTES),
         ipc_pool_bytes: bytes("CUDAMPI_IPC_POOL_BYTES").unwrap_or(DEFAULT_IPC_POOL_BYTES),
+        pipeline: flag("CUDAMPI_PIPELINE"),
+        pipeline_bytes: bytes("CUDAMPI_PIPELINE_BYTES").unwrap_or(DEFAULT_PIPELINE_BYTES),
+        pipeline_chunk: bytes("CUDAMPI_PIPELINE_CHUNK").unwrap_or(DEFAULT_PIPELINE_CHUNK).clamp(64 << 10, 1 << 30),
     })
 }
 

@@ -53,7 +53,8 @@ fn report() {
         "stats: {} host-buffer calls, {} device-buffer calls, {} bytes device->host, {} bytes host->device, \
          pinned pool high-water {} bytes (holding {}), {} pageable fallbacks, {} errors, \
          {} Fortran calls served by cudampi, {} bytes sent and {} received over CUDA IPC \
-         ({} sends staged for want of exported memory, {} bytes exported)",
+         ({} sends staged for want of exported memory, {} bytes exported), \
+         {} bytes sent and {} received in chunks",
         stats::HOST_CALLS.load(Relaxed),
         stats::DEVICE_CALLS.load(Relaxed),
         stats::BYTES_TO_HOST.load(Relaxed),
@@ -67,6 +68,8 @@ fn report() {
         stats::IPC_BYTES_RECEIVED.load(Relaxed),
         stats::IPC_FALLBACKS.load(Relaxed),
         ipc::usage().0,
+        stats::CHUNKED_BYTES_SENT.load(Relaxed),
+        stats::CHUNKED_BYTES_RECEIVED.load(Relaxed),
     ));
     stats::per_function(|name, n| log::info(format_args!("stats: {name}: {n} device-buffer calls")));
 }

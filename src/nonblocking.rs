@@ -48,8 +48,9 @@ pub fn isend<C: Count>(
         return call(buf, C::from_i64(count), datatype);
     }
     if ipc::sending() {
-        if let Some(envelope) = ipc::offer(name, buf, count, datatype, dest, comm) {
-            return call(envelope, C::from_i64(ipc::ENVELOPE_BYTES as i64), abi::get().byte);
+        if let Some(offer) = ipc::offer(name, buf, count, datatype, dest, comm) {
+            let rc = call(offer.envelope(), C::from_i64(ipc::ENVELOPE_BYTES as i64), abi::get().byte);
+            return offer.sent(name, rc, comm);
         }
     }
     match stage(name, buf, count, datatype, dest, Some(comm), Direction::Send) {

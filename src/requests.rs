@@ -317,11 +317,11 @@ pub fn take(reqs: *const c_void, n: c_int) -> Vec<Taken> {
 /// After the completion call: `done(index)` says whether the call reported request `index`
 /// complete and gives its status (null if none). One-shot requests are complete exactly when
 /// MPI has replaced their handle with `MPI_REQUEST_NULL`; those still pending go back into the
-/// table. Returns the first copy error.
-pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(usize) -> Option<*mut c_void>) -> Result<(), c_int> {
+/// table. Returns the copies that failed: (index, error).
+pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(usize) -> Option<*mut c_void>) -> Vec<(usize, c_int)> {
     let abi = abi::get();
     let in_status = rc != 0 && errors::class(rc) == abi.err_in_status;
-    let mut result = Ok(());
+    let mut failed = Vec::new();
     let mut pending = Vec::new();
     for t in taken {
         let status = done(t.index);
@@ -358,16 +358,15 @@ pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(u
                 d.truncated();
                 continue;
             }
-            let r = d.run(st);
-            if result.is_ok() {
-                result = r;
+            if let Err(e) = d.run(st) {
+                failed.push((t.index, e));
             }
         }
     }
     if !pending.is_empty() {
         table().extend(pending);
     }
-    result
+    failed
 }
 
 /// `MPI_Request_get_status` reported the operation complete without freeing the request:

@@ -16,6 +16,9 @@ pub static IPC_BYTES_SENT: AtomicU64 = AtomicU64::new(0);
 pub static IPC_BYTES_RECEIVED: AtomicU64 = AtomicU64::new(0);
 /// Device sends the IPC path would have taken but for a full pool.
 pub static IPC_FALLBACKS: AtomicU64 = AtomicU64::new(0);
+/// Bytes of device messages sent and received in chunks (`CUDAMPI_PIPELINE`).
+pub static CHUNKED_BYTES_SENT: AtomicU64 = AtomicU64::new(0);
+pub static CHUNKED_BYTES_RECEIVED: AtomicU64 = AtomicU64::new(0);
 
 /// Device-buffer calls per entry point, keyed by the name's address (names are the table's
 /// `'static` strings). A full table just stops recording new names.

@@ -1,4 +1,4 @@
-//! The message that stands for a device buffer sent over CUDA IPC.
+//! The message that stands for a device buffer sent over CUDA IPC or in chunks.
 //!
 //! It travels on the program's own communicator, source and tag, so it is matched exactly where
 //! the data would have been: by the receive the program posted, in MPI's order. Its size is
@@ -15,17 +15,24 @@ const MAGIC: [u8; 16] = *b"cudampi-ipc-v2\0\0";
 /// Longest device name a peer can use (`CUDA_VISIBLE_DEVICES` entries are up to 40 bytes).
 pub const TOKEN_BYTES: usize = 48;
 
+/// The data waits in the sender's exported device memory.
+pub const IPC: u32 = 0;
+/// The data follows in chunks on the private communicator.
+pub const CHUNKS: u32 = 1;
+
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct Envelope {
     magic: [u8; 16],
     /// World rank of the sender, which the release goes back to.
     pub sender: u32,
-    _pad: u32,
+    /// [`IPC`] or [`CHUNKS`].
+    pub kind: u32,
     /// The true size of the message.
     pub bytes: u64,
-    /// The sender's exported buffer (an arena, mapped once per receiver) and where in it the
-    /// data lies.
+    /// [`IPC`]: the sender's exported buffer (an arena, mapped once per receiver) and where in
+    /// it the data lies. [`CHUNKS`]: the tag of the chunks on the private communicator, and
+    /// their size.
     pub arena: u64,
     pub offset: u64,
     pub handle: [u8; 64],
@@ -36,8 +43,8 @@ pub struct Envelope {
 const _: () = assert!(std::mem::size_of::<Envelope>() <= BYTES);
 
 impl Envelope {
-    pub fn new(sender: u32, bytes: u64, arena: u64, offset: u64, handle: [u8; 64], token: [u8; TOKEN_BYTES]) -> Envelope {
-        Envelope { magic: MAGIC, sender, _pad: 0, bytes, arena, offset, handle, token }
+    pub fn new(sender: u32, kind: u32, bytes: u64, arena: u64, offset: u64, handle: [u8; 64], token: [u8; TOKEN_BYTES]) -> Envelope {
+        Envelope { magic: MAGIC, sender, kind, bytes, arena, offset, handle, token }
     }
 
     /// Writes the envelope at the start of `out`, the rest zero.

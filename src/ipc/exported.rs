@@ -197,7 +197,7 @@ pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, toke
         return Some(Err(e));
     }
     let mut envelope = Box::new([0u8; envelope::BYTES]);
-    Envelope::new(sender as u32, bytes as u64, arena.id, offset as u64, arena.handle.0, token).write(&mut envelope);
+    Envelope::new(sender as u32, envelope::IPC, bytes as u64, arena.id, offset as u64, arena.handle.0, token).write(&mut envelope);
     let at = envelope.as_ptr().cast();
     let id = arena.id;
     ex.out.push(Block { arena: id, offset, len, _envelope: envelope });

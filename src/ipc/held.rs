@@ -88,10 +88,9 @@ impl Held {
         if t.named {
             // SAFETY: the buffer holds `count` elements, at least `fit` bytes.
             unsafe { std::ptr::copy_nonoverlapping(self.data.as_ptr(), buf.cast::<u8>(), fit) };
-        } else if size > 0 {
+        } else if let Some(whole) = fit.checked_div(size) {
             // Whole elements in the datatype's own order, then the bytes of a last, partial
             // element along its runs, as MPI fills a receive that ends mid-element.
-            let whole = fit / size;
             if whole > 0 {
                 let (Ok(inbytes), Ok(elements)) = (c_int::try_from(whole * size), c_int::try_from(whole)) else {
                     return errors::raise(Some(self.comm), abi.err_count);

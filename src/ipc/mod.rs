@@ -17,6 +17,7 @@ mod exported;
 pub mod held;
 mod imported;
 mod peers;
+mod pipeline;
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -46,7 +47,8 @@ pub fn sending() -> bool {
 
 /// After the library's `MPI_Init`: every rank takes part when IPC is on.
 pub fn init() {
-    if !config::get().ipc {
+    let cfg = config::get();
+    if !cfg.ipc && !cfg.pipeline {
         return;
     }
     peers::handshake();
@@ -63,6 +65,7 @@ pub fn finalize() {
     let Some(peers) = peers::get() else { return };
     RECEIVING.store(false, Relaxed);
     SENDING.store(false, Relaxed);
+    pipeline::finish();
     if let Some(p) = real::pmpi() {
         // SAFETY: the private communicator; every rank calls MPI_Finalize.
         unsafe { (p.barrier)(peers.shadow) };
@@ -78,9 +81,40 @@ pub fn usage() -> (usize, usize) {
     exported::usage()
 }
 
-/// Offers a device send to the fast path: on `Some`, the data sits in an exported buffer and
-/// the returned envelope (`ENVELOPE_BYTES` of `MPI_BYTE`) is what to send instead.
-pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handle, dest: c_int, comm: Handle) -> Option<*const c_void> {
+/// A device send taking a fast path: send `envelope()` (`ENVELOPE_BYTES` of `MPI_BYTE`) in
+/// place of the data, then give the result to [`Offer::sent`].
+pub enum Offer {
+    /// The data already sits in an exported buffer.
+    Ipc(*const c_void),
+    /// The data follows in chunks once the envelope is sent.
+    Chunks(pipeline::Outgoing),
+}
+
+impl Offer {
+    pub fn envelope(&self) -> *const c_void {
+        match self {
+            Offer::Ipc(e) => *e,
+            Offer::Chunks(out) => out.envelope(),
+        }
+    }
+
+    /// The send of the envelope returned `rc`: sends the chunks that follow it.
+    pub fn sent(self, name: &'static str, rc: c_int, comm: Handle) -> c_int {
+        match self {
+            Offer::Chunks(out) if rc == 0 => {
+                let (dev, src, bytes) = out.source();
+                match out.stream() {
+                    Ok(()) => 0,
+                    Err(e) => errors::cuda(name, Some(comm), e, src, bytes, &dev),
+                }
+            }
+            _ => rc,
+        }
+    }
+}
+
+/// Offers a device send to the fast paths: `Some` when it takes one.
+pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handle, dest: c_int, comm: Handle) -> Option<Offer> {
     let peers = peers::get()?;
     let abi = abi::get();
     if count <= 0 || dest == abi.proc_null || abi.same(datatype, abi.datatype_null) {
@@ -93,33 +127,41 @@ pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handl
         return None;
     }
     let span = t.span(count).ok()?;
-    if span.len < config::get().ipc_bytes.max(envelope::BYTES) {
+    let cfg = config::get();
+    if span.len < envelope::BYTES.max(cfg.ipc_bytes.min(cfg.pipeline_bytes)) {
         return None;
     }
     let world = peers.world_rank(comm, dest)?;
-    let token = peers::device_token(dev.ordinal);
-    if !peers.can_map(world, &token) {
-        return None;
-    }
     let src = buf.cast::<u8>().wrapping_offset(span.offset as isize).cast();
-    match exported::offer(&dev, src, span.len, peers.rank, token) {
-        Some(Ok(out)) => {
-            stats::device_call(name);
-            stats::add(&stats::IPC_BYTES_SENT, span.len);
-            if config::get().debug {
-                log::debug(format_args!("{name}: device buffer {buf:p} (GPU {}), {} bytes over CUDA IPC", dev.ordinal, span.len));
+    let token = peers::device_token(dev.ordinal);
+    if span.len >= cfg.ipc_bytes && peers.can_map(world, &token) {
+        match exported::offer(&dev, src, span.len, peers.rank, token) {
+            Some(Ok(out)) => {
+                stats::device_call(name);
+                stats::add(&stats::IPC_BYTES_SENT, span.len);
+                if cfg.debug {
+                    log::debug(format_args!("{name}: device buffer {buf:p} (GPU {}), {} bytes over CUDA IPC", dev.ordinal, span.len));
+                }
+                return Some(Offer::Ipc(out.envelope));
             }
-            Some(out.envelope)
-        }
-        Some(Err(e)) => {
-            log::warn(format_args!("{name}: {} failed with {}; staging the message through host memory", e.call, e.name()));
-            None
-        }
-        None => {
-            stats::add(&stats::IPC_FALLBACKS, 1);
-            None
+            Some(Err(e)) => log::warn(format_args!("{name}: {} failed with {}; staging the message through host memory", e.call, e.name())),
+            None => stats::add(&stats::IPC_FALLBACKS, 1),
         }
     }
+    if span.len >= cfg.pipeline_bytes && peers.pipelines(world) {
+        match pipeline::offer(&dev, src, span.len, peers.rank, world) {
+            Some(Ok(out)) => {
+                stats::device_call(name);
+                if cfg.debug {
+                    log::debug(format_args!("{name}: device buffer {buf:p} (GPU {}), {} bytes in chunks", dev.ordinal, span.len));
+                }
+                return Some(Offer::Chunks(out));
+            }
+            Some(Err(e)) => log::warn(format_args!("{name}: {} failed with {}; staging the message whole", e.call, e.name())),
+            None => {}
+        }
+    }
+    None
 }
 
 /// Where a completed receive put what arrived, and where its data belongs.
@@ -149,6 +191,10 @@ pub fn incoming(name: &'static str, comm: Option<Handle>, status: *mut c_void, t
     let bytes = e.bytes as usize;
     let result = if bytes > to.capacity {
         log::error(format_args!("{name}: message of {bytes} bytes truncated to {} (MPI_ERR_TRUNCATE); the buffer is left unchanged", to.capacity));
+        if e.kind == envelope::CHUNKS {
+            // The sender's chunks are taken all the same, and dropped.
+            let _ = pipeline::receive(&e, std::ptr::null_mut(), None);
+        }
         Err(errors::raise(comm, abi.err_truncate))
     } else {
         land(&e, &to).map_err(|err| {
@@ -156,12 +202,14 @@ pub fn incoming(name: &'static str, comm: Option<Handle>, status: *mut c_void, t
             errors::cuda(name, comm, err, at, bytes, &to.device.map(|d| d.0).unwrap_or(Device { ctx: std::ptr::null_mut(), ordinal: -1 }))
         })
     };
-    imported::release(&e);
+    if e.kind == envelope::IPC {
+        imported::release(&e);
+    }
     if let Some(p) = real::pmpi() {
         // SAFETY: a status MPI filled for this receive.
         unsafe { (p.status_set_elements_x)(status, abi.byte, bytes as i64) };
     }
-    if result.is_ok() {
+    if result.is_ok() && e.kind == envelope::IPC {
         stats::add(&stats::IPC_BYTES_RECEIVED, bytes);
     }
     Some(result)
@@ -169,6 +217,16 @@ pub fn incoming(name: &'static str, comm: Option<Handle>, status: *mut c_void, t
 
 fn land(e: &Envelope, to: &Landing) -> Result<(), cuda::CudaError> {
     let bytes = e.bytes as usize;
+    if e.kind == envelope::CHUNKS {
+        return match (to.runs, to.device) {
+            (None, device) => pipeline::receive(e, to.at, device),
+            (Some(runs), device) => {
+                let mut packed = vec![0u8; bytes];
+                pipeline::receive(e, packed.as_mut_ptr().cast(), None)?;
+                scatter(&packed, to, runs, device)
+            }
+        };
+    }
     match (to.runs, to.device) {
         (None, Some((dev, user))) => imported::copy(e, user, Some(dev), bytes),
         (None, None) => imported::copy(e, to.at, None, bytes),
@@ -176,23 +234,28 @@ fn land(e: &Envelope, to: &Landing) -> Result<(), cuda::CudaError> {
             // Packed bytes first, then spread over the datatype's runs.
             let mut packed = vec![0u8; bytes];
             imported::copy(e, packed.as_mut_ptr().cast(), None, bytes)?;
-            let mut left = &packed[..];
-            let mut written = Vec::new();
-            for &(at, len) in runs {
-                let n = len.min(left.len());
-                // SAFETY: each run lies within the span at `to.at`.
-                unsafe { std::ptr::copy_nonoverlapping(left.as_ptr(), to.at.cast::<u8>().add(at), n) };
-                written.push((at, n));
-                left = &left[n..];
-                if left.is_empty() {
-                    break;
-                }
-            }
-            match device {
-                Some((dev, user)) => InContext::enter(&dev)?.runs_to_device(user, to.at, &written),
-                None => Ok(()),
-            }
+            scatter(&packed, to, runs, device)
         }
+    }
+}
+
+/// Spreads packed bytes over the datatype's runs at `to.at`, then to the device if there is one.
+fn scatter(packed: &[u8], to: &Landing, runs: &[(usize, usize)], device: Option<(Device, *mut c_void)>) -> Result<(), cuda::CudaError> {
+    let mut left = packed;
+    let mut written = Vec::new();
+    for &(at, len) in runs {
+        let n = len.min(left.len());
+        // SAFETY: each run lies within the span at `to.at`.
+        unsafe { std::ptr::copy_nonoverlapping(left.as_ptr(), to.at.cast::<u8>().add(at), n) };
+        written.push((at, n));
+        left = &left[n..];
+        if left.is_empty() {
+            break;
+        }
+    }
+    match device {
+        Some((dev, user)) => InContext::enter(&dev)?.runs_to_device(user, to.at, &written),
+        None => Ok(()),
     }
 }
 

@@ -14,7 +14,7 @@ use crate::abi::{self, Handle, UNDEFINED};
 use crate::{config, log, real};
 
 const MAX_VISIBLE: usize = 16;
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -22,6 +22,9 @@ struct Record {
     version: u32,
     /// The rank sends and receives over IPC (`CUDAMPI_IPC`).
     ipc: u32,
+    /// The rank sends and receives large messages in chunks (`CUDAMPI_PIPELINE`).
+    pipeline: u32,
+    _pad: u32,
     node: u64,
     /// No `CUDA_VISIBLE_DEVICES`: every GPU of the node.
     sees_all: u32,
@@ -95,7 +98,7 @@ pub fn local_ordinal(token: &[u8; TOKEN_BYTES]) -> Option<i32> {
 pub fn handshake() {
     let cfg = config::get();
     let (Some(p), abi) = (real::pmpi(), abi::get()) else { return };
-    let mut me = Record { version: VERSION, ipc: cfg.ipc as u32, node: node_id(), sees_all: 0, visible: 0, tokens: [[0; TOKEN_BYTES]; MAX_VISIBLE] };
+    let mut me = Record { version: VERSION, ipc: cfg.ipc as u32, pipeline: cfg.pipeline as u32, _pad: 0, node: node_id(), sees_all: 0, visible: 0, tokens: [[0; TOKEN_BYTES]; MAX_VISIBLE] };
     match visible_devices() {
         None => me.sees_all = 1,
         Some(list) => {
@@ -134,20 +137,28 @@ impl Peers {
         self.records.get(usize::try_from(rank).ok()?)
     }
 
-    fn usable(&self, r: &Record) -> bool {
-        r.version == VERSION && r.ipc != 0
+    /// Whether two ranks' records let them use IPC, and chunked sends, between them.
+    fn paths(a: &Record, b: &Record) -> (bool, bool) {
+        let agree = a.version == VERSION && b.version == VERSION;
+        (agree && a.ipc != 0 && b.ipc != 0 && a.node == b.node, agree && a.pipeline != 0 && b.pipeline != 0)
     }
 
     /// Whether some other rank may send this one an envelope.
     pub fn may_receive(&self) -> bool {
-        let Some(me) = self.record(self.rank) else { return false };
-        self.usable(me) && self.records.iter().enumerate().any(|(i, r)| i as c_int != self.rank && self.usable(r) && r.node == me.node)
+        (0..self.records.len() as c_int).any(|r| self.may_send_here(r))
     }
 
     /// Whether world rank `source` may send this rank envelopes.
     pub fn may_send_here(&self, source: c_int) -> bool {
         let (Some(me), Some(r)) = (self.record(self.rank), self.record(source)) else { return false };
-        source != self.rank && self.usable(me) && self.usable(r) && r.node == me.node
+        let (ipc, pipeline) = Self::paths(me, r);
+        source != self.rank && (ipc || pipeline)
+    }
+
+    /// Whether this rank may send world rank `dest` a message in chunks.
+    pub fn pipelines(&self, dest: c_int) -> bool {
+        let (Some(me), Some(r)) = (self.record(self.rank), self.record(dest)) else { return false };
+        dest != self.rank && Self::paths(me, r).1
     }
 
     /// Whether world rank `dest` can open handles of this rank's GPU `token` (a process cannot
@@ -157,7 +168,7 @@ impl Peers {
             return false;
         }
         let (Some(me), Some(r)) = (self.record(self.rank), self.record(dest)) else { return false };
-        self.usable(me) && self.usable(r) && r.node == me.node && (r.sees_all != 0 || r.tokens[..r.visible as usize].contains(token))
+        Self::paths(me, r).0 && (r.sees_all != 0 || r.tokens[..r.visible as usize].contains(token))
     }
 
     /// The world rank of `rank` in `comm` (of its remote group for an intercommunicator).
