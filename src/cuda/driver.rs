@@ -90,6 +90,11 @@ driver_api! {
     memcpy_dtoh = "cuMemcpyDtoH_v2": fn(*mut c_void, CUdeviceptr, usize);
     memcpy_htod = "cuMemcpyHtoD_v2": fn(CUdeviceptr, *const c_void, usize);
     memcpy_htod_async = "cuMemcpyHtoDAsync_v2": fn(CUdeviceptr, *const c_void, usize, *mut c_void);
+    memcpy_dtoh_async = "cuMemcpyDtoHAsync_v2": fn(*mut c_void, CUdeviceptr, usize, *mut c_void);
+    event_create = "cuEventCreate": fn(*mut *mut c_void, c_uint);
+    event_record = "cuEventRecord": fn(*mut c_void, *mut c_void);
+    event_query = "cuEventQuery": fn(*mut c_void);
+    event_destroy = "cuEventDestroy_v2": fn(*mut c_void);
     memcpy_2d_async = "cuMemcpy2DAsync_v2": fn(*const Memcpy2D, *mut c_void);
     mem_host_register = "cuMemHostRegister_v2": fn(*mut c_void, usize, c_uint);
     mem_host_unregister = "cuMemHostUnregister": fn(*mut c_void);

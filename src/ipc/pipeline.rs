@@ -81,36 +81,83 @@ impl Outgoing {
         (self.dev, self.src, self.bytes)
     }
 
-    /// Copies each chunk to host memory and posts its send.
+    /// Copies each chunk to host memory and posts its send. The copies are queued at once, and
+    /// each chunk is sent as soon as its copy is done; meanwhile the chunks already sent are
+    /// tested, which lets an MPI that moves large messages only inside its calls move them
+    /// while the copies run.
     pub fn stream(self) -> Result<(), CudaError> {
         let Some(p) = real::pmpi() else { return Ok(()) };
         let Some(peers) = peers::get() else { return Ok(()) };
         let abi = abi::get();
         let ctx = InContext::enter(&self.dev)?;
-        let mut requests = Vec::with_capacity(self.bytes.div_ceil(self.chunk));
+        let d = ctx.driver();
+        let n = self.bytes.div_ceil(self.chunk);
+        let chunk = |k: usize| (k * self.chunk, self.chunk.min(self.bytes - k * self.chunk));
+        let host = |at: usize| self.lease.ptr().cast::<u8>().wrapping_add(at).cast::<c_void>();
+        let mut events: Vec<*mut c_void> = Vec::with_capacity(n);
         let mut failed = Ok(());
-        let mut at = 0;
-        while at < self.bytes {
-            let len = self.chunk.min(self.bytes - at);
-            let host = self.lease.ptr().cast::<u8>().wrapping_add(at).cast::<c_void>();
+        for k in 0..n {
+            let (at, len) = chunk(k);
+            let mut ev = std::ptr::null_mut();
+            // SAFETY: `len` bytes of the lease and of the program's span; the legacy default
+            // stream, after the program's work on blocking streams, as a synchronous copy is.
+            failed = unsafe {
+                check("cuMemcpyDtoHAsync", (d.memcpy_dtoh_async)(host(at), self.src as u64 + at as u64, len, std::ptr::null_mut()))
+                    .and_then(|()| check("cuEventCreate", (d.event_create)(&mut ev, EVENT_DISABLE_TIMING)))
+                    .and_then(|()| check("cuEventRecord", (d.event_record)(ev, std::ptr::null_mut())))
+            };
+            events.push(ev);
+            if failed.is_err() {
+                break;
+            }
+        }
+        let mut requests: Vec<Handle> = Vec::with_capacity(n);
+        for k in 0..n {
+            let ev = events.get(k).copied().unwrap_or(std::ptr::null_mut());
             // A failed copy still sends the chunk, so the receiver is not left waiting; the
             // error goes to the sender.
-            if failed.is_ok() {
-                failed = ctx.to_host(host, self.src.cast::<u8>().wrapping_add(at).cast(), len);
+            while failed.is_ok() && !ev.is_null() {
+                // SAFETY: an event recorded above.
+                match unsafe { (d.event_query)(ev) } {
+                    0 => break,
+                    NOT_READY => progress(p, &mut requests),
+                    code => failed = check("cuEventQuery", code),
+                }
             }
+            let (at, len) = chunk(k);
             let mut req: Handle = 0;
             // SAFETY: `len` bytes of the lease, kept until the send completes; the private
             // communicator and the world rank of the destination.
-            if unsafe { (p.isend)(host, len as c_int, abi.byte, self.dest, self.tag, peers.shadow, &mut req) } == 0 {
+            if unsafe { (p.isend)(host(at), len as c_int, abi.byte, self.dest, self.tag, peers.shadow, &mut req) } == 0 {
                 requests.push(req);
             }
-            at += len;
+        }
+        for ev in events.into_iter().filter(|e| !e.is_null()) {
+            // SAFETY: created above; recorded copies are done or failed.
+            unsafe { (d.event_destroy)(ev) };
         }
         drop(ctx);
         stats::add(&stats::CHUNKED_BYTES_SENT, self.bytes);
         let mut s = state();
         s.sending.push(Sending { requests, _lease: self.lease });
         failed
+    }
+}
+
+/// `CU_EVENT_DISABLE_TIMING`, and `CUDA_ERROR_NOT_READY`.
+const EVENT_DISABLE_TIMING: u32 = 2;
+const NOT_READY: crate::cuda::driver::CuResult = 600;
+
+/// Lets MPI move the chunks already sent: tests the oldest one still in flight.
+fn progress(p: &real::Pmpi, requests: &mut [Handle]) {
+    let abi = abi::get();
+    let (mut flag, mut status) = (0, abi::Status::zeroed());
+    if let Some(req) = requests.iter_mut().find(|r| abi.key(**r) != abi.key(abi.request_null)) {
+        // SAFETY: a send this module posted; a completed one becomes MPI_REQUEST_NULL, which
+        // the final completion skips.
+        unsafe { (p.test)((req as *mut Handle).cast(), &mut flag, status.as_mut_ptr()) };
+    } else {
+        std::hint::spin_loop();
     }
 }
 
