@@ -1,6 +1,8 @@
-//! Device messages between ranks of one node go GPU to GPU over CUDA IPC (`CUDAMPI_IPC=1`).
+//! The fast paths for device messages between ranks that both run cudampi: GPU to GPU over
+//! CUDA IPC inside a node (`CUDAMPI_IPC=1`), and staging in chunks that overlap the transfer
+//! (`CUDAMPI_PIPELINE=1`, `pipeline`).
 //!
-//! The sender copies the message into a device buffer of its own that peers can map
+//! For IPC the sender copies the message into a device buffer of its own that peers can map
 //! (`exported`) and sends, in place of the data, an envelope naming that buffer, with the
 //! program's own communicator, destination and tag; the send is then complete. The envelope is
 //! matched by whatever receive MPI's rules pick, so the order of messages, wildcards and
@@ -8,9 +10,13 @@
 //! cudampi maps the sender's buffer (`imported`), copies the data to the receive buffer (device
 //! or host), sets the status to the true size, and releases the buffer.
 //!
-//! Both ends must agree: the handshake at `MPI_Init` (`peers`) tells which ranks share a node
-//! and can open each other's handles. Anything else (another node, a GPU the receiver cannot
-//! see, a datatype with gaps, a full pool) is staged through host memory as before.
+//! A chunked message's envelope is matched the same way and announces the chunks that follow
+//! on a private communicator. Probes look inside envelope-sized messages (`held`).
+//!
+//! Both ends must agree: the handshake at `MPI_Init` (`peers`) tells which ranks take which
+//! path, share a node and can open each other's handles. Anything else (a rank with the paths
+//! off, a GPU the receiver cannot see, a datatype with gaps, a full pool) is staged through
+//! host memory as before.
 
 mod envelope;
 mod exported;
@@ -45,7 +51,7 @@ pub fn sending() -> bool {
     SENDING.load(Relaxed)
 }
 
-/// After the library's `MPI_Init`: every rank takes part when IPC is on.
+/// After the library's `MPI_Init`: every rank takes part when a fast path is on.
 pub fn init() {
     let cfg = config::get();
     if !cfg.ipc && !cfg.pipeline {
