@@ -183,33 +183,15 @@ pub fn sendrecv(
     status: *mut c_void,
     call: impl FnOnce(*const c_void, *mut c_void, *mut c_void) -> c_int,
 ) -> c_int {
-    if held::any() {
-        if let Some(h) = held::take(Matching::Tag(source, recvtag, comm)) {
-            let call = |s: *const c_void, r: *mut c_void, st: *mut c_void| match send_alone(s, sendcount, sendtype, dest, sendtag, comm) {
-                0 => h.unpack(r, recvcount, recvtype, st),
-                rc => rc,
-            };
-            return sendrecv_into(name, sendbuf, sendcount, sendtype, dest, recvbuf, recvcount, recvtype, source, comm, status, call);
-        }
-    }
-    sendrecv_into(name, sendbuf, sendcount, sendtype, dest, recvbuf, recvcount, recvtype, source, comm, status, call)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn sendrecv_into(
-    name: &'static str,
-    sendbuf: *const c_void,
-    sendcount: i64,
-    sendtype: Handle,
-    dest: c_int,
-    recvbuf: *mut c_void,
-    recvcount: i64,
-    recvtype: Handle,
-    source: c_int,
-    comm: Handle,
-    status: *mut c_void,
-    call: impl FnOnce(*const c_void, *mut c_void, *mut c_void) -> c_int,
-) -> c_int {
+    // A message a probe already received is served from there; the send goes alone.
+    let held = if held::any() { held::take(Matching::Tag(source, recvtag, comm)) } else { None };
+    let call = |s: *const c_void, r: *mut c_void, st: *mut c_void| match &held {
+        Some(h) => match send_alone(s, sendcount, sendtype, dest, sendtag, comm) {
+            0 => h.unpack(r, recvcount, recvtype, st),
+            rc => rc,
+        },
+        None => call(s, r, st),
+    };
     let recv = (recvcount, recvtype);
     if cuda::surely_host(sendbuf) && cuda::surely_host(recvbuf) {
         stats::host_call();
@@ -243,30 +225,14 @@ pub fn sendrecv_replace(
     status: *mut c_void,
     call: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
 ) -> c_int {
-    if held::any() {
-        if let Some(h) = held::take(Matching::Tag(source, recvtag, comm)) {
-            let call = |b: *mut c_void, st: *mut c_void| match send_alone(b, count, datatype, dest, sendtag, comm) {
-                0 => h.unpack(b, count, datatype, st),
-                rc => rc,
-            };
-            return sendrecv_replace_into(name, buf, count, datatype, dest, source, comm, status, call);
-        }
-    }
-    sendrecv_replace_into(name, buf, count, datatype, dest, source, comm, status, call)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn sendrecv_replace_into(
-    name: &'static str,
-    buf: *mut c_void,
-    count: i64,
-    datatype: Handle,
-    dest: c_int,
-    source: c_int,
-    comm: Handle,
-    status: *mut c_void,
-    call: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
-) -> c_int {
+    let held = if held::any() { held::take(Matching::Tag(source, recvtag, comm)) } else { None };
+    let call = |b: *mut c_void, st: *mut c_void| match &held {
+        Some(h) => match send_alone(b, count, datatype, dest, sendtag, comm) {
+            0 => h.unpack(b, count, datatype, st),
+            rc => rc,
+        },
+        None => call(b, st),
+    };
     // Only a PROC_NULL on both sides makes the call transfer nothing.
     let abi = abi::get();
     let peer = if dest == abi.proc_null && source == abi.proc_null { abi.proc_null } else { 0 };
