@@ -19,6 +19,7 @@
  *     reduced before MPI_Finalize, rank 0 adds its post-finalize checks and prints the one
  *     PASS/FAIL line, and every rank's exit code says whether it saw failures. */
 #include "common.h"
+#include "../../include/cudampi.h"
 
 #define SLACK 16
 #define BIGN ((1 << 20) + 3) /* MPI_INTs: a rendezvous-size message */
@@ -29,17 +30,10 @@
 
 static MPI_Comm comm;
 
-/* struct cudampi_stats as src/api.rs defines it, staging_leased and requests_tracked appended
- * after errors (include/cudampi.h may not be regenerated yet) */
-struct nb_stats {
-    uint64_t host_calls, device_calls, bytes_to_host, bytes_to_device, pool_bytes_held,
-        pool_high_water, pageable_fallbacks, errors;
-    uint64_t staging_leased, requests_tracked;
-};
 #define STATS_UNSET 0xA5A5A5A5A5A5A5A5ull
-typedef int (*stats_fn)(struct nb_stats *);
+typedef int (*stats_fn)(struct cudampi_stats *);
 
-static int get_stats(struct nb_stats *s)
+static int get_stats(struct cudampi_stats *s)
 {
     if (!shim_loaded()) return 0;
     stats_fn f = (stats_fn)dlsym(RTLD_DEFAULT, "cudampi_get_stats");
@@ -273,7 +267,7 @@ static void run(int kind, struct trace *tr)
 /* ---- 4. nothing left staged ---------------------------------------------------------------- */
 static void check_nothing_tracked(void)
 {
-    struct nb_stats s;
+    struct cudampi_stats s;
     if (!get_stats(&s)) return;
     double t0 = MPI_Wtime();
     MPI_Request other;

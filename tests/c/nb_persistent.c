@@ -13,6 +13,7 @@
  * Under the shim, cudampi_get_stats must report the requests while they exist
  * (requests_tracked) and, once all are freed, staging_leased = requests_tracked = 0. */
 #include "common.h"
+#include "../../include/cudampi.h"
 
 #if MPI_VERSION >= 4
 #define HAVE_C_CALLS 1
@@ -27,18 +28,11 @@ static MPI_Comm comm;
 static int have_c = 0;
 static int bsend_restart_ok = 1; /* Open MPI 4.1 resends stale bytes from a restarted Bsend_init */
 
-/* struct cudampi_stats as src/api.rs defines it, staging_leased and requests_tracked appended
- * after errors (include/cudampi.h may not be regenerated yet) */
-struct nb_stats {
-    uint64_t host_calls, device_calls, bytes_to_host, bytes_to_device, pool_bytes_held,
-        pool_high_water, pageable_fallbacks, errors;
-    uint64_t staging_leased, requests_tracked;
-};
 #define STATS_UNSET 0xA5A5A5A5A5A5A5A5ull
-typedef int (*stats_fn)(struct nb_stats *);
+typedef int (*stats_fn)(struct cudampi_stats *);
 
 /* Returns 1 and fills *s when the shim is loaded and answers; 0 otherwise. */
-static int get_stats(struct nb_stats *s)
+static int get_stats(struct cudampi_stats *s)
 {
     if (!shim_loaded()) return 0;
     stats_fn f = (stats_fn)dlsym(RTLD_DEFAULT, "cudampi_get_stats");
@@ -65,7 +59,7 @@ static void handshake(void)
 /* Stats while device persistent requests exist (shim only, CUDA memory). */
 static void check_tracked_at_least(int n, const char *when)
 {
-    struct nb_stats s;
+    struct cudampi_stats s;
     if (host_mode() || !get_stats(&s)) return;
     CHECK(s.requests_tracked >= (uint64_t)n,
           "%s: cudampi reports %llu requests tracked, %d persistent device requests exist", when,
@@ -314,7 +308,7 @@ int main(int argc, char **argv)
     MPI_CHECK(MPI_Buffer_detach(&bptr, &bsz));
     free(battach);
 
-    struct nb_stats s;
+    struct cudampi_stats s;
     if (get_stats(&s)) {
         note("after every request was freed: staging_leased %llu, requests_tracked %llu",
              (unsigned long long)s.staging_leased, (unsigned long long)s.requests_tracked);

@@ -11,12 +11,12 @@
  * host buffers and the sampled results are compared with the device run.
  *
  * With cudampi loaded (cudampi_get_stats, looked up with dlsym), after sampled windows and at
- * the end: staging_leased and requests_tracked (appended to struct cudampi_stats after
- * `errors`; this file carries its own copy of the struct in case include/cudampi.h is older)
+ * the end: staging_leased and requests_tracked (struct cudampi_stats of include/cudampi.h)
  * must be 0, since no request is outstanding, and pool_bytes_held must stay under 64 MiB.
  * Rank 0 prints "staging_leased=N requests_tracked=N" for the log.
  * CUDAMPI_SOAK_ITERS overrides the iteration count (per rank). */
 #include "common.h"
+#include "../../include/cudampi.h"
 #include <time.h>
 
 #define SLACK 16
@@ -24,12 +24,7 @@
 #define BIG (1 << 20)
 #define POOL_LIMIT (64ull << 20)
 
-struct soak_stats { /* struct cudampi_stats with the two counters appended after `errors` */
-    uint64_t host_calls, device_calls, bytes_to_host, bytes_to_device, pool_bytes_held,
-        pool_high_water, pageable_fallbacks, errors, staging_leased, requests_tracked;
-    uint64_t spare[6]; /* room in case the struct grows further */
-};
-typedef int (*stats_fn)(struct soak_stats *);
+typedef int (*stats_fn)(struct cudampi_stats *);
 static stats_fn get_stats;
 #define UNSET 0xA5A5A5A5A5A5A5A5ull
 
@@ -54,7 +49,7 @@ static double now(void)
 }
 
 /* Read the stats; returns 0 when the shim is not loaded. */
-static int stats(struct soak_stats *s)
+static int stats(struct cudampi_stats *s)
 {
     memset(s, 0xA5, sizeof *s);
     if (!get_stats) return 0;
@@ -64,7 +59,7 @@ static int stats(struct soak_stats *s)
 
 static void check_idle(const char *when, int verbose)
 {
-    struct soak_stats s;
+    struct cudampi_stats s;
     if (!stats(&s)) return;
     if (!CHECK(s.staging_leased != UNSET && s.requests_tracked != UNSET,
                "%s: cudampi_get_stats did not fill staging_leased / requests_tracked", when))
