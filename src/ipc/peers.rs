@@ -194,14 +194,13 @@ impl Peers {
         (out != UNDEFINED && out >= 0).then_some(out)
     }
 
-    /// Frees the private communicator and group (`MPI_Finalize`, before the real one).
+    /// Frees the world group (`MPI_Finalize`, before the real one). The private communicator is
+    /// left to the real `MPI_Finalize`: releases sent after its owner last looked may still be
+    /// unmatched on it, and MPICH 5 refuses to free a communicator that holds any.
     pub fn free(&self) {
         let Some(p) = real::pmpi() else { return };
-        let (mut shadow, mut group) = (self.shadow, self.world_group);
-        // SAFETY: handles this module created; freed once, at finalize.
-        unsafe {
-            (p.comm_free)(&mut shadow);
-            (p.group_free)(&mut group);
-        }
+        let mut group = self.world_group;
+        // SAFETY: a group this module created; freed once, at finalize.
+        unsafe { (p.group_free)(&mut group) };
     }
 }
