@@ -86,6 +86,13 @@ fn complete(
     if taken.is_empty() {
         return call(caller);
     }
+    let abi = abi::get();
+    // A null request's status is MPI's to leave or empty, even when the call fails.
+    let null: Vec<bool> = match multi {
+        // SAFETY: the caller passes n requests.
+        true => (0..n as usize).map(|k| abi.same(unsafe { abi.request_at(reqs, k) }, abi.request_null)).collect(),
+        false => Vec::new(),
+    };
     let st = statuses(caller);
     let rc = call(st.at(0));
     let failed = requests::settle(taken, reqs, rc, |k| done(rc, &st, k));
@@ -93,8 +100,7 @@ fn complete(
     if !multi || rc != 0 {
         return outcome(rc, Err(first));
     }
-    let abi = abi::get();
-    for k in 0..n as usize {
+    for k in (0..n as usize).filter(|&k| !null[k]) {
         if let Some(status) = done(rc, &st, k) {
             let error = failed.iter().find(|f| f.0 == k).map_or(0, |f| f.1);
             // SAFETY: a status of the array, filled by MPI for a completed request.

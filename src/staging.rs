@@ -177,7 +177,26 @@ pub fn leased() -> usize {
     LEASED.load(Ordering::Relaxed)
 }
 
+/// A pinned buffer of at least `len` bytes, or `None` when the pool is at its bound (or the
+/// driver pins no more): for callers that would rather wait for a pinned buffer to come back than
+/// stage through pageable memory.
+pub fn lease_pinned(len: usize, ctx: &InContext) -> Option<Lease> {
+    let lease = lease_from_pool(len, ctx);
+    if lease.is_some() {
+        LEASED.fetch_add(1, Ordering::Relaxed);
+    }
+    lease
+}
+
 fn lease_from_pool_or_pageable(len: usize, ctx: &InContext) -> Option<Lease> {
+    if let Some(lease) = lease_from_pool(len, ctx) {
+        return Some(lease);
+    }
+    stats::add(&stats::PAGEABLE_FALLBACKS, 1);
+    lease_pageable(len, crate::config::get().pool_bytes.saturating_mul(PAGEABLE_TIMES))
+}
+
+fn lease_from_pool(len: usize, ctx: &InContext) -> Option<Lease> {
     let bound = crate::config::get().pool_bytes;
     if let Some((class, cap)) = class_of(len).filter(|&(_, cap)| cap <= bound) {
         // Cached buffers of other sizes are given back to the driver to make room.
@@ -198,8 +217,7 @@ fn lease_from_pool_or_pageable(len: usize, ctx: &InContext) -> Option<Lease> {
             Take::Full => {}
         }
     }
-    stats::add(&stats::PAGEABLE_FALLBACKS, 1);
-    lease_pageable(len, bound.saturating_mul(PAGEABLE_TIMES))
+    None
 }
 
 /// A pageable buffer: a cached one of `len`'s class, a new one cached after use while the cache

@@ -155,17 +155,11 @@ pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handl
         }
     }
     if span.len >= cfg.pipeline_bytes && peers.pipelines(world) {
-        match pipeline::offer(&dev, src, span.len, peers.rank, world) {
-            Some(Ok(out)) => {
-                stats::device_call(name);
-                if cfg.debug {
-                    log::debug(format_args!("{name}: device buffer {buf:p} (GPU {}), {} bytes in chunks", dev.ordinal, span.len));
-                }
-                return Some(Offer::Chunks(out));
-            }
-            Some(Err(e)) => log::warn(format_args!("{name}: {} failed with {}; staging the message whole", e.call, e.name())),
-            None => {}
+        stats::device_call(name);
+        if cfg.debug {
+            log::debug(format_args!("{name}: device buffer {buf:p} (GPU {}), {} bytes in chunks", dev.ordinal, span.len));
         }
+        return Some(Offer::Chunks(pipeline::offer(&dev, src, span.len, peers.rank, world)));
     }
     None
 }

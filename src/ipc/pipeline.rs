@@ -6,18 +6,25 @@
 //! message to host memory a chunk at a time and sends each chunk as soon as it is there, on the
 //! private communicator with a tag of the message's own. The receive that matches the envelope
 //! posts a receive for every chunk and starts each chunk's copy to the device as it arrives.
-//! The send returns once every chunk is posted: it never waits for the receiver, which may be
-//! elsewhere (in `MPI_Barrier`, say) until it completes its receive. The chunks' staging buffer
-//! is released when their sends complete, seen at later sends and at `MPI_Finalize`.
+//!
+//! Each chunk has a pinned buffer of its own from the staging pool, given back when its send
+//! completes, so a stream of messages recycles a few chunks' worth of pinned memory instead of
+//! holding whole messages. The send returns once every chunk is posted: it waits for the
+//! receiver only while the pool is at its bound and the receiver is seen taking chunks; when
+//! none completes for `STALL` the receiver may be elsewhere (in `MPI_Barrier`, say) until it
+//! completes its receive, and the rest of the message goes through pageable memory instead.
 
+use std::collections::VecDeque;
 use std::ffi::{c_int, c_void};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use super::envelope::{self, Envelope};
 use super::peers;
 use crate::abi::{self, Handle};
 use crate::cuda::copy::check;
 use crate::cuda::{CudaError, Device, InContext};
+use crate::stage::received_bytes;
 use crate::staging::{self, Lease};
 use crate::{config, real, stats};
 
@@ -26,14 +33,18 @@ use crate::{config, real, stats};
 const FIRST_TAG: u64 = 2;
 const TAGS: u64 = 32000;
 
-struct Sending {
-    requests: Vec<Handle>,
-    /// Holds the chunks until their sends complete.
-    _lease: Lease,
+/// How long a send waits for a pinned chunk buffer while none of the chunks in flight
+/// completes. A receiver taking chunks completes one every few tens of microseconds.
+const STALL: Duration = Duration::from_millis(1);
+
+/// A chunk on its way, and the buffer it is sent from.
+struct InFlight {
+    request: Handle,
+    _buffer: Lease,
 }
 
 struct State {
-    sending: Vec<Sending>,
+    sending: Vec<InFlight>,
     next_tag: u64,
 }
 
@@ -46,17 +57,37 @@ fn state() -> MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Drops the sends that have completed.
-fn collect(s: &mut State) {
+/// Tests a chunk's send: true once it completed (or failed), when its buffer may go back.
+fn done(p: &real::Pmpi, c: &mut InFlight) -> bool {
+    let (mut flag, mut status) = (0, abi::Status::zeroed());
+    // SAFETY: a send this module posted; its buffer is kept beside it.
+    let rc = unsafe { (p.test)((&mut c.request as *mut Handle).cast(), &mut flag, status.as_mut_ptr()) };
+    rc != 0 || flag != 0
+}
+
+/// Gives back the buffers of the chunks whose sends completed; true when there were any.
+fn collect() -> bool {
+    let Some(p) = real::pmpi() else { return false };
+    let mut s = state();
+    let before = s.sending.len();
+    s.sending.retain_mut(|c| !done(p, c));
+    s.sending.len() < before
+}
+
+/// Lets MPI move the chunks already sent: tests the oldest one still in flight.
+fn progress() {
     let Some(p) = real::pmpi() else { return };
-    s.sending.retain_mut(|out| {
-        out.requests.retain_mut(|req| {
-            let (mut flag, mut status) = (0, abi::Status::zeroed());
-            // SAFETY: a send this module posted; its buffer is the lease kept beside it.
-            unsafe { (p.test)((req as *mut Handle).cast(), &mut flag, status.as_mut_ptr()) == 0 && flag == 0 }
-        });
-        !out.requests.is_empty()
-    });
+    let mut s = state();
+    if s.sending.first_mut().is_some_and(|c| done(p, c)) {
+        s.sending.remove(0);
+    }
+}
+
+/// A chunk whose copy to host memory is queued: the event that marks the copy done.
+struct Copying {
+    len: usize,
+    event: *mut c_void,
+    buffer: Option<Lease>,
 }
 
 /// A message to send in chunks, once its envelope is on its way.
@@ -67,7 +98,6 @@ pub struct Outgoing {
     chunk: usize,
     dest: c_int,
     tag: c_int,
-    lease: Lease,
     envelope: Box<[u8; envelope::BYTES]>,
 }
 
@@ -81,108 +111,138 @@ impl Outgoing {
         (self.dev, self.src, self.bytes)
     }
 
-    /// Copies each chunk to host memory and posts its send. The copies are queued at once, and
-    /// each chunk is sent as soon as its copy is done; meanwhile the chunks already sent are
-    /// tested, which lets an MPI that moves large messages only inside its calls move them
-    /// while the copies run.
+    /// Copies each chunk to host memory and posts its send. Copies are queued as long as
+    /// buffers are at hand, and each chunk is sent as soon as its copy is done; meanwhile the
+    /// chunks already sent are tested, which lets an MPI that moves large messages only inside
+    /// its calls move them while the copies run.
     pub fn stream(self) -> Result<(), CudaError> {
-        let Some(p) = real::pmpi() else { return Ok(()) };
-        let Some(peers) = peers::get() else { return Ok(()) };
-        let abi = abi::get();
+        let Some(_) = real::pmpi() else { return Ok(()) };
         let ctx = InContext::enter(&self.dev)?;
-        let d = ctx.driver();
-        let n = self.bytes.div_ceil(self.chunk);
-        let chunk = |k: usize| (k * self.chunk, self.chunk.min(self.bytes - k * self.chunk));
-        let host = |at: usize| self.lease.ptr().cast::<u8>().wrapping_add(at).cast::<c_void>();
-        let mut events: Vec<*mut c_void> = Vec::with_capacity(n);
         let mut failed = Ok(());
-        for k in 0..n {
-            let (at, len) = chunk(k);
-            let mut ev = std::ptr::null_mut();
-            // SAFETY: `len` bytes of the lease and of the program's span; the legacy default
-            // stream, after the program's work on blocking streams, as a synchronous copy is.
-            failed = unsafe {
-                check("cuMemcpyDtoHAsync", (d.memcpy_dtoh_async)(host(at), self.src as u64 + at as u64, len, std::ptr::null_mut()))
-                    .and_then(|()| check("cuEventCreate", (d.event_create)(&mut ev, EVENT_DISABLE_TIMING)))
-                    .and_then(|()| check("cuEventRecord", (d.event_record)(ev, std::ptr::null_mut())))
-            };
-            events.push(ev);
-            if failed.is_err() {
-                break;
-            }
-        }
-        let mut requests: Vec<Handle> = Vec::with_capacity(n);
-        for k in 0..n {
-            let ev = events.get(k).copied().unwrap_or(std::ptr::null_mut());
-            // A failed copy still sends the chunk, so the receiver is not left waiting; the
-            // error goes to the sender.
-            while failed.is_ok() && !ev.is_null() {
-                // SAFETY: an event recorded above.
-                match unsafe { (d.event_query)(ev) } {
-                    0 => break,
-                    NOT_READY => progress(p, &mut requests),
-                    code => failed = check("cuEventQuery", code),
+        let mut queued: VecDeque<Copying> = VecDeque::new();
+        let mut patient = true;
+        let mut at = 0;
+        while at < self.bytes {
+            let len = self.chunk.min(self.bytes - at);
+            let mut buffer = self.buffer(len, &ctx, &mut queued, &mut patient, &mut failed);
+            let mut event = std::ptr::null_mut();
+            match &buffer {
+                Some(b) if failed.is_ok() => {
+                    let d = ctx.driver();
+                    // SAFETY: `len` bytes of the buffer and of the program's span; the legacy
+                    // default stream, after the program's work on blocking streams, as a
+                    // synchronous copy is.
+                    failed = unsafe {
+                        check("cuMemcpyDtoHAsync", (d.memcpy_dtoh_async)(b.ptr(), self.src as u64 + at as u64, len, std::ptr::null_mut()))
+                            .and_then(|()| check("cuEventCreate", (d.event_create)(&mut event, EVENT_DISABLE_TIMING)))
+                            .and_then(|()| check("cuEventRecord", (d.event_record)(event, std::ptr::null_mut())))
+                    };
                 }
+                Some(_) => {}
+                None => failed = failed.and(Err(CudaError { call: "cuMemHostAlloc", code: OUT_OF_MEMORY })),
             }
-            let (at, len) = chunk(k);
-            let mut req: Handle = 0;
-            // SAFETY: `len` bytes of the lease, kept until the send completes; the private
-            // communicator and the world rank of the destination.
-            if unsafe { (p.isend)(host(at), len as c_int, abi.byte, self.dest, self.tag, peers.shadow, &mut req) } == 0 {
-                requests.push(req);
+            if failed.is_err() && event.is_null() {
+                buffer = None;
             }
+            queued.push_back(Copying { len, event, buffer });
+            self.send_ready(&ctx, &mut queued, false, &mut failed);
+            at += len;
         }
-        for ev in events.into_iter().filter(|e| !e.is_null()) {
-            // SAFETY: created above; recorded copies are done or failed.
-            unsafe { (d.event_destroy)(ev) };
-        }
+        self.send_ready(&ctx, &mut queued, true, &mut failed);
         drop(ctx);
         stats::add(&stats::CHUNKED_BYTES_SENT, self.bytes);
-        let mut s = state();
-        s.sending.push(Sending { requests, _lease: self.lease });
         failed
     }
-}
 
-/// `CU_EVENT_DISABLE_TIMING`, and `CUDA_ERROR_NOT_READY`.
-const EVENT_DISABLE_TIMING: u32 = 2;
-const NOT_READY: crate::cuda::driver::CuResult = 600;
+    /// A buffer for the next chunk: a pinned one, waited for while chunks in flight complete
+    /// (at most `STALL` between two), else a pageable one. `None`: no memory at all.
+    fn buffer(&self, len: usize, ctx: &InContext, queued: &mut VecDeque<Copying>, patient: &mut bool, failed: &mut Result<(), CudaError>) -> Option<Lease> {
+        if let Some(b) = staging::lease_pinned(len, ctx) {
+            return Some(b);
+        }
+        let mut since = Instant::now();
+        while *patient {
+            // Chunks copied but not yet sent cannot come back until they are sent.
+            self.send_ready(ctx, queued, false, failed);
+            if collect() {
+                if let Some(b) = staging::lease_pinned(len, ctx) {
+                    return Some(b);
+                }
+                since = Instant::now();
+            } else if state().sending.is_empty() && queued.is_empty() || since.elapsed() > STALL {
+                *patient = false;
+            }
+        }
+        staging::lease(len, ctx)
+    }
 
-/// Lets MPI move the chunks already sent: tests the oldest one still in flight.
-fn progress(p: &real::Pmpi, requests: &mut [Handle]) {
-    let abi = abi::get();
-    let (mut flag, mut status) = (0, abi::Status::zeroed());
-    if let Some(req) = requests.iter_mut().find(|r| abi.key(**r) != abi.key(abi.request_null)) {
-        // SAFETY: a send this module posted; a completed one becomes MPI_REQUEST_NULL, which
-        // the final completion skips.
-        unsafe { (p.test)((req as *mut Handle).cast(), &mut flag, status.as_mut_ptr()) };
-    } else {
-        std::hint::spin_loop();
+    /// Posts the sends of the queued chunks whose copies are done, in order; with `all`, waits
+    /// for every copy. A chunk without a copy (it failed, or no memory) is sent empty, so the
+    /// receiver is not left waiting and sees the message short; the error goes to the sender.
+    fn send_ready(&self, ctx: &InContext, queued: &mut VecDeque<Copying>, all: bool, failed: &mut Result<(), CudaError>) {
+        let (Some(p), Some(peers)) = (real::pmpi(), peers::get()) else { return };
+        let abi = abi::get();
+        let d = ctx.driver();
+        while let Some(front) = queued.front() {
+            let mut copied = true;
+            if !front.event.is_null() {
+                // SAFETY: an event recorded by `stream`.
+                match unsafe { (d.event_query)(front.event) } {
+                    0 => {}
+                    NOT_READY if all => {
+                        progress();
+                        continue;
+                    }
+                    NOT_READY => return,
+                    code => {
+                        *failed = failed.and(check("cuEventQuery", code));
+                        copied = false;
+                    }
+                }
+            }
+            let Some(mut c) = queued.pop_front() else { return };
+            if !c.event.is_null() {
+                // SAFETY: created by `stream`; its copy is done or failed.
+                unsafe { (d.event_destroy)(c.event) };
+            }
+            if !copied {
+                c.buffer = None;
+            }
+            let (ptr, len) = c.buffer.as_ref().map_or((std::ptr::null_mut(), 0), |b| (b.ptr(), c.len));
+            let mut request: Handle = 0;
+            // SAFETY: `len` bytes of the chunk's buffer, kept until the send completes; the
+            // private communicator and the world rank of the destination.
+            if unsafe { (p.isend)(ptr, len as c_int, abi.byte, self.dest, self.tag, peers.shadow, &mut request) } == 0 {
+                if let Some(buffer) = c.buffer {
+                    state().sending.push(InFlight { request, _buffer: buffer });
+                }
+            }
+        }
     }
 }
 
-// SAFETY: addresses of the program's device buffer and of the lease, used by the sending thread.
+/// `CU_EVENT_DISABLE_TIMING`, `CUDA_ERROR_OUT_OF_MEMORY` and `CUDA_ERROR_NOT_READY`.
+const EVENT_DISABLE_TIMING: u32 = 2;
+const OUT_OF_MEMORY: crate::cuda::driver::CuResult = 2;
+const NOT_READY: crate::cuda::driver::CuResult = 600;
+/// `CUDA_ERROR_UNKNOWN`: what went wrong happened on the sender.
+const UNKNOWN: crate::cuda::driver::CuResult = 999;
+
+// SAFETY: the address of the program's device buffer, used by the sending thread.
 unsafe impl Send for Outgoing {}
 
-/// Prepares a chunked send of `bytes` of device memory at `src` to world rank `dest`. `None`:
-/// no staging buffer, and the message is staged whole.
-pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, dest: c_int) -> Option<Result<Outgoing, CudaError>> {
-    let ctx = match InContext::enter(dev) {
-        Ok(c) => c,
-        Err(e) => return Some(Err(e)),
-    };
-    let lease = staging::lease(bytes, &ctx)?;
-    drop(ctx);
+/// Prepares a chunked send of `bytes` of device memory at `src` to world rank `dest`.
+pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, dest: c_int) -> Outgoing {
+    collect();
     let chunk = config::get().pipeline_chunk;
     let tag = {
         let mut s = state();
-        collect(&mut s);
         s.next_tag = (s.next_tag + 1) % TAGS;
         (FIRST_TAG + s.next_tag) as c_int
     };
     let mut envelope = Box::new([0u8; envelope::BYTES]);
     Envelope::new(sender as u32, envelope::CHUNKS, bytes as u64, tag as u64, chunk as u64, [0; 64], [0; envelope::TOKEN_BYTES]).write(&mut envelope);
-    Some(Ok(Outgoing { dev: *dev, src, bytes, chunk, dest, tag, lease, envelope }))
+    Outgoing { dev: *dev, src, bytes, chunk, dest, tag, envelope }
 }
 
 /// Receives the chunks `e` announces into `len` bytes of host memory at `at`; with `device`,
@@ -221,6 +281,10 @@ pub fn receive(e: &Envelope, at: *mut c_void, device: Option<(Device, *mut c_voi
         let mut status = abi::Status::zeroed();
         // SAFETY: a receive posted above.
         unsafe { (p.wait)((&mut req as *mut Handle).cast(), status.as_mut_ptr()) };
+        if received_bytes(status.as_mut_ptr()) != Some(len) {
+            // The sender could not copy this chunk and reported it; the message is incomplete.
+            failed = failed.and(Err(CudaError { call: "the sender's copy of a chunk", code: UNKNOWN }));
+        }
         if let (Some(ctx), Some((_, user)), Some(a), true) = (&ctx, device, at, failed.is_ok()) {
             // The copy runs while the next chunk arrives; the source is staging memory that
             // stays put until the synchronisation below.
@@ -245,11 +309,9 @@ pub fn receive(e: &Envelope, at: *mut c_void, device: Option<(Device, *mut c_voi
 pub fn finish() {
     let Some(p) = real::pmpi() else { return };
     let sending = std::mem::take(&mut state().sending);
-    for mut out in sending {
-        for req in out.requests.iter_mut() {
-            let mut status = abi::Status::zeroed();
-            // SAFETY: a send this module posted.
-            unsafe { (p.wait)((req as *mut Handle).cast(), status.as_mut_ptr()) };
-        }
+    for mut c in sending {
+        let mut status = abi::Status::zeroed();
+        // SAFETY: a send this module posted.
+        unsafe { (p.wait)((&mut c.request as *mut Handle).cast(), status.as_mut_ptr()) };
     }
 }
