@@ -60,14 +60,30 @@ const char *cudampi_version(void);
 // 1 when the process has loaded a working CUDA driver and device buffers are staged, else 0.
 int cudampi_cuda_active(void);
 
-// Fills `*out` with the current counters; returns 0, or -1 when `out` is null.
+// Fills the first `size` bytes of `*out` with the current counters (`cudampi.h` makes
+// `cudampi_get_stats(out)` pass `sizeof *out`), so a program built against an older, shorter
+// `struct cudampi_stats` gets the fields it knows and nothing past them. Returns the bytes
+// filled, at most `sizeof(struct cudampi_stats)` of this library; -1 when `out` is null.
 //
 // # Safety
-// `out` must be null or point to writable memory for one `struct cudampi_stats`.
+// `out` must be null or point to `size` writable bytes.
+int cudampi_get_stats_sized(struct cudampi_stats *out, size_t size);
+
+// Fills the whole `*out` of this library's `struct cudampi_stats`; returns 0, or -1 when `out`
+// is null. Programs compiled with `cudampi.h` call `cudampi_get_stats_sized` instead (the
+// header's macro of this name); this symbol stays for programs that look it up by name.
+//
+// # Safety
+// `out` must be null or point to writable memory for one `struct cudampi_stats` as this
+// library defines it.
 int cudampi_get_stats(struct cudampi_stats *out);
 
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
+
+#ifndef CUDAMPI_NO_SIZED_STATS
+#define cudampi_get_stats(out) cudampi_get_stats_sized((out), sizeof *(out))
+#endif
 
 #endif  /* CUDAMPI_H */

@@ -55,17 +55,45 @@ pub extern "C" fn cudampi_cuda_active() -> c_int {
     c_int::from(cuda::driver::get().is_some())
 }
 
-/// Fills `*out` with the current counters; returns 0, or -1 when `out` is null.
+/// Fills the first `size` bytes of `*out` with the current counters (`cudampi.h` makes
+/// `cudampi_get_stats(out)` pass `sizeof *out`), so a program built against an older, shorter
+/// `struct cudampi_stats` gets the fields it knows and nothing past them. Returns the bytes
+/// filled, at most `sizeof(struct cudampi_stats)` of this library; -1 when `out` is null.
 ///
 /// # Safety
-/// `out` must be null or point to writable memory for one `struct cudampi_stats`.
+/// `out` must be null or point to `size` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn cudampi_get_stats_sized(out: *mut CudampiStats, size: usize) -> c_int {
+    if out.is_null() {
+        return -1;
+    }
+    let s = current();
+    let n = size.min(std::mem::size_of::<CudampiStats>());
+    // SAFETY: checked non-null; the caller provides `size` bytes, and `n` bytes of `s` exist.
+    unsafe { std::ptr::copy_nonoverlapping((&s as *const CudampiStats).cast::<u8>(), out.cast::<u8>(), n) };
+    n as c_int
+}
+
+/// Fills the whole `*out` of this library's `struct cudampi_stats`; returns 0, or -1 when `out`
+/// is null. Programs compiled with `cudampi.h` call `cudampi_get_stats_sized` instead (the
+/// header's macro of this name); this symbol stays for programs that look it up by name.
+///
+/// # Safety
+/// `out` must be null or point to writable memory for one `struct cudampi_stats` as this
+/// library defines it.
 #[no_mangle]
 pub unsafe extern "C" fn cudampi_get_stats(out: *mut CudampiStats) -> c_int {
     if out.is_null() {
         return -1;
     }
+    // SAFETY: checked non-null; the caller provides room for one struct.
+    unsafe { out.write(current()) };
+    0
+}
+
+fn current() -> CudampiStats {
     let (held, high) = staging::usage();
-    let s = CudampiStats {
+    CudampiStats {
         host_calls: stats::HOST_CALLS.load(Relaxed),
         device_calls: stats::DEVICE_CALLS.load(Relaxed),
         bytes_to_host: stats::BYTES_TO_HOST.load(Relaxed),
@@ -81,8 +109,5 @@ pub unsafe extern "C" fn cudampi_get_stats(out: *mut CudampiStats) -> c_int {
         ipc_bytes_received: stats::IPC_BYTES_RECEIVED.load(Relaxed),
         chunked_bytes_sent: stats::CHUNKED_BYTES_SENT.load(Relaxed),
         chunked_bytes_received: stats::CHUNKED_BYTES_RECEIVED.load(Relaxed),
-    };
-    // SAFETY: checked non-null; the caller provides room for one struct.
-    unsafe { out.write(s) };
-    0
+    }
 }

@@ -31,8 +31,9 @@ fn post(name: &'static str, comm: Option<Handle>, request: *mut c_void, send: Op
     rc
 }
 
-/// `call(buf, count, datatype)` posts the real send; the IPC path replaces all three with its
-/// envelope, and the request needs no tracking: the data already sits in an exported buffer.
+/// `call(buf, count, datatype)` posts the real send; the fast paths replace all three with
+/// their envelope. An IPC send needs no tracking (its envelope stays with the exported block);
+/// a chunked send's request keeps its envelope until it completes.
 pub fn isend<C: Count>(
     name: &'static str,
     buf: *const c_void,
@@ -50,7 +51,13 @@ pub fn isend<C: Count>(
     if ipc::sending() {
         if let Some(offer) = ipc::offer(name, buf, count, datatype, dest, comm) {
             let rc = call(offer.envelope(), C::from_i64(ipc::ENVELOPE_BYTES as i64), abi::get().byte);
-            return offer.sent(name, rc, comm);
+            return match offer.sent(name, rc, comm) {
+                (rc, Some(envelope)) => match requests::insert(request, Entry::envelope(name, Some(comm), envelope)) {
+                    Ok(()) => rc,
+                    Err(e) => e,
+                },
+                (rc, None) => rc,
+            };
         }
     }
     match stage(name, buf, count, datatype, dest, Some(comm), Direction::Send) {

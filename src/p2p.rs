@@ -102,7 +102,8 @@ pub fn send<C: Count>(
     if ipc::sending() {
         if let Some(offer) = ipc::offer(name, buf, count, datatype, dest, comm) {
             let rc = call(offer.envelope(), C::from_i64(ipc::ENVELOPE_BYTES as i64), abi::get().byte);
-            return offer.sent(name, rc, comm);
+            // The send is complete: the envelope may go.
+            return offer.sent(name, rc, comm).0;
         }
     }
     match stage(name, buf, count, datatype, dest, Some(comm), Direction::Send) {

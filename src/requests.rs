@@ -95,6 +95,8 @@ pub struct Entry {
     pub p2p: bool,
     /// A receive into host memory that an IPC envelope may reach.
     pub host: Option<HostRecv>,
+    /// The envelope a chunked send is sending, kept until the send completes.
+    _envelope: Option<crate::ipc::Kept>,
 }
 
 /// A host receive buffer, looked at when its receive completes.
@@ -112,13 +114,20 @@ impl Entry {
     pub fn new(name: &'static str, comm: Option<Handle>, send: Option<Staged>, recv: Option<Staged>, kind: Kind) -> Entry {
         LIVE.fetch_add(1, Relaxed);
         let active = matches!(kind, Kind::Once);
-        Entry { name, comm, send, recv, kind, active, delivered: false, arrived: None, p2p: true, host: None }
+        Entry { name, comm, send, recv, kind, active, delivered: false, arrived: None, p2p: true, host: None, _envelope: None }
     }
 
     /// The entry of a nonblocking receive into host memory (see [`HostRecv`]).
     pub fn host(name: &'static str, comm: Option<Handle>, host: HostRecv) -> Entry {
         let mut e = Entry::new(name, comm, None, None, Kind::Once);
         e.host = Some(host);
+        e
+    }
+
+    /// The entry of a nonblocking send whose envelope MPI may still read.
+    pub fn envelope(name: &'static str, comm: Option<Handle>, envelope: crate::ipc::Kept) -> Entry {
+        let mut e = Entry::new(name, comm, None, None, Kind::Once);
+        e._envelope = Some(envelope);
         e
     }
 

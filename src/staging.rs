@@ -135,6 +135,8 @@ pub struct Lease {
     kind: Kind,
     /// Bytes of its mapping, tail included.
     mapped: usize,
+    /// Counted in `leased()`.
+    counted: bool,
 }
 
 enum Kind {
@@ -153,6 +155,22 @@ impl Lease {
     pub fn is_pinned(&self) -> bool {
         matches!(self.kind, Kind::Pinned(..))
     }
+
+    fn counted(mut self) -> Lease {
+        LEASED.fetch_add(1, Ordering::Relaxed);
+        self.counted = true;
+        self
+    }
+
+    /// No longer counted in `leased()`, which counts what the program's operations hold: a
+    /// chunk's buffer stays with its send on the private communicator after the program's send
+    /// completed, until a later call sees that send complete.
+    pub fn uncounted(mut self) -> Lease {
+        if std::mem::replace(&mut self.counted, false) {
+            LEASED.fetch_sub(1, Ordering::Relaxed);
+        }
+        self
+    }
 }
 
 /// The size class of `len` bytes, if the pool may serve it.
@@ -165,11 +183,7 @@ fn class_of(len: usize) -> Option<(usize, usize)> {
 /// A buffer of at least `len` bytes. `ctx` is the device context current for the copy; pinned
 /// memory is allocated portable, so it serves every context afterwards. `None`: out of memory.
 pub fn lease(len: usize, ctx: &InContext) -> Option<Lease> {
-    let lease = lease_from_pool_or_pageable(len, ctx);
-    if lease.is_some() {
-        LEASED.fetch_add(1, Ordering::Relaxed);
-    }
-    lease
+    lease_from_pool_or_pageable(len, ctx).map(Lease::counted)
 }
 
 /// Staging buffers leased now.
@@ -181,11 +195,7 @@ pub fn leased() -> usize {
 /// driver pins no more): for callers that would rather wait for a pinned buffer to come back than
 /// stage through pageable memory.
 pub fn lease_pinned(len: usize, ctx: &InContext) -> Option<Lease> {
-    let lease = lease_from_pool(len, ctx);
-    if lease.is_some() {
-        LEASED.fetch_add(1, Ordering::Relaxed);
-    }
-    lease
+    lease_from_pool(len, ctx).map(Lease::counted)
 }
 
 fn lease_from_pool_or_pageable(len: usize, ctx: &InContext) -> Option<Lease> {
@@ -209,9 +219,9 @@ fn lease_from_pool(len: usize, ctx: &InContext) -> Option<Lease> {
         };
         free_pinned(ctx, evicted);
         match take {
-            Take::Cached(b) => return Some(Lease { ptr: b.ptr, kind: Kind::Pinned(class, b.ctx), mapped: b.mapped }),
+            Take::Cached(b) => return Some(Lease { ptr: b.ptr, kind: Kind::Pinned(class, b.ctx), mapped: b.mapped, counted: false }),
             Take::Reserved => match alloc_pinned(ctx, cap) {
-                Some((ptr, mapped)) => return Some(Lease { ptr, kind: Kind::Pinned(class, ctx.context()), mapped }),
+                Some((ptr, mapped)) => return Some(Lease { ptr, kind: Kind::Pinned(class, ctx.context()), mapped, counted: false }),
                 None => pool().classes.held -= cap,
             },
             Take::Full => {}
@@ -231,21 +241,23 @@ fn lease_pageable(len: usize, bound: usize) -> Option<Lease> {
             unmap(m.ptr, m.mapped);
         }
         match take {
-            Take::Cached(m) => return Some(Lease { ptr: m.ptr, kind: Kind::Pageable(class), mapped: m.mapped }),
+            Take::Cached(m) => return Some(Lease { ptr: m.ptr, kind: Kind::Pageable(class), mapped: m.mapped, counted: false }),
             Take::Reserved => match map_with_tail(cap) {
-                Some((ptr, mapped)) => return Some(Lease { ptr, kind: Kind::Pageable(class), mapped }),
+                Some((ptr, mapped)) => return Some(Lease { ptr, kind: Kind::Pageable(class), mapped, counted: false }),
                 None => pageable().held -= cap,
             },
             Take::Full => {}
         }
     }
     let (ptr, mapped) = map_with_tail(len.max(1))?;
-    Some(Lease { ptr, kind: Kind::Once, mapped })
+    Some(Lease { ptr, kind: Kind::Once, mapped, counted: false })
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        LEASED.fetch_sub(1, Ordering::Relaxed);
+        if self.counted {
+            LEASED.fetch_sub(1, Ordering::Relaxed);
+        }
         match self.kind {
             Kind::Pinned(class, ctx) => pool().classes.free[class].push(Pinned { ptr: self.ptr, mapped: self.mapped, ctx }),
             Kind::Pageable(class) => pageable().free[class].push(Mapping { ptr: self.ptr, mapped: self.mapped }),

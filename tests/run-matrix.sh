@@ -12,6 +12,12 @@
 #                the row "mpi-hello" (a host-only program: the shim must pass it through)
 #   --list       print the tests with their parsed headers and exit
 #
+# Forced fast paths: on the MPIs in FORCED_MPIS (default "ompi4 mpich4"; empty: none) every C
+# test that runs preloaded runs twice more, in mode "ipc" (CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0:
+# every device message GPU to GPU) and mode "chunks" (CUDAMPI_PIPELINE=1
+# CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64K: every device message in chunks); a
+# test's env= still wins, so a test that pins a path keeps it.
+#
 # Environment: SHIM (default target/release/libcudampi.so), FIXTURE_LIB (build/fixture/lib),
 # FIXTURE_INC (tests/fixture/include), CUDAMPI_* (e.g. CUDAMPI_DEBUG, CUDAMPI_STATS: forwarded
 # to the with-shim runs; a test's env= wins over them),
@@ -50,7 +56,8 @@
 #        shim (Open MPI: forwarded with -x), CMTEST_MPI=<mpi> CMTEST_MODE=<mode> set for the
 #        program. A test passes when it exits 0; it should print what it compared on failure.
 # Logs:  build/logs/<mpi>/<name>.<mode>.log, mode: build, build-link, build-tool, noshim, shim,
-#        link, tool-first, tool-last (with "-np<N>" appended when ranks lists several counts).
+#        link, tool-first, tool-last, ipc, chunks (with "-np<N>" appended when ranks lists
+#        several counts).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -66,6 +73,10 @@ case $FIXTURE_LIB in /*) ;; *) FIXTURE_LIB=$ROOT/$FIXTURE_LIB ;; esac
 case $FIXTURE_INC in /*) ;; *) FIXTURE_INC=$ROOT/$FIXTURE_INC ;; esac
 
 MPI_ORDER=(ompi4 mpich4 ompi5 mpich5 mpich5abi)
+read -ra FORCED <<<"${FORCED_MPIS-ompi4 mpich4}"
+# The variables of each forced mode.
+FORCE_ipc=(CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0)
+FORCE_chunks=(CUDAMPI_PIPELINE=1 CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64K)
 TEST_DIRS=()
 HELLO=tests/mpi/hello.c
 want_mpi=()
@@ -334,6 +345,9 @@ run_cell() {
     [ "$H_NOSHIM" != skip ] && modes+=(noshim)
     if [ -n "$tool_so" ]; then modes+=(tool-first tool-last); else modes+=(shim); fi
     [ "$H_LINK" = yes ] && modes+=(link)
+    if [ -z "$tool_so" ] && ! is_fortran "$src" && in_list "$MPI_NAME" "${FORCED[@]+"${FORCED[@]}"}"; then
+        modes+=(ipc chunks)
+    fi
 
     for np in "${H_RANKS[@]}"; do
         sfx=
@@ -347,6 +361,7 @@ run_cell() {
             tool-first) preload=$tool_so:$SHIM ;;
             tool-last) preload=$SHIM:$tool_so ;;
             link) preload=$tool_so exe=$bin.link ;;
+            ipc | chunks) preload=$SHIM ;;
             esac
             if [ "$mode" = noshim ]; then
                 launch "$log" "$np" "$H_TIMEOUT" "$preload" CMTEST_MPI CMTEST_MODE "${envfwd[@]+"${envfwd[@]}"}" -- "$exe"
@@ -356,7 +371,18 @@ run_cell() {
                     printf 'FAIL(%s)\t%s\n' "$mode" "$log"
                     return
                 fi
-                launch "$log" "$np" "$H_TIMEOUT" "$preload" CMTEST_MPI CMTEST_MODE "${fwd[@]+"${fwd[@]}"}" -- "$exe"
+                local force=() modefwd=("${fwd[@]+"${fwd[@]}"}")
+                case $mode in ipc) force=("${FORCE_ipc[@]}") ;; chunks) force=("${FORCE_chunks[@]}") ;; esac
+                for e in "${force[@]+"${force[@]}"}"; do
+                    in_list "${e%%=*}" "${envfwd[@]+"${envfwd[@]}"}" && continue
+                    in_list "${e%%=*}" "${modefwd[@]}" || modefwd+=("${e%%=*}")
+                done
+                (
+                    for e in "${force[@]+"${force[@]}"}"; do
+                        in_list "${e%%=*}" "${envfwd[@]+"${envfwd[@]}"}" || export "${e%%=*}=${e#*=}"
+                    done
+                    launch "$log" "$np" "$H_TIMEOUT" "$preload" CMTEST_MPI CMTEST_MODE "${modefwd[@]}" -- "$exe"
+                )
             fi
             rc=$?
             # every mode runs even after a failure (which ones failed tells fixture problems

@@ -104,20 +104,27 @@ impl Offer {
         }
     }
 
-    /// The send of the envelope returned `rc`: sends the chunks that follow it.
-    pub fn sent(self, name: &'static str, rc: c_int, comm: Handle) -> c_int {
+    /// The send of the envelope returned `rc`: sends the chunks that follow it. A chunked
+    /// message's envelope comes back when its send was posted: a nonblocking send must keep it
+    /// until the send completes (an IPC envelope stays with its exported block instead).
+    pub fn sent(self, name: &'static str, rc: c_int, comm: Handle) -> (c_int, Option<Kept>) {
         match self {
             Offer::Chunks(out) if rc == 0 => {
                 let (dev, src, bytes) = out.source();
-                match out.stream() {
+                let (streamed, envelope) = out.stream();
+                let rc = match streamed {
                     Ok(()) => 0,
                     Err(e) => errors::cuda(name, Some(comm), e, src, bytes, &dev),
-                }
+                };
+                (rc, Some(Kept(envelope)))
             }
-            _ => rc,
+            _ => (rc, None),
         }
     }
 }
+
+/// An envelope that a send in flight still reads.
+pub struct Kept(#[allow(dead_code)] Box<[u8; envelope::BYTES]>);
 
 /// Offers a device send to the fast paths: `Some` when it takes one.
 pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handle, dest: c_int, comm: Handle) -> Option<Offer> {

@@ -111,12 +111,16 @@ impl Outgoing {
         (self.dev, self.src, self.bytes)
     }
 
-    /// Copies each chunk to host memory and posts its send. Copies are queued as long as
+    /// Copies each chunk to host memory and posts its send, and gives back the envelope. Copies are queued as long as
     /// buffers are at hand, and each chunk is sent as soon as its copy is done; meanwhile the
     /// chunks already sent are tested, which lets an MPI that moves large messages only inside
     /// its calls move them while the copies run.
-    pub fn stream(self) -> Result<(), CudaError> {
-        let Some(_) = real::pmpi() else { return Ok(()) };
+    pub fn stream(self) -> (Result<(), CudaError>, Box<[u8; envelope::BYTES]>) {
+        let result = self.send_chunks();
+        (result, self.envelope)
+    }
+
+    fn send_chunks(&self) -> Result<(), CudaError> {
         let ctx = InContext::enter(&self.dev)?;
         let mut failed = Ok(());
         let mut queued: VecDeque<Copying> = VecDeque::new();
@@ -214,7 +218,7 @@ impl Outgoing {
             // private communicator and the world rank of the destination.
             if unsafe { (p.isend)(ptr, len as c_int, abi.byte, self.dest, self.tag, peers.shadow, &mut request) } == 0 {
                 if let Some(buffer) = c.buffer {
-                    state().sending.push(InFlight { request, _buffer: buffer });
+                    state().sending.push(InFlight { request, _buffer: buffer.uncounted() });
                 }
             }
         }

@@ -1,17 +1,38 @@
-// cudampi-test: ranks=2 without-shim=skip env=CUDAMPI_STATS=1 env=CUDAMPI_POOL_BYTES=8M env=CUDAMPI_IPC=0
+// cudampi-test: ranks=2 without-shim=skip env=CUDAMPI_STATS=1 env=CUDAMPI_POOL_BYTES=8M env=CUDAMPI_IPC=0,CUDAMPI_PIPELINE=0
 /* cudampi's own API (include/cudampi.h) reports what the shim did: after rank 0 sends a device
  * buffer of N bytes to rank 1's device buffer, rank 0 counts one device-buffer call and N bytes
  * staged device->host, rank 1 one call and N bytes host->device; both pools hold pinned memory
  * (the message fits CUDAMPI_POOL_BYTES) and their high-water mark covers N. A host-buffer
  * exchange then adds host calls (counted because CUDAMPI_STATS=1) and no device bytes; a
  * message larger than the pool bound counts a pageable fallback. cudampi_cuda_active() is 1.
+ * cudampi_get_stats_sized, which cudampi.h's cudampi_get_stats(out) calls, writes no byte past
+ * the size it is given, as for a program built against a shorter, older struct.
  * The functions are looked up with dlsym: the shim is preloaded, not linked. Staging is what it
- * counts, so CUDA IPC is off (ipc_p2p checks the IPC counters). */
+ * counts, so the fast paths are off (ipc_p2p and chunks_p2p check their counters). */
 #include "common.h"
 #include "../../include/cudampi.h"
 
 typedef int (*stats_fn)(struct cudampi_stats *);
 typedef int (*active_fn)(void);
+typedef int (*sized_fn)(struct cudampi_stats *, size_t);
+
+/* An older struct: the fields up to requests_tracked. The sized call fills exactly them, the
+ * same values as the full struct, and leaves the bytes after them alone. */
+static void sized(sized_fn get_sized, stats_fn get)
+{
+    struct cudampi_stats full, part;
+    const size_t old = offsetof(struct cudampi_stats, requests_tracked) + sizeof full.requests_tracked;
+    memset(&part, 0x5C, sizeof part);
+    int rc = get_sized(&part, old);
+    CHECK(get(&full) == 0, "cudampi_get_stats failed");
+    CHECK(rc == (int)old, "cudampi_get_stats_sized(.., %zu) returned %d", old, rc);
+    CHECK(part.device_calls == full.device_calls && part.requests_tracked == full.requests_tracked,
+          "sized counters differ from the full struct's");
+    check_all((unsigned char *)&part + old, 0x5C, sizeof part - old, "bytes past the size given to cudampi_get_stats_sized");
+    rc = get_sized(&part, sizeof part + 64);
+    CHECK(rc == (int)sizeof part, "cudampi_get_stats_sized with room to spare returned %d, struct is %zu bytes", rc, sizeof part);
+    CHECK(get_sized(NULL, sizeof part) == -1, "cudampi_get_stats_sized(NULL, ..) should return -1");
+}
 
 static struct cudampi_stats snapshot(stats_fn get)
 {
@@ -29,6 +50,9 @@ int main(int argc, char **argv)
     if (!CHECK(get && active, "cudampi_get_stats / cudampi_cuda_active not exported"))
         return report_and_finalize();
     CHECK(get(NULL) == -1, "cudampi_get_stats(NULL) should return -1");
+    sized_fn get_sized = (sized_fn)dlsym(RTLD_DEFAULT, "cudampi_get_stats_sized");
+    if (CHECK(get_sized != NULL, "cudampi_get_stats_sized not exported"))
+        sized(get_sized, get);
 
     const size_t n = 100000;
     void *d = mem_alloc(MEM_DEVICE, n);
