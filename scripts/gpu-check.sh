@@ -30,7 +30,9 @@
 # 120; a test's timeout= header wins when larger), GPU_CHECK_MPIS (default
 # "system ompi5 mpich5 mpich5abi"), GPU_CHECK_TESTS (space-separated test names, default all),
 # GPU_CHECK_BENCH=0 (skip the benchmarks; =quick: bench/suite.sh --quick), GPU_CHECK_STEPS
-# (the steps to run, default "1 2 3 4 5 6"), CUDAMPI_* (passed to every run with the shim).
+# (the steps to run, default "1 2 3 4 5 6"), CUDAMPI_* (passed to every run with the shim; a
+# test's env= header wins, so CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 forces IPC on every test that
+# does not pin a path itself).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -288,8 +290,15 @@ run_tests() { # run_tests MPI [gpu-per-rank]
         link=$(hdr "$src" link)
         secs=$(hdr "$src" timeout)
         [ -n "$secs" ] && [ "$secs" -gt "$TMO" ] || secs=$TMO
+        # the caller's CUDAMPI_* for every run, except what the header sets (its env= wins,
+        # as in tests/run-matrix.sh: a test that pins a path keeps it)
+        local -a ev=()
+        local kv
+        for kv in "${PASSENV[@]+"${PASSENV[@]}"}"; do
+            [[ " $envs " == *" ${kv%%=*}="* ]] || ev+=("$kv")
+        done
         # shellcheck disable=SC2206
-        local -a ev=($envs "${PASSENV[@]}" "${extra[@]}")
+        ev+=($envs "${extra[@]}")
         local tag=${per:+.1gpu}
         if [ -n "$tool" ]; then
             local tl=$BIN/$m/lib$(basename "$tool" .c).so

@@ -191,23 +191,23 @@ pub fn leased() -> usize {
     LEASED.load(Ordering::Relaxed)
 }
 
-/// A pinned buffer of at least `len` bytes, or `None` when the pool is at its bound (or the
-/// driver pins no more): for callers that would rather wait for a pinned buffer to come back than
-/// stage through pageable memory.
-pub fn lease_pinned(len: usize, ctx: &InContext) -> Option<Lease> {
-    lease_from_pool(len, ctx).map(Lease::counted)
+/// A pinned buffer of at least `len` bytes, or `None` when the pool is at its bound plus
+/// `beyond` bytes (or the driver pins no more): for callers that would rather wait for a pinned
+/// buffer to come back than stage through pageable memory, and for the few chunk buffers a
+/// chunked receive cycles through, which may go `beyond` the bound.
+pub fn lease_pinned(len: usize, ctx: &InContext, beyond: usize) -> Option<Lease> {
+    lease_from_pool(len, ctx, crate::config::get().pool_bytes.saturating_add(beyond)).map(Lease::counted)
 }
 
 fn lease_from_pool_or_pageable(len: usize, ctx: &InContext) -> Option<Lease> {
-    if let Some(lease) = lease_from_pool(len, ctx) {
+    if let Some(lease) = lease_from_pool(len, ctx, crate::config::get().pool_bytes) {
         return Some(lease);
     }
     stats::add(&stats::PAGEABLE_FALLBACKS, 1);
     lease_pageable(len, crate::config::get().pool_bytes.saturating_mul(PAGEABLE_TIMES))
 }
 
-fn lease_from_pool(len: usize, ctx: &InContext) -> Option<Lease> {
-    let bound = crate::config::get().pool_bytes;
+fn lease_from_pool(len: usize, ctx: &InContext, bound: usize) -> Option<Lease> {
     if let Some((class, cap)) = class_of(len).filter(|&(_, cap)| cap <= bound) {
         // Cached buffers of other sizes are given back to the driver to make room.
         let mut evicted = Vec::new();

@@ -5,7 +5,8 @@
 //! The sender sends the envelope first, on the program's communicator and tag, then copies the
 //! message to host memory a chunk at a time and sends each chunk as soon as it is there, on the
 //! private communicator with a tag of the message's own. The receive that matches the envelope
-//! posts a receive for every chunk and starts each chunk's copy to the device as it arrives.
+//! receives the chunks into a ring of a few pinned chunk buffers and starts each chunk's copy to
+//! the device as it arrives.
 //!
 //! Each chunk has a pinned buffer of its own from the staging pool, given back when its send
 //! completes, so a stream of messages recycles a few chunks' worth of pinned memory instead of
@@ -161,7 +162,7 @@ impl Outgoing {
     /// A buffer for the next chunk: a pinned one, waited for while chunks in flight complete
     /// (at most `STALL` between two), else a pageable one. `None`: no memory at all.
     fn buffer(&self, len: usize, ctx: &InContext, queued: &mut VecDeque<Copying>, patient: &mut bool, failed: &mut Result<(), CudaError>) -> Option<Lease> {
-        if let Some(b) = staging::lease_pinned(len, ctx) {
+        if let Some(b) = staging::lease_pinned(len, ctx, 0) {
             return Some(b);
         }
         let mut since = Instant::now();
@@ -169,7 +170,7 @@ impl Outgoing {
             // Chunks copied but not yet sent cannot come back until they are sent.
             self.send_ready(ctx, queued, false, failed);
             if collect() {
-                if let Some(b) = staging::lease_pinned(len, ctx) {
+                if let Some(b) = staging::lease_pinned(len, ctx, 0) {
                     return Some(b);
                 }
                 since = Instant::now();
@@ -250,9 +251,124 @@ pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, dest
 }
 
 /// Receives the chunks `e` announces into `len` bytes of host memory at `at`; with `device`,
-/// each chunk's copy to that device address starts as it arrives. Every chunk is received,
-/// even when `at` is null (a truncated receive: the chunks are dropped).
+/// the chunks go to that device address instead, each chunk's copy starting as it arrives.
+/// Every chunk is received, even when `at` is null (a truncated receive: the chunks are
+/// dropped).
 pub fn receive(e: &Envelope, at: *mut c_void, device: Option<(Device, *mut c_void)>) -> Result<(), CudaError> {
+    let result = match device {
+        Some((dev, user)) if !at.is_null() => through_ring(e, at, &dev, user),
+        _ => direct(e, at, None),
+    };
+    if result.is_ok() {
+        stats::add(&stats::CHUNKED_BYTES_RECEIVED, e.bytes as usize);
+    }
+    result
+}
+
+/// Chunk buffers a receive cycles through: one copying to the device while the others receive.
+const RING: usize = 4;
+
+/// A ring slot: a pinned chunk buffer, the receive posted into it, and the event that marks
+/// its last copy to the device done.
+struct Slot {
+    buffer: Lease,
+    request: Handle,
+    event: *mut c_void,
+    copying: bool,
+}
+
+/// Receives the chunks through a few pinned buffers of their own and copies each to the device
+/// as it arrives: the receive's staging buffer, pageable when the pool is spent (a window of
+/// large receives), then only holds the envelope. Without pinned chunk buffers the chunks land
+/// in the staging buffer, as `direct` does.
+fn through_ring(e: &Envelope, at: *mut c_void, dev: &Device, user: *mut c_void) -> Result<(), CudaError> {
+    let (Some(p), Some(peers)) = (real::pmpi(), peers::get()) else { return Ok(()) };
+    let abi = abi::get();
+    let bytes = e.bytes as usize;
+    let chunk = (e.offset as usize).max(1);
+    let n = bytes.div_ceil(chunk);
+    let ctx = InContext::enter(dev)?;
+    let d = ctx.driver();
+    let mut slots = Vec::with_capacity(RING);
+    while slots.len() < RING.min(n) {
+        let Some(buffer) = staging::lease_pinned(chunk.min(bytes), &ctx, RING * chunk) else { break };
+        let mut event = std::ptr::null_mut();
+        // SAFETY: an out-pointer for a new event of the current context.
+        if unsafe { (d.event_create)(&mut event, EVENT_DISABLE_TIMING) } != 0 {
+            break;
+        }
+        slots.push(Slot { buffer, request: 0, event, copying: false });
+    }
+    if slots.len() < RING.min(n).min(2) {
+        destroy(&ctx, &slots);
+        drop(ctx);
+        return direct(e, at, Some((*dev, user)));
+    }
+    let r = slots.len();
+    let span = |k: usize| (k * chunk, chunk.min(bytes - k * chunk));
+    let post = |slot: &mut Slot, k: usize| {
+        // SAFETY: the chunk's length fits the slot's buffer, which the slot keeps until the
+        // receive completes; the sender's world rank and the message's tag.
+        unsafe { (p.irecv)(slot.buffer.ptr(), span(k).1 as c_int, abi.byte, e.sender as c_int, e.arena as c_int, peers.shadow, &mut slot.request) };
+    };
+    for (k, slot) in slots.iter_mut().enumerate() {
+        post(slot, k);
+    }
+    let mut failed = Ok(());
+    for k in 0..n {
+        let (off, len) = span(k);
+        let slot = &mut slots[k % r];
+        let mut status = abi::Status::zeroed();
+        // SAFETY: the receive posted into this slot for chunk k.
+        unsafe { (p.wait)((&mut slot.request as *mut Handle).cast(), status.as_mut_ptr()) };
+        if received_bytes(status.as_mut_ptr()) != Some(len) {
+            failed = failed.and(Err(CudaError { call: "the sender's copy of a chunk", code: UNKNOWN }));
+        }
+        if failed.is_ok() {
+            // SAFETY: `len` bytes of the slot's buffer to the program's device span; the slot
+            // is not reused before the event recorded after the copy has fired.
+            failed = unsafe {
+                check("cuMemcpyHtoDAsync", (d.memcpy_htod_async)(user as u64 + off as u64, slot.buffer.ptr(), len, std::ptr::null_mut()))
+                    .and_then(|()| check("cuEventRecord", (d.event_record)(slot.event, std::ptr::null_mut())))
+            };
+            slot.copying = failed.is_ok();
+        }
+        // The slot of the chunk before this one has had a whole chunk's transfer to finish its
+        // copy: it takes the next chunk not yet posted.
+        let (prev, next) = ((k + r - 1) % r, k + r - 1);
+        if k >= 1 && next < n {
+            let slot = &mut slots[prev];
+            while slot.copying {
+                // SAFETY: an event recorded after this slot's copy.
+                match unsafe { (d.event_query)(slot.event) } {
+                    0 => slot.copying = false,
+                    NOT_READY => std::hint::spin_loop(),
+                    code => {
+                        failed = failed.and(check("cuEventQuery", code));
+                        slot.copying = false;
+                    }
+                }
+            }
+            post(slot, next);
+        }
+    }
+    // SAFETY: the legacy default stream of the current context.
+    let synced = check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(std::ptr::null_mut()) });
+    destroy(&ctx, &slots);
+    failed.and(synced)
+}
+
+fn destroy(ctx: &InContext, slots: &[Slot]) {
+    for s in slots {
+        // SAFETY: created by `through_ring`; its copies are done.
+        unsafe { (ctx.driver().event_destroy)(s.event) };
+    }
+}
+
+/// Receives every chunk straight into `at` (host memory holding the whole message; null:
+/// dropped into one scratch chunk), posting all the receives at once; with `device`, each
+/// chunk's copy to that device address starts as it arrives.
+fn direct(e: &Envelope, at: *mut c_void, device: Option<(Device, *mut c_void)>) -> Result<(), CudaError> {
     let (Some(p), Some(peers)) = (real::pmpi(), peers::get()) else { return Ok(()) };
     let abi = abi::get();
     let bytes = e.bytes as usize;
@@ -302,9 +418,6 @@ pub fn receive(e: &Envelope, at: *mut c_void, device: Option<(Device, *mut c_voi
         // SAFETY: the legacy default stream of the current context.
         let synced = check("cuStreamSynchronize", unsafe { (ctx.driver().stream_synchronize)(std::ptr::null_mut()) });
         failed = failed.and(synced);
-    }
-    if failed.is_ok() {
-        stats::add(&stats::CHUNKED_BYTES_RECEIVED, bytes);
     }
     failed
 }
