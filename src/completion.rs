@@ -159,8 +159,68 @@ fn all_done(rc: c_int, st: &Statuses, k: usize) -> Option<*mut c_void> {
     (errors::class(rc) == abi.err_in_status && !pending).then(|| st.at(k))
 }
 
-pub fn waitall(_name: &'static str, count: c_int, requests: *mut c_void, statuses: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+pub fn waitall(name: &'static str, count: c_int, requests: *mut c_void, statuses: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+    if crate::ipc::receiving() && requests::any() && !requests.is_null() && count > 1 {
+        return waitall_in_order(name, count, requests, statuses, call);
+    }
     complete(requests, count, statuses, true, |c| Statuses::array(c, count), call, all_done)
+}
+
+/// `MPI_Waitall` with the fast paths on. A receive that gets an envelope brings its data only
+/// when cudampi completes it, and the real `MPI_Waitall` returns only once every request is
+/// done: a window of chunked receives would take the first message's chunks only after the
+/// last envelope arrived, while the sender, its pinned buffers spent, waits for the first
+/// message's chunks to be taken. So the tracked receives are completed first, one at a time
+/// in the array's order, each as `MPI_Wait` would; the real call completes the rest. A
+/// receive that fails stops that: the call then reports `MPI_ERR_IN_STATUS`, the error in that
+/// receive's status and success in the others'.
+fn waitall_in_order(name: &'static str, count: c_int, reqs: *mut c_void, caller: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+    let Some(p) = crate::real::pmpi() else { return call(caller) };
+    let abi = abi::get();
+    let n = count as usize;
+    // SAFETY (both closures): the caller passes `count` requests.
+    let handle = |k: usize| unsafe { abi.request_at(reqs, k) };
+    let slot = |k: usize| reqs.cast::<u8>().wrapping_add(k * abi.request_size).cast::<c_void>();
+    let posted: Vec<bool> = (0..n).map(|k| !abi.same(handle(k), abi.request_null)).collect();
+    let mut early: Vec<(usize, abi::Status, c_int)> = Vec::new();
+    for k in (0..n).filter(|&k| posted[k]) {
+        let receive = requests::with(handle(k), |e| e.active && e.p2p && (e.recv.is_some() || e.host.is_some()));
+        if receive != Some(true) {
+            continue;
+        }
+        let mut status = abi::Status::zeroed();
+        // SAFETY: request k of the array and a status of our own.
+        let rc = wait(name, slot(k), status.as_mut_ptr(), |st| unsafe { (p.wait)(slot(k), st) });
+        early.push((k, status, rc));
+        if rc != 0 {
+            break;
+        }
+    }
+    let rc = complete(reqs, count, caller, true, |c| Statuses::array(c, count), call, all_done);
+    let ignored = abi.is_statuses_ignore(caller);
+    let at = |k: usize| caller.cast::<u8>().wrapping_add(k * abi.status_size).cast::<c_void>();
+    if !ignored {
+        for (k, status, _) in early.iter_mut() {
+            // SAFETY: the caller's status k, which the real call left empty (its request was
+            // already null), takes the status of the receive's own completion.
+            unsafe { std::ptr::copy_nonoverlapping(status.as_mut_ptr().cast::<u8>(), at(*k).cast::<u8>(), abi.status_size) };
+        }
+    }
+    let Some(&(failed, _, error)) = early.iter().find(|e| e.2 != 0) else { return rc };
+    if rc != 0 && errors::class(rc) != abi.err_in_status {
+        return rc;
+    }
+    if !ignored {
+        for k in (0..n).filter(|&k| posted[k]) {
+            // The real call set the errors of what it completed when it failed itself.
+            if rc != 0 && !early.iter().any(|e| e.0 == k) {
+                continue;
+            }
+            // SAFETY: a status of the caller's array, of a request that completed.
+            unsafe { abi.set_status_error(at(k), if k == failed { error } else { 0 }) };
+        }
+    }
+    abi.err_in_status
 }
 
 pub fn testall(
