@@ -112,10 +112,10 @@ impl Outgoing {
         (self.dev, self.src, self.bytes)
     }
 
-    /// Copies each chunk to host memory and posts its send, and gives back the envelope. Copies are queued as long as
-    /// buffers are at hand, and each chunk is sent as soon as its copy is done; meanwhile the
-    /// chunks already sent are tested, which lets an MPI that moves large messages only inside
-    /// its calls move them while the copies run.
+    /// Copies each chunk to host memory and posts its send, then gives back the envelope.
+    /// Copies are queued as long as buffers are at hand, and each chunk is sent as soon as its
+    /// copy is done; meanwhile the chunks already sent are tested, which lets an MPI that moves
+    /// large messages only inside its calls move them while the copies run.
     pub fn stream(self) -> (Result<(), CudaError>, Box<[u8; envelope::BYTES]>) {
         let result = self.send_chunks();
         (result, self.envelope)

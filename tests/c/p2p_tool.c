@@ -2,9 +2,9 @@
 /* A PMPI tool (tests/c/pmpi_tool.c, intercepting MPI_Send and MPI_Recv) is preloaded beside
  * the shim, in both orders. Device send/recv must still deliver correct bytes, and the tool
  * must see the calls: exactly the host-buffer calls the program made, and at least one call
- * (and at least the bytes, unless CUDAMPI_IPC=1 or CUDAMPI_PIPELINE=1 sends envelopes instead) per device-buffer
- * call. Found through dlsym(RTLD_DEFAULT,
- * "pmpi_tool_calls"); the test fails when the tool is not loaded. */
+ * (and at least the bytes, unless CUDAMPI_IPC=1 or CUDAMPI_PIPELINE=1 sends envelopes instead)
+ * per device-buffer call. Found through dlsym(RTLD_DEFAULT, "pmpi_tool_calls"); the test fails
+ * when the tool is not loaded. */
 #include "common.h"
 
 typedef int (*calls_fn)(void);
