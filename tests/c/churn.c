@@ -1,4 +1,4 @@
-// cudampi-test: ranks=2 without-shim=crash timeout=240
+// cudampi-test: ranks=2 without-shim=crash timeout=240 env=CUDAMPI_IPC=0
 /* Long-running device traffic must not grow the process, and a receive that the MPI overruns
  * must not damage it.
  *
@@ -8,7 +8,9 @@
  *    of 1000 iterations and at the end, printed, and may not grow beyond what cudampi's pinned
  *    staging pool took on (bounded by CUDAMPI_POOL_BYTES, and filled further when chunked
  *    sends run ahead of the receiver; the shim's host-page cache is bounded too; a freed
- *    device buffer must leave nothing behind).
+ *    device buffer must leave nothing behind). IPC stays off: its exported arenas are device
+ *    memory that the stand-in driver keeps in host pages, so they would count as resident;
+ *    ipc_memory is this loop for IPC, bounded by CUDAMPI_IPC_POOL_BYTES.
  *    Every 97th message is checked byte for byte.
  * 2. Truncated receives: rank 0 sends 1 MiB, rank 1 posts 4 KiB of a 1 MiB device buffer, 50
  *    times. Open MPI writes the whole message past the posted count; staged, that lands behind
