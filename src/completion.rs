@@ -198,7 +198,8 @@ fn waitall_in_order(name: &'static str, count: c_int, reqs: *mut c_void, caller:
     }
     let rc = complete(reqs, count, caller, true, |c| Statuses::array(c, count), call, all_done);
     let ignored = abi.is_statuses_ignore(caller);
-    let at = |k: usize| caller.cast::<u8>().wrapping_add(k * abi.status_size).cast::<c_void>();
+    let caller_st = Statuses::new(caller, n, false);
+    let at = |k: usize| caller_st.at(k);
     if !ignored {
         for (k, status, _) in early.iter_mut() {
             // SAFETY: the caller's status k, which the real call left empty (its request was

@@ -282,8 +282,9 @@ struct Slot {
 /// large receives), then only holds the envelope. Without pinned chunk buffers the chunks land
 /// in the staging buffer, as `direct` does.
 fn through_ring(e: &Envelope, at: *mut c_void, dev: &Device, user: *mut c_void) -> Result<(), CudaError> {
-    let (Some(p), Some(peers)) = (real::pmpi(), peers::get()) else { return Ok(()) };
-    let abi = abi::get();
+    if real::pmpi().is_none() || peers::get().is_none() {
+        return Ok(());
+    }
     let bytes = e.bytes as usize;
     let chunk = (e.offset as usize).max(1);
     let n = bytes.div_ceil(chunk);
@@ -306,11 +307,9 @@ fn through_ring(e: &Envelope, at: *mut c_void, dev: &Device, user: *mut c_void) 
     }
     let r = slots.len();
     let span = |k: usize| (k * chunk, chunk.min(bytes - k * chunk));
-    let post = |slot: &mut Slot, k: usize| {
-        // SAFETY: the chunk's length fits the slot's buffer, which the slot keeps until the
-        // receive completes; the sender's world rank and the message's tag.
-        unsafe { (p.irecv)(slot.buffer.ptr(), span(k).1 as c_int, abi.byte, e.sender as c_int, e.arena as c_int, peers.shadow, &mut slot.request) };
-    };
+    // The chunk's length fits the slot's buffer, which the slot keeps until the receive
+    // completes.
+    let post = |slot: &mut Slot, k: usize| slot.request = post_chunk(e, slot.buffer.ptr(), span(k).1);
     for (k, slot) in slots.iter_mut().enumerate() {
         post(slot, k);
     }
@@ -318,12 +317,7 @@ fn through_ring(e: &Envelope, at: *mut c_void, dev: &Device, user: *mut c_void) 
     for k in 0..n {
         let (off, len) = span(k);
         let slot = &mut slots[k % r];
-        let mut status = abi::Status::zeroed();
-        // SAFETY: the receive posted into this slot for chunk k.
-        unsafe { (p.wait)((&mut slot.request as *mut Handle).cast(), status.as_mut_ptr()) };
-        if received_bytes(status.as_mut_ptr()) != Some(len) {
-            failed = failed.and(Err(CudaError { call: "the sender's copy of a chunk", code: UNKNOWN }));
-        }
+        failed = failed.and(take_chunk(&mut slot.request, len));
         if failed.is_ok() {
             // SAFETY: `len` bytes of the slot's buffer to the program's device span; the slot
             // is not reused before the event recorded after the copy has fired.
@@ -358,6 +352,31 @@ fn through_ring(e: &Envelope, at: *mut c_void, dev: &Device, user: *mut c_void) 
     failed.and(synced)
 }
 
+/// Posts the receive of a chunk of `e`'s message, `len` bytes into `to`, which must stay
+/// valid until the receive completes.
+fn post_chunk(e: &Envelope, to: *mut c_void, len: usize) -> Handle {
+    let mut request: Handle = 0;
+    if let (Some(p), Some(peers)) = (real::pmpi(), peers::get()) {
+        // SAFETY: `len` bytes at `to`, per the caller; the sender's world rank and the
+        // message's tag on the private communicator.
+        unsafe { (p.irecv)(to, len as c_int, abi::get().byte, e.sender as c_int, e.arena as c_int, peers.shadow, &mut request) };
+    }
+    request
+}
+
+/// Waits for a chunk posted by `post_chunk`. A chunk shorter than `len` is one the sender
+/// could not copy and reported: the message is incomplete.
+fn take_chunk(request: &mut Handle, len: usize) -> Result<(), CudaError> {
+    let Some(p) = real::pmpi() else { return Ok(()) };
+    let mut status = abi::Status::zeroed();
+    // SAFETY: a receive `post_chunk` posted.
+    unsafe { (p.wait)((request as *mut Handle).cast(), status.as_mut_ptr()) };
+    match received_bytes(status.as_mut_ptr()) == Some(len) {
+        true => Ok(()),
+        false => Err(CudaError { call: "the sender's copy of a chunk", code: UNKNOWN }),
+    }
+}
+
 fn destroy(ctx: &InContext, slots: &[Slot]) {
     for s in slots {
         // SAFETY: created by `through_ring`; its copies are done.
@@ -369,8 +388,9 @@ fn destroy(ctx: &InContext, slots: &[Slot]) {
 /// dropped into one scratch chunk), posting all the receives at once; with `device`, each
 /// chunk's copy to that device address starts as it arrives.
 fn direct(e: &Envelope, at: *mut c_void, device: Option<(Device, *mut c_void)>) -> Result<(), CudaError> {
-    let (Some(p), Some(peers)) = (real::pmpi(), peers::get()) else { return Ok(()) };
-    let abi = abi::get();
+    if real::pmpi().is_none() || peers::get().is_none() {
+        return Ok(());
+    }
     let bytes = e.bytes as usize;
     let chunk = (e.offset as usize).max(1);
     let mut scratch = Vec::new();
@@ -386,10 +406,7 @@ fn direct(e: &Envelope, at: *mut c_void, device: Option<(Device, *mut c_void)>) 
         let len = chunk.min(bytes - off);
         // Dropped chunks all land in one scratch chunk.
         let to = at.map_or(scratch.as_mut_ptr(), |a| a.wrapping_add(off));
-        let mut req: Handle = 0;
-        // SAFETY: `len` bytes at `to`; the sender's world rank and the message's tag.
-        unsafe { (p.irecv)(to.cast(), len as c_int, abi.byte, e.sender as c_int, e.arena as c_int, peers.shadow, &mut req) };
-        requests.push((req, off, len));
+        requests.push((post_chunk(e, to.cast(), len), off, len));
         off += len;
     }
     let ctx = match device {
@@ -398,13 +415,7 @@ fn direct(e: &Envelope, at: *mut c_void, device: Option<(Device, *mut c_void)>) 
     };
     let mut failed = Ok(());
     for (mut req, off, len) in requests {
-        let mut status = abi::Status::zeroed();
-        // SAFETY: a receive posted above.
-        unsafe { (p.wait)((&mut req as *mut Handle).cast(), status.as_mut_ptr()) };
-        if received_bytes(status.as_mut_ptr()) != Some(len) {
-            // The sender could not copy this chunk and reported it; the message is incomplete.
-            failed = failed.and(Err(CudaError { call: "the sender's copy of a chunk", code: UNKNOWN }));
-        }
+        failed = failed.and(take_chunk(&mut req, len));
         if let (Some(ctx), Some((_, user)), Some(a), true) = (&ctx, device, at, failed.is_ok()) {
             // The copy runs while the next chunk arrives; the source is staging memory that
             // stays put until the synchronisation below.
