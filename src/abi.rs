@@ -65,6 +65,8 @@ pub struct Abi {
     pub topo_cart: c_int,
     pub topo_graph: c_int,
     pub topo_dist_graph: c_int,
+    /// `MPI_THREAD_MULTIPLE`.
+    pub thread_multiple: c_int,
 }
 
 /// `MPI_UNDEFINED`, the same in every family.
@@ -135,6 +137,7 @@ fn detect() -> Abi {
             topo_cart: 1,
             topo_graph: 2,
             topo_dist_graph: 3,
+            thread_multiple: 3,
         };
     }
     if abi_version_major() >= 1 {
@@ -170,6 +173,7 @@ fn detect() -> Abi {
             topo_cart: 211,
             topo_graph: 212,
             topo_dist_graph: 213,
+            thread_multiple: 4096,
         };
     }
     Abi {
@@ -204,6 +208,7 @@ fn detect() -> Abi {
         topo_cart: 2,
         topo_graph: 1,
         topo_dist_graph: 3,
+        thread_multiple: 3,
     }
 }
 

@@ -181,6 +181,7 @@ define_pmpi! {
     mrecv = "PMPI_Mrecv": fn(*mut c_void, c_int, Handle, *mut c_void, *mut c_void);
     grequest_start = "PMPI_Grequest_start": fn(GrequestQuery, GrequestFree, GrequestCancel, *mut c_void, *mut c_void);
     grequest_complete = "PMPI_Grequest_complete": fn(Handle);
+    query_thread = "PMPI_Query_thread": fn(*mut c_int);
 }
 
 /// `MPI_Grequest_query_function`, `MPI_Grequest_free_function`, `MPI_Grequest_cancel_function`.

@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::abi::{self, Handle};
@@ -25,6 +25,8 @@ use crate::stage::{self, Back, Runs, Staged, Window};
 
 /// Entries alive anywhere: in the table, held by a completion call, or orphaned.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// Entries made so far: each entry's number, which orders the receives still waiting.
+static MADE: AtomicU64 = AtomicU64::new(0);
 static TABLE: Mutex<BTreeMap<Handle, Entry>> = Mutex::new(BTreeMap::new());
 /// Requests the program freed while their operation was still in flight.
 static ORPHANS: Mutex<Vec<(Handle, Entry)>> = Mutex::new(Vec::new());
@@ -97,6 +99,8 @@ pub struct Entry {
     pub host: Option<HostRecv>,
     /// The envelope a chunked send is sending, kept until the send completes.
     _envelope: Option<crate::ipc::Kept>,
+    /// Made after every entry with a smaller number.
+    number: u64,
 }
 
 /// A host receive buffer, looked at when its receive completes.
@@ -114,7 +118,8 @@ impl Entry {
     pub fn new(name: &'static str, comm: Option<Handle>, send: Option<Staged>, recv: Option<Staged>, kind: Kind) -> Entry {
         LIVE.fetch_add(1, Relaxed);
         let active = matches!(kind, Kind::Once);
-        Entry { name, comm, send, recv, kind, active, delivered: false, arrived: None, p2p: true, host: None, _envelope: None }
+        let number = MADE.fetch_add(1, Relaxed);
+        Entry { name, comm, send, recv, kind, active, delivered: false, arrived: None, p2p: true, host: None, _envelope: None, number }
     }
 
     /// The entry of a nonblocking receive into host memory (see [`HostRecv`]).
@@ -291,6 +296,20 @@ pub fn insert(request: *const c_void, mut entry: Entry) -> Result<(), c_int> {
 /// Runs `f` on the entry of a handle with the table locked; `f` must not copy or call MPI.
 pub fn with<R>(h: Handle, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
     table().get_mut(&abi::get().key(h)).map(f)
+}
+
+/// The point-to-point receives into device memory that are posted and not yet completed,
+/// oldest first, each with its staged span: for a send that waits for pinned buffers and
+/// meanwhile takes the chunks its peers send (`ipc::pipeline`). Receives whose datatype leaves
+/// gaps, and partitioned ones, are left out.
+pub fn waiting_device_receives() -> Vec<(Handle, Window)> {
+    let mut found: Vec<(u64, Handle, Window)> = table()
+        .iter()
+        .filter(|(_, e)| e.p2p && e.active && !e.delivered && e.host.is_none() && !matches!(e.kind, Kind::Partitioned(_)))
+        .filter_map(|(&h, e)| e.recv.as_ref().filter(|r| r.back != Back::Nothing && r.runs.is_none()).map(|r| (e.number, h, r.window())))
+        .collect();
+    found.sort_unstable_by_key(|f| f.0);
+    found.into_iter().map(|(_, h, w)| (h, w)).collect()
 }
 
 /// One request of a completion call's array that cudampi tracks.

@@ -179,7 +179,11 @@ pub fn lease_for(
     stats::device_call(name);
     let user = buf.cast::<u8>().wrapping_offset(span.offset as isize) as *mut c_void;
     let ctx = InContext::enter(&dev).map_err(|e| errors::cuda(name, comm, e, buf, span.len, &dev))?;
-    let lease = staging::lease(span.len, &ctx).ok_or_else(|| errors::no_mem(name, comm, span.len))?;
+    let lease = match !fill && back == Back::Received && crate::ipc::announced(span.len) {
+        true => staging::lease_unpinned(span.len),
+        false => staging::lease(span.len, &ctx),
+    };
+    let lease = lease.ok_or_else(|| errors::no_mem(name, comm, span.len))?;
     if config::get().debug {
         log::debug(format_args!(
             "{name}: device buffer {buf:p} (GPU {}), {} bytes through {} staging buffer",
@@ -308,8 +312,9 @@ pub fn deliver(
 #[derive(Clone, Copy)]
 pub struct Window {
     pub dev: Device,
-    user: *mut c_void,
-    host: *mut c_void,
+    /// The span in device memory, and its staging buffer.
+    pub user: *mut c_void,
+    pub host: *mut c_void,
     pub len: usize,
 }
 

@@ -186,6 +186,13 @@ pub fn lease(len: usize, ctx: &InContext) -> Option<Lease> {
     lease_from_pool_or_pageable(len, ctx).map(Lease::counted)
 }
 
+/// A pageable buffer of at least `len` bytes, not counted as a fallback: for a receive that a
+/// fast path's envelope will most likely reach, which then holds only the envelope, so a window
+/// of such receives leaves the pinned pool to the chunks. `None`: out of memory.
+pub fn lease_unpinned(len: usize) -> Option<Lease> {
+    lease_pageable(len, crate::config::get().pool_bytes.saturating_mul(PAGEABLE_TIMES)).map(Lease::counted)
+}
+
 /// Staging buffers leased now.
 pub fn leased() -> usize {
     LEASED.load(Ordering::Relaxed)

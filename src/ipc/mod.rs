@@ -51,6 +51,16 @@ pub fn sending() -> bool {
     SENDING.load(Relaxed)
 }
 
+/// Whether device messages of `len` bytes to this process are sent as envelopes when their
+/// sender can: a receive of that size then needs its staging buffer only for the envelope.
+pub fn announced(len: usize) -> bool {
+    if !receiving() {
+        return false;
+    }
+    let cfg = config::get();
+    (cfg.ipc && len >= cfg.ipc_bytes) || (cfg.pipeline && len >= cfg.pipeline_bytes)
+}
+
 /// After the library's `MPI_Init`: every rank takes part when a fast path is on.
 pub fn init() {
     let cfg = config::get();
@@ -58,6 +68,7 @@ pub fn init() {
         return;
     }
     peers::handshake();
+    pipeline::init();
     if let Some(p) = peers::get() {
         let on = p.may_receive();
         RECEIVING.store(on, Relaxed);

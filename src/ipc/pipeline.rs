@@ -17,6 +17,7 @@
 
 use std::collections::VecDeque;
 use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -27,7 +28,7 @@ use crate::cuda::copy::check;
 use crate::cuda::{CudaError, Device, InContext};
 use crate::stage::received_bytes;
 use crate::staging::{self, Lease};
-use crate::{config, real, stats};
+use crate::{config, real, requests, stats};
 
 /// Chunk tags on the private communicator: 1 is the IPC releases', and wrapping below MPI's
 /// smallest allowed tag bound keeps every tag valid.
@@ -176,6 +177,8 @@ impl Outgoing {
                 since = Instant::now();
             } else if state().sending.is_empty() && queued.is_empty() || since.elapsed() > STALL {
                 *patient = false;
+            } else {
+                receive_meanwhile();
             }
         }
         staging::lease(len, ctx)
@@ -253,12 +256,17 @@ pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, dest
 /// Receives the chunks `e` announces into `len` bytes of host memory at `at`; with `device`,
 /// the chunks go to that device address instead, each chunk's copy starting as it arrives.
 /// Every chunk is received, even when `at` is null (a truncated receive: the chunks are
-/// dropped).
+/// dropped). A receive that a waiting send began (`receive_meanwhile`) is carried on.
 pub fn receive(e: &Envelope, at: *mut c_void, device: Option<(Device, *mut c_void)>) -> Result<(), CudaError> {
-    let result = match device {
-        Some((dev, user)) if !at.is_null() => through_ring(e, at, &dev, user),
-        _ => direct(e, at, None),
+    let result = match claim(e) {
+        Early::Done(r) => r,
+        Early::Taking(ring) => ring.complete(),
+        Early::Claimed => match device {
+            Some((dev, user)) if !at.is_null() => through_ring(e, at, &dev, user),
+            _ => direct(e, at, None),
+        },
     };
+    unclaim(e);
     if result.is_ok() {
         stats::add(&stats::CHUNKED_BYTES_RECEIVED, e.bytes as usize);
     }
@@ -277,79 +285,291 @@ struct Slot {
     copying: bool,
 }
 
-/// Receives the chunks through a few pinned buffers of their own and copies each to the device
-/// as it arrives: the receive's staging buffer, pageable when the pool is spent (a window of
-/// large receives), then only holds the envelope. Without pinned chunk buffers the chunks land
-/// in the staging buffer, as `direct` does.
+/// A receive taking a message's chunks through a few pinned buffers of its own, copying each
+/// to the device as it arrives. Chunk `k` goes through slot `k % slots.len()`.
+struct Ring {
+    sender: u32,
+    tag: u64,
+    dev: Device,
+    user: *mut c_void,
+    bytes: usize,
+    chunk: usize,
+    n: usize,
+    slots: Vec<Slot>,
+    /// Chunks taken (their copies started), and chunks whose receives are posted.
+    taken: usize,
+    posted: usize,
+    failed: Result<(), CudaError>,
+}
+
+// SAFETY: the program's device span and buffers of the ring's own; a ring is used by one
+// thread at a time, under `BEGUN`'s lock or after being taken out of it.
+unsafe impl Send for Ring {}
+
+impl Ring {
+    /// Leases the slots and posts the first chunks' receives; `None` when fewer than two
+    /// pinned chunk buffers can be had.
+    fn open(e: &Envelope, ctx: &InContext, dev: Device, user: *mut c_void) -> Option<Ring> {
+        let bytes = e.bytes as usize;
+        let chunk = (e.offset as usize).max(1);
+        let n = bytes.div_ceil(chunk);
+        let d = ctx.driver();
+        let mut slots = Vec::with_capacity(RING);
+        while slots.len() < RING.min(n) {
+            let Some(buffer) = staging::lease_pinned(chunk.min(bytes), ctx, RING * chunk) else { break };
+            let mut event = std::ptr::null_mut();
+            // SAFETY: an out-pointer for a new event of the current context.
+            if unsafe { (d.event_create)(&mut event, EVENT_DISABLE_TIMING) } != 0 {
+                break;
+            }
+            slots.push(Slot { buffer, request: 0, event, copying: false });
+        }
+        let mut ring = Ring { sender: e.sender, tag: e.arena, dev, user, bytes, chunk, n, slots, taken: 0, posted: 0, failed: Ok(()) };
+        if ring.slots.len() < RING.min(n).min(2) {
+            ring.destroy(ctx);
+            return None;
+        }
+        while ring.posted < ring.slots.len() {
+            ring.post_next();
+        }
+        Some(ring)
+    }
+
+    fn envelope(&self) -> Envelope {
+        Envelope::new(self.sender, envelope::CHUNKS, self.bytes as u64, self.tag, self.chunk as u64, [0; 64], [0; envelope::TOKEN_BYTES])
+    }
+
+    /// (offset, bytes) of chunk `k`.
+    fn span(&self, k: usize) -> (usize, usize) {
+        (k * self.chunk, self.chunk.min(self.bytes - k * self.chunk))
+    }
+
+    fn post_next(&mut self) {
+        let k = self.posted;
+        let len = self.span(k).1;
+        let e = self.envelope();
+        let r = self.slots.len();
+        let slot = &mut self.slots[k % r];
+        // The chunk fits the slot's buffer, which the ring keeps until the receive completes.
+        slot.request = post_chunk(&e, slot.buffer.ptr(), len);
+        self.posted += 1;
+    }
+
+    /// Whether slot `i`'s copy to the device is done; with `block`, waits for it.
+    fn copied(&mut self, ctx: &InContext, i: usize, block: bool) -> bool {
+        let slot = &mut self.slots[i];
+        while slot.copying {
+            // SAFETY: an event recorded after this slot's copy.
+            match unsafe { (ctx.driver().event_query)(slot.event) } {
+                0 => slot.copying = false,
+                NOT_READY if block => std::hint::spin_loop(),
+                NOT_READY => return false,
+                code => {
+                    self.failed = std::mem::replace(&mut self.failed, Ok(())).and(check("cuEventQuery", code));
+                    slot.copying = false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Takes the chunks that have arrived, starts their copies to the device and posts the
+    /// receives of the chunks after them; with `block`, until every chunk is taken. True once
+    /// every chunk is taken and copied.
+    fn step(&mut self, ctx: &InContext, block: bool) -> bool {
+        let r = self.slots.len();
+        while self.taken < self.n {
+            // A slot takes the next chunk not yet posted once its copy is done; the slot of the
+            // chunk before the last one taken has had a whole chunk's transfer to finish it.
+            while self.posted < self.n && self.posted + 1 < self.taken + r && self.copied(ctx, self.posted % r, block) {
+                self.post_next();
+            }
+            if self.posted == self.taken {
+                return false;
+            }
+            let k = self.taken;
+            let (off, len) = self.span(k);
+            let slot = &mut self.slots[k % r];
+            match take_chunk(&mut slot.request, len, block) {
+                None => return false,
+                Some(Err(e)) => self.failed = std::mem::replace(&mut self.failed, Ok(())).and(Err(e)),
+                Some(Ok(())) if self.failed.is_ok() => {
+                    let d = ctx.driver();
+                    // SAFETY: `len` bytes of the slot's buffer to the program's device span; the
+                    // slot is not reused before the event recorded after the copy has fired.
+                    self.failed = unsafe {
+                        check("cuMemcpyHtoDAsync", (d.memcpy_htod_async)(self.user as u64 + off as u64, slot.buffer.ptr(), len, std::ptr::null_mut()))
+                            .and_then(|()| check("cuEventRecord", (d.event_record)(slot.event, std::ptr::null_mut())))
+                    };
+                    slot.copying = self.failed.is_ok();
+                }
+                Some(Ok(())) => {}
+            }
+            self.taken += 1;
+        }
+        (0..r).all(|i| self.copied(ctx, i, block))
+    }
+
+    /// Takes every chunk left, waits for the copies, and gives the slots back.
+    fn complete(mut self) -> Result<(), CudaError> {
+        let ctx = InContext::enter(&self.dev)?;
+        self.step(&ctx, true);
+        // SAFETY: the legacy default stream of the current context, which the copies used.
+        let synced = check("cuStreamSynchronize", unsafe { (ctx.driver().stream_synchronize)(std::ptr::null_mut()) });
+        self.destroy(&ctx);
+        std::mem::replace(&mut self.failed, Ok(())).and(synced)
+    }
+
+    fn destroy(&mut self, ctx: &InContext) {
+        for s in self.slots.drain(..) {
+            // SAFETY: created by `open`; its copies are done.
+            unsafe { (ctx.driver().event_destroy)(s.event) };
+        }
+    }
+}
+
+/// Receives the chunks through a ring of pinned buffers: the receive's staging buffer, pageable
+/// when the pool is spent (a window of large receives), then only holds the envelope. Without
+/// pinned chunk buffers the chunks land in the staging buffer, as `direct` does.
 fn through_ring(e: &Envelope, at: *mut c_void, dev: &Device, user: *mut c_void) -> Result<(), CudaError> {
     if real::pmpi().is_none() || peers::get().is_none() {
         return Ok(());
     }
-    let bytes = e.bytes as usize;
-    let chunk = (e.offset as usize).max(1);
-    let n = bytes.div_ceil(chunk);
-    let ctx = InContext::enter(dev)?;
-    let d = ctx.driver();
-    let mut slots = Vec::with_capacity(RING);
-    while slots.len() < RING.min(n) {
-        let Some(buffer) = staging::lease_pinned(chunk.min(bytes), &ctx, RING * chunk) else { break };
-        let mut event = std::ptr::null_mut();
-        // SAFETY: an out-pointer for a new event of the current context.
-        if unsafe { (d.event_create)(&mut event, EVENT_DISABLE_TIMING) } != 0 {
-            break;
+    let ring = Ring::open(e, &InContext::enter(dev)?, *dev, user);
+    match ring {
+        Some(ring) => ring.complete(),
+        None => direct(e, at, Some((*dev, user))),
+    }
+}
+
+/// A chunked receive a waiting send began.
+enum Early {
+    /// Still taking chunks.
+    Taking(Ring),
+    /// Every chunk taken and copied.
+    Done(Result<(), CudaError>),
+    /// Its completion call is receiving it.
+    Claimed,
+}
+
+/// A message's receive, by the message's sender and tag, and the program's request that got
+/// its envelope (0 when claimed first).
+struct Begun {
+    sender: u32,
+    tag: u64,
+    request: Handle,
+    state: Early,
+}
+
+impl Begun {
+    fn of(&self, e: &Envelope) -> bool {
+        (self.sender, self.tag) == (e.sender, e.arena)
+    }
+}
+
+// SAFETY: see `Ring`; the handle is a plain value.
+unsafe impl Send for Begun {}
+
+static BEGUN: Mutex<Vec<Begun>> = Mutex::new(Vec::new());
+
+fn begun() -> MutexGuard<'static, Vec<Begun>> {
+    BEGUN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether sends may begin receives (`receive_meanwhile`): only while no two MPI calls run at
+/// once, so that no completion call can take a request between its being looked at and its
+/// receive being begun.
+static SERIAL: AtomicBool = AtomicBool::new(false);
+
+/// Receives a waiting send may have begun and not finished (each holds up to `RING` chunk
+/// buffers beyond the pool's bound).
+const TAKING: usize = 1;
+/// Waiting receives whose envelopes have not arrived that a look goes past: envelopes from one
+/// sender arrive in order.
+const MISSES: usize = 4;
+
+/// After the library's `MPI_Init`.
+pub fn init() {
+    let mut provided = 0;
+    // SAFETY: MPI is initialised; a valid out-pointer.
+    let serial = real::pmpi().is_some_and(|p| unsafe { (p.query_thread)(&mut provided) } == 0 && provided < abi::get().thread_multiple);
+    SERIAL.store(serial, Relaxed);
+}
+
+/// The completion call of `e`'s receive takes it over: what a waiting send began, or nothing
+/// (and no send begins it from now on).
+fn claim(e: &Envelope) -> Early {
+    let mut b = begun();
+    match b.iter_mut().find(|x| x.of(e)) {
+        Some(x) => std::mem::replace(&mut x.state, Early::Claimed),
+        None => {
+            b.push(Begun { sender: e.sender, tag: e.arena, request: 0, state: Early::Claimed });
+            Early::Claimed
         }
-        slots.push(Slot { buffer, request: 0, event, copying: false });
     }
-    if slots.len() < RING.min(n).min(2) {
-        destroy(&ctx, &slots);
-        drop(ctx);
-        return direct(e, at, Some((*dev, user)));
+}
+
+fn unclaim(e: &Envelope) {
+    begun().retain(|x| !x.of(e));
+}
+
+/// A send waiting for pinned buffers takes the chunks its peers send it meanwhile: it carries
+/// on the receives begun so, and begins the oldest device receive whose chunks' envelope has
+/// arrived. Two ranks sending each other more than the pool holds then free each other's
+/// buffers by taking each other's chunks, instead of each waiting for the other. The
+/// receive's completion call carries on from there.
+fn receive_meanwhile() {
+    if !SERIAL.load(Relaxed) || !requests::any() {
+        return;
     }
-    let r = slots.len();
-    let span = |k: usize| (k * chunk, chunk.min(bytes - k * chunk));
-    // The chunk's length fits the slot's buffer, which the slot keeps until the receive
-    // completes.
-    let post = |slot: &mut Slot, k: usize| slot.request = post_chunk(e, slot.buffer.ptr(), span(k).1);
-    for (k, slot) in slots.iter_mut().enumerate() {
-        post(slot, k);
-    }
-    let mut failed = Ok(());
-    for k in 0..n {
-        let (off, len) = span(k);
-        let slot = &mut slots[k % r];
-        failed = failed.and(take_chunk(&mut slot.request, len));
-        if failed.is_ok() {
-            // SAFETY: `len` bytes of the slot's buffer to the program's device span; the slot
-            // is not reused before the event recorded after the copy has fired.
-            failed = unsafe {
-                check("cuMemcpyHtoDAsync", (d.memcpy_htod_async)(user as u64 + off as u64, slot.buffer.ptr(), len, std::ptr::null_mut()))
-                    .and_then(|()| check("cuEventRecord", (d.event_record)(slot.event, std::ptr::null_mut())))
-            };
-            slot.copying = failed.is_ok();
+    let Some(p) = real::pmpi() else { return };
+    let mut b = begun();
+    let mut taking = 0;
+    for x in b.iter_mut() {
+        let Early::Taking(ring) = &mut x.state else { continue };
+        let Ok(ctx) = InContext::enter(&ring.dev) else { continue };
+        if ring.step(&ctx, false) {
+            ring.destroy(&ctx);
+            let result = std::mem::replace(&mut ring.failed, Ok(()));
+            x.state = Early::Done(result);
+        } else {
+            taking += 1;
         }
-        // The slot of the chunk before this one has had a whole chunk's transfer to finish its
-        // copy: it takes the next chunk not yet posted.
-        let (prev, next) = ((k + r - 1) % r, k + r - 1);
-        if k >= 1 && next < n {
-            let slot = &mut slots[prev];
-            while slot.copying {
-                // SAFETY: an event recorded after this slot's copy.
-                match unsafe { (d.event_query)(slot.event) } {
-                    0 => slot.copying = false,
-                    NOT_READY => std::hint::spin_loop(),
-                    code => {
-                        failed = failed.and(check("cuEventQuery", code));
-                        slot.copying = false;
-                    }
-                }
+    }
+    if taking >= TAKING {
+        return;
+    }
+    let mut misses = 0;
+    for (h, w) in requests::waiting_device_receives() {
+        if b.iter().any(|x| x.request == h) {
+            continue;
+        }
+        let (mut flag, mut status) = (0, abi::Status::zeroed());
+        // SAFETY: a request the program posted and has not completed (no other MPI call runs
+        // meanwhile); the request is not freed.
+        let rc = unsafe { (p.request_get_status)(h, &mut flag, status.as_mut_ptr()) };
+        if rc != 0 || flag == 0 {
+            misses += 1;
+            if misses == MISSES {
+                return;
             }
-            post(slot, next);
+            continue;
         }
+        if received_bytes(status.as_mut_ptr()) != Some(envelope::BYTES) {
+            continue;
+        }
+        // SAFETY: the staging buffer holds what the receive got, at least the envelope's bytes.
+        let Some(e) = (unsafe { Envelope::read(w.host) }) else { continue };
+        if e.kind != envelope::CHUNKS || e.bytes as usize > w.len || b.iter().any(|x| x.of(&e)) {
+            continue;
+        }
+        let Ok(ctx) = InContext::enter(&w.dev) else { return };
+        if let Some(mut ring) = Ring::open(&e, &ctx, w.dev, w.user) {
+            ring.step(&ctx, false);
+            b.push(Begun { sender: e.sender, tag: e.arena, request: h, state: Early::Taking(ring) });
+        }
+        return;
     }
-    // SAFETY: the legacy default stream of the current context.
-    let synced = check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(std::ptr::null_mut()) });
-    destroy(&ctx, &slots);
-    failed.and(synced)
 }
 
 /// Posts the receive of a chunk of `e`'s message, `len` bytes into `to`, which must stay
@@ -364,24 +584,27 @@ fn post_chunk(e: &Envelope, to: *mut c_void, len: usize) -> Handle {
     request
 }
 
-/// Waits for a chunk posted by `post_chunk`. A chunk shorter than `len` is one the sender
-/// could not copy and reported: the message is incomplete.
-fn take_chunk(request: &mut Handle, len: usize) -> Result<(), CudaError> {
-    let Some(p) = real::pmpi() else { return Ok(()) };
+/// Completes a chunk's receive posted by `post_chunk` (with `block`, waits for it; else `None`
+/// while it has not arrived). A chunk shorter than `len` is one the sender could not copy and
+/// reported: the message is incomplete.
+fn take_chunk(request: &mut Handle, len: usize, block: bool) -> Option<Result<(), CudaError>> {
+    let Some(p) = real::pmpi() else { return Some(Ok(())) };
     let mut status = abi::Status::zeroed();
-    // SAFETY: a receive `post_chunk` posted.
-    unsafe { (p.wait)((request as *mut Handle).cast(), status.as_mut_ptr()) };
-    match received_bytes(status.as_mut_ptr()) == Some(len) {
+    let req = (request as *mut Handle).cast();
+    if block {
+        // SAFETY: a receive `post_chunk` posted.
+        unsafe { (p.wait)(req, status.as_mut_ptr()) };
+    } else {
+        let mut flag = 0;
+        // SAFETY: as above.
+        if unsafe { (p.test)(req, &mut flag, status.as_mut_ptr()) } == 0 && flag == 0 {
+            return None;
+        }
+    }
+    Some(match received_bytes(status.as_mut_ptr()) == Some(len) {
         true => Ok(()),
         false => Err(CudaError { call: "the sender's copy of a chunk", code: UNKNOWN }),
-    }
-}
-
-fn destroy(ctx: &InContext, slots: &[Slot]) {
-    for s in slots {
-        // SAFETY: created by `through_ring`; its copies are done.
-        unsafe { (ctx.driver().event_destroy)(s.event) };
-    }
+    })
 }
 
 /// Receives every chunk straight into `at` (host memory holding the whole message; null:
@@ -415,7 +638,7 @@ fn direct(e: &Envelope, at: *mut c_void, device: Option<(Device, *mut c_void)>) 
     };
     let mut failed = Ok(());
     for (mut req, off, len) in requests {
-        failed = failed.and(take_chunk(&mut req, len));
+        failed = failed.and(take_chunk(&mut req, len, true).unwrap_or(Ok(())));
         if let (Some(ctx), Some((_, user)), Some(a), true) = (&ctx, device, at, failed.is_ok()) {
             // The copy runs while the next chunk arrives; the source is staging memory that
             // stays put until the synchronisation below.
@@ -436,6 +659,12 @@ fn direct(e: &Envelope, at: *mut c_void, device: Option<(Device, *mut c_void)>) 
 /// Waits for every chunk still being sent (`MPI_Finalize`, before the ranks part).
 pub fn finish() {
     let Some(p) = real::pmpi() else { return };
+    // Receives begun for requests the program never completed.
+    for x in std::mem::take(&mut *begun()) {
+        if let Early::Taking(ring) = x.state {
+            let _ = ring.complete();
+        }
+    }
     let sending = std::mem::take(&mut state().sending);
     for mut c in sending {
         let mut status = abi::Status::zeroed();
