@@ -41,9 +41,11 @@
  *         -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcudart -ldl
  * Run:
  *   mpirun -np 2 -x LD_PRELOAD=$PWD/target/release/libcudampi.so build/bw \
- *          [-b] [-d cuda D D] [-m MIN:MAX] [-2] [-w WINDOW] [-i ITERS] [-x WARMUP] [-B BYTES] [-c] [-f]
- *          [-o out.json]
+ *          [-b] [-d cuda D D] [-m MIN:MAX] [-2] [-w WINDOW] [-i ITERS] [-x WARMUP] [-B BYTES]
+ *          [-W WAYS] [-c] [-f] [-o out.json]
  *   MPICH: LD_PRELOAD=$PWD/target/release/libcudampi.so mpirun -n 2 build/bw ...
+ *
+ * -W host,device,pageable,pinned,nccl runs only the ways named (default: all).
  *
  * Sizes take k/M/G suffixes (powers of 1024). Defaults: 1 B .. 64 MiB by powers of 4 (-2: by
  * powers of 2; MAX is always included), WINDOW 64, ITERS 100 and WARMUP 10 up to 64 KiB,
@@ -135,6 +137,7 @@ enum way { W_HOST, W_DEVICE, W_PAGEABLE, W_PINNED, W_NCCL, W_N };
 static const char *way_key[W_N] = {"host_real_mbs", "device_shim_mbs", "manual_pageable_mbs",
                                    "manual_pinned_mbs", "nccl_mbs"};
 static const char *way_name[W_N] = {"host(real)", "device(shim)", "manual-page", "manual-pin", "nccl"};
+static const char *way_arg[W_N] = {"host", "device", "pageable", "pinned", "nccl"};
 
 static int bidir;                  /* -b: both ranks send a window and receive one */
 static char place[2] = {'D', 'D'}; /* -d: the shim column's buffers on rank 0 and rank 1 */
@@ -257,7 +260,7 @@ static void usage(void)
 {
     if (rank == 0)
         fprintf(stderr, "usage: bw [-b] [-d cuda [D|H] [D|H] | -d host] [-m MIN:MAX] [-2] [-w WINDOW] [-i ITERS] "
-                        "[-x WARMUP] [-B BYTES] [-c] [-f] [-o out.json]\n");
+                        "[-x WARMUP] [-B BYTES] [-W WAYS] [-c] [-f] [-o out.json]\n");
 }
 
 int main(int argc, char **argv)
@@ -265,13 +268,14 @@ int main(int argc, char **argv)
     size_t minsz = 1, maxsz = 64u << 20, cap = 1u << 30;
     int iters = 100, warmup = 10, window = 64, check = 0, force_dev = 0, factor = 4;
     const char *out = NULL;
+    int ways = (1 << W_N) - 1;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
     int opt;
-    while ((opt = getopt(argc, argv, "bd:m:2w:i:x:B:cfo:h")) != -1) {
+    while ((opt = getopt(argc, argv, "bd:m:2w:i:x:B:W:cfo:h")) != -1) {
         switch (opt) {
         case 'b': bidir = 1; break;
         case 'd':
@@ -294,6 +298,12 @@ int main(int argc, char **argv)
         case 'i': iters = atoi(optarg); break;
         case 'x': warmup = atoi(optarg); break;
         case 'B': cap = parse_size(optarg); break;
+        case 'W':
+            ways = 0;
+            for (char *t = strtok(optarg, ","); t; t = strtok(NULL, ","))
+                for (int w = 0; w < W_N; w++)
+                    if (!strcmp(t, way_arg[w])) ways |= 1 << w;
+            break;
         case 'c': check = 1; break;
         case 'f': force_dev = 1; break;
         case 'o': out = optarg; break;
@@ -404,6 +414,7 @@ int main(int argc, char **argv)
         its[i] = it;
         for (int w = 0; w < W_N; w++) {
             res[i][w] = NAN;
+            if (!(ways & 1 << w)) continue;
             if (w == W_DEVICE && !dev_ok) continue;
             if ((w == W_PAGEABLE || w == W_PINNED) && !have_dev) continue;
             if (w == W_PINNED && !have_pinned) continue;

@@ -156,7 +156,19 @@ impl Lease {
         matches!(self.kind, Kind::Pinned(..))
     }
 
-    fn counted(mut self) -> Lease {
+    /// Bytes the buffer holds (`None`: a pageable one of exactly the size asked for).
+    pub fn capacity(&self) -> Option<usize> {
+        match self.kind {
+            Kind::Pinned(class, _) | Kind::Pageable(class) => Some(1 << (class as u32 + MIN_CLASS)),
+            Kind::Once => None,
+        }
+    }
+
+    /// Counted in `leased()` again (a buffer kept uncounted between uses).
+    pub fn counted(mut self) -> Lease {
+        if self.counted {
+            return self;
+        }
         LEASED.fetch_add(1, Ordering::Relaxed);
         self.counted = true;
         self

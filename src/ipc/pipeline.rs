@@ -314,9 +314,10 @@ impl Ring {
         let chunk = (e.offset as usize).max(1);
         let n = bytes.div_ceil(chunk);
         let d = ctx.driver();
+        let len = chunk.min(bytes);
         let mut slots = Vec::with_capacity(RING);
         while slots.len() < RING.min(n) {
-            let Some(buffer) = staging::lease_pinned(chunk.min(bytes), ctx, RING * chunk) else { break };
+            let Some(buffer) = spare(len).or_else(|| staging::lease_pinned(len, ctx, RING * chunk)) else { break };
             let mut event = std::ptr::null_mut();
             // SAFETY: an out-pointer for a new event of the current context.
             if unsafe { (d.event_create)(&mut event, EVENT_DISABLE_TIMING) } != 0 {
@@ -420,12 +421,39 @@ impl Ring {
         std::mem::replace(&mut self.failed, Ok(())).and(synced)
     }
 
+    /// Gives the slots back: their buffers to the spares.
     fn destroy(&mut self, ctx: &InContext) {
         for s in self.slots.drain(..) {
             // SAFETY: created by `open`; its copies are done.
             unsafe { (ctx.driver().event_destroy)(s.event) };
+            let mut spares = spares();
+            if spares.0.len() < RING {
+                spares.0.push(s.buffer.uncounted());
+            }
         }
     }
+}
+
+/// Pinned chunk buffers a ring gave back, kept for the next ring instead of going back to the
+/// pool: sends waiting for pinned buffers would take them there, and a ring that then finds
+/// the pool spent (and the few buffers it may have beyond it taken too) cannot take their
+/// chunks. Counted in the pool's bound, released at `MPI_Finalize`.
+static SPARES: Mutex<Spares> = Mutex::new(Spares(Vec::new()));
+
+struct Spares(Vec<Lease>);
+
+// SAFETY: staging buffers, used under the mutex.
+unsafe impl Send for Spares {}
+
+fn spares() -> MutexGuard<'static, Spares> {
+    SPARES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A spare chunk buffer of at least `len` bytes.
+fn spare(len: usize) -> Option<Lease> {
+    let mut spares = spares();
+    let i = spares.0.iter().position(|b| b.capacity().is_some_and(|c| c >= len))?;
+    Some(spares.0.swap_remove(i).counted())
 }
 
 /// Receives the chunks through a ring of pinned buffers: the receive's staging buffer, pageable
@@ -665,6 +693,7 @@ pub fn finish() {
             let _ = ring.complete();
         }
     }
+    drop(std::mem::take(&mut spares().0));
     let sending = std::mem::take(&mut state().sending);
     for mut c in sending {
         let mut status = abi::Status::zeroed();
