@@ -126,12 +126,21 @@ fn irecv_host(
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
     let rc = call(buf);
-    if rc == 0 && ipc::may_land(count, datatype) {
-        if let Err(e) = requests::insert(request, Entry::host(name, comm, HostRecv { buf, count, datatype })) {
-            return e;
-        }
+    track_host(name, comm, request, None, HostRecv { buf, count, datatype }, Kind::Once, rc)
+}
+
+/// Tracks a posted receive into host memory that an envelope may reach (with the staged
+/// buffer of the send posted with it, if any); one too small for an envelope needs nothing
+/// (the library reports the truncation).
+fn track_host(name: &'static str, comm: Option<Handle>, request: *mut c_void, send: Option<Prepared>, host: HostRecv, kind: Kind, rc: c_int) -> c_int {
+    let send = send.and_then(Prepared::staged);
+    if rc != 0 || !ipc::may_land(host.count, host.datatype) {
+        return post(name, comm, request, send.map(Prepared::Staged), None, kind, rc);
     }
-    rc
+    match requests::insert(request, Entry::host(name, comm, send, host, kind)) {
+        Ok(()) => rc,
+        Err(e) => e,
+    }
 }
 
 pub fn isendrecv(
@@ -152,11 +161,16 @@ pub fn isendrecv(
     let recv = (recvbuf as *const c_void, recvcount, recvtype, source);
     let (out, into) = match stage_pair(name, comm, send, recv, Direction::RecvWhole) {
         Ok(Some(pair)) => pair,
-        Ok(None) => return call(sendbuf, recvbuf),
+        Ok(None) => (Prepared::Direct(sendbuf as *mut c_void), Prepared::Direct(recvbuf)),
         Err(rc) => return rc,
     };
     let rc = call(out.mpi_ptr(), into.mpi_ptr());
-    post(name, Some(comm), request, Some(out), Some(into), Kind::Once, rc)
+    match into {
+        Prepared::Direct(p) if p == recvbuf && ipc::receiving() => {
+            track_host(name, Some(comm), request, Some(out), HostRecv { buf: recvbuf, count: recvcount, datatype: recvtype }, Kind::Once, rc)
+        }
+        into => post(name, Some(comm), request, Some(out), Some(into), Kind::Once, rc),
+    }
 }
 
 pub fn isendrecv_replace(
@@ -176,7 +190,11 @@ pub fn isendrecv_replace(
     match stage(name, buf, count, datatype, peer, Some(comm), Direction::Replace) {
         Ok(Prepared::Direct(p)) if p == buf => {
             stats::host_call();
-            call(buf)
+            let rc = call(buf);
+            match ipc::receiving() {
+                true => track_host(name, Some(comm), request, None, HostRecv { buf, count, datatype }, Kind::Once, rc),
+                false => rc,
+            }
         }
         Ok(p) => {
             let rc = call(p.mpi_ptr());
@@ -201,6 +219,10 @@ pub fn persistent_init(
 ) -> c_int {
     let dir = if send { Direction::Send } else { Direction::Recv };
     match prepare(name, buf, count, datatype, peer, Some(comm), dir) {
+        Ok(Prepared::Direct(p)) if p == buf && !send && ipc::receiving() => {
+            let rc = call(p);
+            track_host(name, Some(comm), request, None, HostRecv { buf, count, datatype }, Kind::Persistent, rc)
+        }
         Ok(Prepared::Direct(p)) => call(p),
         Ok(p) => {
             let rc = call(p.mpi_ptr());

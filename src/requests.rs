@@ -122,9 +122,10 @@ impl Entry {
         Entry { name, comm, send, recv, kind, active, delivered: false, arrived: None, p2p: true, host: None, _envelope: None, number }
     }
 
-    /// The entry of a nonblocking receive into host memory (see [`HostRecv`]).
-    pub fn host(name: &'static str, comm: Option<Handle>, host: HostRecv) -> Entry {
-        let mut e = Entry::new(name, comm, None, None, Kind::Once);
+    /// The entry of a nonblocking or persistent receive into host memory (see [`HostRecv`]),
+    /// with the staged buffer of the send that goes with it, if any.
+    pub fn host(name: &'static str, comm: Option<Handle>, send: Option<Staged>, host: HostRecv, kind: Kind) -> Entry {
+        let mut e = Entry::new(name, comm, send, None, kind);
         e.host = Some(host);
         e
     }

@@ -24,3 +24,12 @@ long long ft_fortran_calls(void)
 
 /* Whether the device run's buffers are device memory under cudampi. */
 int ft_expect_served(void) { return shim_loaded() && !host_mode(); }
+
+/* Bytes received over CUDA IPC and in chunks (cudampi_get_stats), or -1 without cudampi. */
+long long ft_fast_bytes(void)
+{
+    int (*get)(struct cudampi_stats *) = (int (*)(struct cudampi_stats *))dlsym(RTLD_DEFAULT, "cudampi_get_stats");
+    struct cudampi_stats s;
+    if (!get || get(&s) != 0) return -1;
+    return (long long)(s.ipc_bytes_received + s.chunked_bytes_received);
+}
