@@ -37,6 +37,9 @@ pub struct Config {
     pub pipeline_bytes: usize,
     /// `CUDAMPI_PIPELINE_CHUNK`: bytes per chunk.
     pub pipeline_chunk: usize,
+    /// `CUDAMPI_PIPELINE_WAIT`: microseconds a chunked send waits for a pinned buffer while
+    /// none of its chunks in flight is taken, before it stages through pageable memory.
+    pub pipeline_wait_us: u64,
 }
 
 /// 1 MiB: below it one copy each way costs less than a second message.
@@ -44,6 +47,14 @@ pub const DEFAULT_PIPELINE_BYTES: usize = 1 << 20;
 
 /// 1 MiB chunks: a 16 MiB message crosses in 16.
 pub const DEFAULT_PIPELINE_CHUNK: usize = 1 << 20;
+
+/// 20 ms: a receiver taking chunks takes one every few hundred microseconds, but one that
+/// takes them only between its own sends (two ranks sending each other windows larger than the
+/// pool) can leave them for milliseconds. On an H100 shared by two ranks (2026-11-23),
+/// `bench/bw -b` at 16 MiB reached 2.3, 3.4 and 6.3 GB/s with waits of 1, 5 and 20 ms, and
+/// one-way 16 MiB 5.4, 6.2 and 6.7 GB/s (host MPI 5.9-6.8). A receiver busy elsewhere costs a
+/// sender one such wait, not one per message.
+pub const DEFAULT_PIPELINE_WAIT_US: u64 = 20_000;
 
 /// 64 KiB: from there on a staged message costs tens of microseconds (2026-11-23, 2 x H200).
 pub const DEFAULT_IPC_BYTES: usize = 64 << 10;
@@ -74,6 +85,7 @@ pub fn get() -> &'static Config {
         pipeline: flag("CUDAMPI_PIPELINE"),
         pipeline_bytes: bytes("CUDAMPI_PIPELINE_BYTES").unwrap_or(DEFAULT_PIPELINE_BYTES),
         pipeline_chunk: bytes("CUDAMPI_PIPELINE_CHUNK").unwrap_or(DEFAULT_PIPELINE_CHUNK).clamp(64 << 10, 1 << 30),
+        pipeline_wait_us: micros("CUDAMPI_PIPELINE_WAIT").unwrap_or(DEFAULT_PIPELINE_WAIT_US),
     })
 }
 
@@ -87,6 +99,16 @@ fn bytes(name: &str) -> Option<usize> {
     let parsed = parse_bytes(&text);
     if parsed.is_none() {
         crate::log::warn(format_args!("ignoring {name}={text}: expected a size such as 268435456 or 256M"));
+    }
+    parsed
+}
+
+/// A whole number of microseconds; anything else is reported and ignored.
+fn micros(name: &str) -> Option<u64> {
+    let text = std::env::var(name).ok()?;
+    let parsed = text.trim().parse::<u64>().ok();
+    if parsed.is_none() {
+        crate::log::warn(format_args!("ignoring {name}={text}: expected microseconds such as 5000"));
     }
     parsed
 }

@@ -12,8 +12,11 @@
 //! completes, so a stream of messages recycles a few chunks' worth of pinned memory instead of
 //! holding whole messages. The send returns once every chunk is posted: it waits for the
 //! receiver only while the pool is at its bound and the receiver is seen taking chunks; when
-//! none completes for `STALL` the receiver may be elsewhere (in `MPI_Barrier`, say) until it
-//! completes its receive, and the rest of the message goes through pageable memory instead.
+//! none is taken for `CUDAMPI_PIPELINE_WAIT` the receiver may be elsewhere (in `MPI_Barrier`,
+//! say) until it completes its receive, and the rest of the message goes through pageable
+//! memory instead, as do later messages until a chunk is seen taken. Meanwhile the waiting
+//! send takes the chunks its peers send this process (`receive_meanwhile`): two ranks sending
+//! each other more than the pool holds would otherwise each wait for the other.
 
 use std::collections::VecDeque;
 use std::ffi::{c_int, c_void};
@@ -35,9 +38,10 @@ use crate::{config, real, requests, stats};
 const FIRST_TAG: u64 = 2;
 const TAGS: u64 = 32000;
 
-/// How long a send waits for a pinned chunk buffer while none of the chunks in flight
-/// completes. A receiver taking chunks completes one every few tens of microseconds.
-const STALL: Duration = Duration::from_millis(1);
+/// Set when a send gave up waiting for pinned buffers, cleared when a chunk in flight is seen
+/// taken: until then later sends do not wait either, so a receiver busy elsewhere costs one
+/// wait, not one per message.
+static STALLED: AtomicBool = AtomicBool::new(false);
 
 /// A chunk on its way, and the buffer it is sent from.
 struct InFlight {
@@ -73,7 +77,11 @@ fn collect() -> bool {
     let mut s = state();
     let before = s.sending.len();
     s.sending.retain_mut(|c| !done(p, c));
-    s.sending.len() < before
+    let taken = s.sending.len() < before;
+    if taken {
+        STALLED.store(false, Relaxed);
+    }
+    taken
 }
 
 /// Lets MPI move the chunks already sent: tests the oldest one still in flight.
@@ -82,6 +90,7 @@ fn progress() {
     let mut s = state();
     if s.sending.first_mut().is_some_and(|c| done(p, c)) {
         s.sending.remove(0);
+        STALLED.store(false, Relaxed);
     }
 }
 
@@ -126,7 +135,7 @@ impl Outgoing {
         let ctx = InContext::enter(&self.dev)?;
         let mut failed = Ok(());
         let mut queued: VecDeque<Copying> = VecDeque::new();
-        let mut patient = true;
+        let mut patient = !STALLED.load(Relaxed);
         let mut at = 0;
         while at < self.bytes {
             let len = self.chunk.min(self.bytes - at);
@@ -152,6 +161,9 @@ impl Outgoing {
             }
             queued.push_back(Copying { len, event, buffer });
             self.send_ready(&ctx, &mut queued, false, &mut failed);
+            // The peer may be sending this process chunks too, and take ours only while this
+            // process takes its own.
+            step_begun();
             at += len;
         }
         self.send_ready(&ctx, &mut queued, true, &mut failed);
@@ -160,12 +172,14 @@ impl Outgoing {
         failed
     }
 
-    /// A buffer for the next chunk: a pinned one, waited for while chunks in flight complete
-    /// (at most `STALL` between two), else a pageable one. `None`: no memory at all.
+    /// A buffer for the next chunk: a pinned one, waited for while chunks in flight are taken
+    /// (at most `CUDAMPI_PIPELINE_WAIT` without one), else a pageable one. `None`: no memory
+    /// at all.
     fn buffer(&self, len: usize, ctx: &InContext, queued: &mut VecDeque<Copying>, patient: &mut bool, failed: &mut Result<(), CudaError>) -> Option<Lease> {
         if let Some(b) = staging::lease_pinned(len, ctx, 0) {
             return Some(b);
         }
+        let wait = Duration::from_micros(config::get().pipeline_wait_us);
         let mut since = Instant::now();
         while *patient {
             // Chunks copied but not yet sent cannot come back until they are sent.
@@ -175,13 +189,32 @@ impl Outgoing {
                     return Some(b);
                 }
                 since = Instant::now();
-            } else if state().sending.is_empty() && queued.is_empty() || since.elapsed() > STALL {
+            } else if state().sending.is_empty() && queued.is_empty() || since.elapsed() > wait {
                 *patient = false;
+                STALLED.store(true, Relaxed);
+                if config::get().debug {
+                    self.report_stall(since.elapsed());
+                }
             } else {
                 receive_meanwhile();
             }
         }
         staging::lease(len, ctx)
+    }
+
+    #[cold]
+    fn report_stall(&self, waited: Duration) {
+        let (taking, done) = begun().iter().fold((0, 0), |(t, d), x| match x.state {
+            Early::Taking(_) => (t + 1, d),
+            Early::Done(_) => (t, d + 1),
+            Early::Claimed => (t, d),
+        });
+        crate::log::debug(format_args!(
+            "chunked send to rank {}: no chunk in flight was taken in {waited:?} ({} in flight; receives begun meanwhile: {taking} taking chunks, {done} done); \
+             this message and the next ones go through pageable memory until one is",
+            self.dest,
+            state().sending.len(),
+        ));
     }
 
     /// Posts the sends of the queued chunks whose copies are done, in order; with `all`, waits
@@ -552,19 +585,7 @@ fn receive_meanwhile() {
     }
     let Some(p) = real::pmpi() else { return };
     let mut b = begun();
-    let mut taking = 0;
-    for x in b.iter_mut() {
-        let Early::Taking(ring) = &mut x.state else { continue };
-        let Ok(ctx) = InContext::enter(&ring.dev) else { continue };
-        if ring.step(&ctx, false) {
-            ring.destroy(&ctx);
-            let result = std::mem::replace(&mut ring.failed, Ok(()));
-            x.state = Early::Done(result);
-        } else {
-            taking += 1;
-        }
-    }
-    if taking >= TAKING {
+    if step(&mut b) >= TAKING {
         return;
     }
     let mut misses = 0;
@@ -598,6 +619,30 @@ fn receive_meanwhile() {
         }
         return;
     }
+}
+
+/// Carries on the receives begun so far, without beginning others.
+fn step_begun() {
+    if SERIAL.load(Relaxed) && requests::any() {
+        step(&mut begun());
+    }
+}
+
+/// Takes what has arrived for the receives begun; returns how many still take chunks.
+fn step(b: &mut [Begun]) -> usize {
+    let mut taking = 0;
+    for x in b.iter_mut() {
+        let Early::Taking(ring) = &mut x.state else { continue };
+        let Ok(ctx) = InContext::enter(&ring.dev) else { continue };
+        if ring.step(&ctx, false) {
+            ring.destroy(&ctx);
+            let result = std::mem::replace(&mut ring.failed, Ok(()));
+            x.state = Early::Done(result);
+        } else {
+            taking += 1;
+        }
+    }
+    taking
 }
 
 /// Posts the receive of a chunk of `e`'s message, `len` bytes into `to`, which must stay
