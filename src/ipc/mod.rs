@@ -51,14 +51,12 @@ pub fn sending() -> bool {
     SENDING.load(Relaxed)
 }
 
-/// Whether device messages of `len` bytes to this process are sent as envelopes when their
-/// sender can: a receive of that size then needs its staging buffer only for the envelope.
+/// Whether device messages of `len` bytes to this process come as envelopes from every rank
+/// that sends them from device memory (chunks reach any rank; IPC only those of the node):
+/// a receive of that size then needs its staging buffer only for the envelope.
 pub fn announced(len: usize) -> bool {
-    if !receiving() {
-        return false;
-    }
     let cfg = config::get();
-    (cfg.ipc && len >= cfg.ipc_bytes) || (cfg.pipeline && len >= cfg.pipeline_bytes)
+    receiving() && cfg.pipeline && len >= cfg.pipeline_bytes
 }
 
 /// After the library's `MPI_Init`: every rank takes part when a fast path is on.
