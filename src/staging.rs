@@ -66,10 +66,15 @@ impl<T> Classes<T> {
     }
 
     /// A cached buffer of `class`, or room for a new one of `cap` bytes within `bound`, made by
-    /// moving cached buffers of other sizes to `evicted`.
+    /// moving cached buffers of other sizes to `evicted`; none moves when all of them together
+    /// would not make room (the rest is leased).
     fn take(&mut self, class: usize, cap: usize, bound: usize, evicted: &mut Vec<T>) -> Take<T> {
         if let Some(b) = self.free[class].pop() {
             return Take::Cached(b);
+        }
+        let cached: usize = (0..CLASSES).map(|c| self.free[c].len() << (c as u32 + MIN_CLASS)).sum();
+        if self.held - cached + cap > bound {
+            return Take::Full;
         }
         for c in (0..CLASSES).rev() {
             while self.held + cap > bound {
@@ -371,7 +376,22 @@ pub fn release_all() {
 
 #[cfg(test)]
 mod tests {
-    use super::{class_of, lease_pageable, map_with_tail, pageable, unmap, Kind, OVERRUN_TAIL};
+    use super::{class_of, lease_pageable, map_with_tail, pageable, unmap, Classes, Kind, Take, OVERRUN_TAIL};
+
+    #[test]
+    fn cached_buffers_stay_when_evicting_them_cannot_make_room() {
+        let mut c: Classes<u32> = Classes::new();
+        let mut evicted = Vec::new();
+        // 8 KiB cached (class 1), 16 KiB leased: 24 KiB held within 32 KiB.
+        c.free[1].push(7);
+        c.held = 24 << 10;
+        assert!(matches!(c.take(4, 64 << 10, 32 << 10, &mut evicted), Take::Full));
+        assert!(evicted.is_empty() && c.free[1] == [7] && c.held == 24 << 10);
+        // 16 KiB fits once the cached 8 KiB goes.
+        assert!(matches!(c.take(2, 16 << 10, 32 << 10, &mut evicted), Take::Reserved));
+        assert_eq!(evicted, [7]);
+        assert_eq!(c.held, 32 << 10);
+    }
 
     #[test]
     fn tail_takes_an_overrun() {
