@@ -3,7 +3,8 @@
 
     bench/plot.py DIR
 
-Reads DIR/latency.json, bw.json, bibw.json and coll.json (whichever exist), writes
+Reads DIR/latency.json, bw.json, bibw.json and coll.json (whichever exist; bw-chunks.json,
+bw-ipc.json, bibw-chunks.json and bibw-ipc.json join bw and bibw as curves of their own), writes
 DIR/latency.png, bandwidth.png and coll.png when matplotlib is installed, and prints the
 table: selected sizes of every benchmark, each way side by side.
 """
@@ -17,8 +18,13 @@ WAYS = [  # (suffix of the JSON key, label)
     ("manual_pageable", "manual, pageable"),
     ("manual_pinned", "manual, pinned"),
     ("device_shim", "cudampi"),
+    ("device_chunks", "cudampi, chunks"),
+    ("device_ipc", "cudampi, IPC"),
     ("nccl", "NCCL"),
 ]
+
+# bench/suite.sh's runs of cudampi's device way with a fast path on: (file suffix, way)
+PATHS = [("chunks", "device_chunks"), ("ipc", "device_ipc")]
 
 
 def load(folder, name):
@@ -27,6 +33,23 @@ def load(folder, name):
         return None
     with open(path) as f:
         return json.load(f)
+
+
+def merge(main, extra, way, unit):
+    """Adds the device way of a fast-path run (`extra`) to `main`'s rows as `way`."""
+    if not main or not extra:
+        return
+    rows = {r["size"]: r for r in main["results"]}
+    for r in extra["results"]:
+        v = r.get("device_shim_" + unit)
+        if v is None:
+            continue
+        if r["size"] not in rows:
+            rows[r["size"]] = {"size": r["size"]}
+            main["results"].append(rows[r["size"]])
+        rows[r["size"]][way + "_" + unit] = v
+    main["results"].sort(key=lambda r: r["size"])
+    main["check_errors"] = main.get("check_errors", 0) + extra.get("check_errors", 0)
 
 
 def human(n):
@@ -126,6 +149,9 @@ def plots(folder, lat, bw, bibw, coll):
 def main():
     folder = sys.argv[1] if len(sys.argv) > 1 else "."
     lat, bw, bibw, coll = (load(folder, n) for n in ("latency", "bw", "bibw", "coll"))
+    for name, d in (("bw", bw), ("bibw", bibw)):
+        for suffix, way in PATHS:
+            merge(d, load(folder, "%s-%s" % (name, suffix)), way, "mbs")
     made = plots(folder, lat, bw, bibw, coll)
     if made:
         print("plots: " + ", ".join(os.path.join(folder, m) for m in made))

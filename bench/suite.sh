@@ -2,7 +2,9 @@
 # bench/suite.sh — the whole benchmark suite in one call, on 2 ranks with the shim preloaded:
 #   latency     bench/pingpong   (osu_latency; plus the shim's host-buffer cost and the 8-byte
 #                                 breakdown of where a device message's time goes)
-#   bw, bibw    bench/bw, -b     (osu_bw, osu_bibw)
+#   bw, bibw    bench/bw, -b     (osu_bw, osu_bibw); then cudampi's device way again with chunked
+#                                 staging (CUDAMPI_PIPELINE=1) and with CUDA IPC (CUDAMPI_IPC=1),
+#                                 drawn as curves of their own
 #   coll        bench/coll       (osu_allreduce, osu_bcast, osu_alltoall)
 # each with its ways side by side in the same run: host buffers on the plain MPI, the manual
 # recipe through pageable and through pinned memory, device buffers through cudampi, and NCCL
@@ -114,16 +116,29 @@ if [ $check = 1 ]; then
     run check-bw "$B/bw" -c -m 1:256k -i 10 -x 2 -w 16
     run check-bibw "$B/bw" -b -c -m 1:256k -i 10 -x 2 -w 16
     run check-coll "$B/coll" -c -m 8:256k -i 10 -x 2
+    # the fast paths for every size, so that these small sizes take them too
+    CUDAMPI_PIPELINE=1 CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64k run check-bw-chunks "$B/bw" -b -c -m 1k:256k -i 10 -x 2 -w 16 -W device
+    CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 run check-bw-ipc "$B/bw" -b -c -m 1k:256k -i 10 -x 2 -w 16 -W device
 fi
+# paths NAME ARGS...: bench/bw's device way with chunks, then with IPC (NAME-chunks, NAME-ipc)
+paths() {
+    local name=$1
+    shift
+    CUDAMPI_PIPELINE=1 run "$name-chunks" "$@" -W device -o "$out/$name-chunks.json"
+    CUDAMPI_IPC=1 run "$name-ipc" "$@" -W device -o "$out/$name-ipc.json"
+}
 if [ $quick = 1 ]; then
     run latency "$B/pingpong" -m 1:64k -S 8 -i 20 -x 2 -r 3 -n 200 -o "$out/latency.json"
     run bw "$B/bw" -m 1:64k -i 5 -x 1 -w 16 -o "$out/bw.json"
     run bibw "$B/bw" -b -m 1:64k -i 5 -x 1 -w 16 -o "$out/bibw.json"
+    paths bw "$B/bw" -m 1M:2M -i 5 -x 1 -w 4
     run coll "$B/coll" -m 8:64k -i 5 -x 1 -o "$out/coll.json"
 else
     run latency "$B/pingpong" -m 1:64M -S 8 -o "$out/latency.json"
     run bw "$B/bw" -m 1:64M -o "$out/bw.json"
     run bibw "$B/bw" -b -m 1:64M -o "$out/bibw.json"
+    paths bw "$B/bw" -m 64k:64M
+    paths bibw "$B/bw" -b -m 64k:64M
     run coll "$B/coll" -m 8:64M -o "$out/coll.json"
 fi
 
