@@ -117,15 +117,15 @@ if [ $check = 1 ]; then
     run check-bibw "$B/bw" -b -c -m 1:256k -i 10 -x 2 -w 16
     run check-coll "$B/coll" -c -m 8:256k -i 10 -x 2
     # the fast paths for every size, so that these small sizes take them too
-    CUDAMPI_PIPELINE=1 CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64k run check-bw-chunks "$B/bw" -b -c -m 1k:256k -i 10 -x 2 -w 16 -W device
-    CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 run check-bw-ipc "$B/bw" -b -c -m 1k:256k -i 10 -x 2 -w 16 -W device
+    CUDAMPI_IPC=0 CUDAMPI_PIPELINE=1 CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64k run check-bw-chunks "$B/bw" -b -c -m 1k:256k -i 10 -x 2 -w 16 -W device
+    CUDAMPI_PIPELINE=0 CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 run check-bw-ipc "$B/bw" -b -c -m 1k:256k -i 10 -x 2 -w 16 -W device
 fi
 # paths NAME ARGS...: bench/bw's device way with chunks, then with IPC (NAME-chunks, NAME-ipc)
 paths() {
     local name=$1
     shift
-    CUDAMPI_PIPELINE=1 run "$name-chunks" "$@" -W device -o "$out/$name-chunks.json"
-    CUDAMPI_IPC=1 run "$name-ipc" "$@" -W device -o "$out/$name-ipc.json"
+    CUDAMPI_IPC=0 CUDAMPI_PIPELINE=1 run "$name-chunks" "$@" -W device -o "$out/$name-chunks.json"
+    CUDAMPI_PIPELINE=0 CUDAMPI_IPC=1 run "$name-ipc" "$@" -W device -o "$out/$name-ipc.json"
 }
 if [ $quick = 1 ]; then
     run latency "$B/pingpong" -m 1:64k -S 8 -i 20 -x 2 -r 3 -n 200 -o "$out/latency.json"
