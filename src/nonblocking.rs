@@ -133,11 +133,10 @@ fn irecv_host(
 /// buffer of the send posted with it, if any); one too small for an envelope needs nothing
 /// (the library reports the truncation).
 fn track_host(name: &'static str, comm: Option<Handle>, request: *mut c_void, send: Option<Prepared>, host: HostRecv, kind: Kind, rc: c_int) -> c_int {
-    let send = send.and_then(Prepared::staged);
     if rc != 0 || !ipc::may_land(host.count, host.datatype) {
-        return post(name, comm, request, send.map(Prepared::Staged), None, kind, rc);
+        return post(name, comm, request, send, None, kind, rc);
     }
-    match requests::insert(request, Entry::host(name, comm, send, host, kind)) {
+    match requests::insert(request, Entry::host(name, comm, send.and_then(Prepared::staged), host, kind)) {
         Ok(()) => rc,
         Err(e) => e,
     }

@@ -321,12 +321,11 @@ struct Slot {
 /// A receive taking a message's chunks through a few pinned buffers of its own, copying each
 /// to the device as it arrives. Chunk `k` goes through slot `k % slots.len()`.
 struct Ring {
-    sender: u32,
-    tag: u64,
+    /// The message's envelope: its sender, chunk tag, size and chunk size.
+    e: Envelope,
     dev: Device,
     user: *mut c_void,
-    bytes: usize,
-    chunk: usize,
+    /// Chunks in the message.
     n: usize,
     slots: Vec<Slot>,
     /// Chunks taken (their copies started), and chunks whose receives are posted.
@@ -358,7 +357,7 @@ impl Ring {
             }
             slots.push(Slot { buffer, request: 0, event, copying: false });
         }
-        let mut ring = Ring { sender: e.sender, tag: e.arena, dev, user, bytes, chunk, n, slots, taken: 0, posted: 0, failed: Ok(()) };
+        let mut ring = Ring { e: *e, dev, user, n, slots, taken: 0, posted: 0, failed: Ok(()) };
         if ring.slots.len() < RING.min(n).min(2) {
             ring.destroy(ctx);
             return None;
@@ -369,23 +368,19 @@ impl Ring {
         Some(ring)
     }
 
-    fn envelope(&self) -> Envelope {
-        Envelope::new(self.sender, envelope::CHUNKS, self.bytes as u64, self.tag, self.chunk as u64, [0; 64], [0; envelope::TOKEN_BYTES])
-    }
-
     /// (offset, bytes) of chunk `k`.
     fn span(&self, k: usize) -> (usize, usize) {
-        (k * self.chunk, self.chunk.min(self.bytes - k * self.chunk))
+        let (bytes, chunk) = (self.e.bytes as usize, (self.e.offset as usize).max(1));
+        (k * chunk, chunk.min(bytes - k * chunk))
     }
 
     fn post_next(&mut self) {
         let k = self.posted;
         let len = self.span(k).1;
-        let e = self.envelope();
         let r = self.slots.len();
         let slot = &mut self.slots[k % r];
         // The chunk fits the slot's buffer, which the ring keeps until the receive completes.
-        slot.request = post_chunk(&e, slot.buffer.ptr(), len);
+        slot.request = post_chunk(&self.e, slot.buffer.ptr(), len);
         self.posted += 1;
     }
 
@@ -450,8 +445,13 @@ impl Ring {
         self.step(&ctx, true);
         // SAFETY: the legacy default stream of the current context, which the copies used.
         let synced = check("cuStreamSynchronize", unsafe { (ctx.driver().stream_synchronize)(std::ptr::null_mut()) });
-        self.destroy(&ctx);
-        std::mem::replace(&mut self.failed, Ok(())).and(synced)
+        self.close(&ctx).and(synced)
+    }
+
+    /// Once every chunk is taken and copied: gives the slots back, and the receive's outcome.
+    fn close(&mut self, ctx: &InContext) -> Result<(), CudaError> {
+        self.destroy(ctx);
+        std::mem::replace(&mut self.failed, Ok(()))
     }
 
     /// Gives the slots back: their buffers to the spares.
@@ -506,7 +506,7 @@ fn through_ring(e: &Envelope, at: *mut c_void, dev: &Device, user: *mut c_void) 
 /// A chunked receive a waiting send began.
 enum Early {
     /// Still taking chunks.
-    Taking(Ring),
+    Taking(Box<Ring>),
     /// Every chunk taken and copied.
     Done(Result<(), CudaError>),
     /// Its completion call is receiving it.
@@ -615,7 +615,7 @@ fn receive_meanwhile() {
         let Ok(ctx) = InContext::enter(&w.dev) else { return };
         if let Some(mut ring) = Ring::open(&e, &ctx, w.dev, w.user) {
             ring.step(&ctx, false);
-            b.push(Begun { sender: e.sender, tag: e.arena, request: h, state: Early::Taking(ring) });
+            b.push(Begun { sender: e.sender, tag: e.arena, request: h, state: Early::Taking(Box::new(ring)) });
         }
         return;
     }
@@ -635,9 +635,7 @@ fn step(b: &mut [Begun]) -> usize {
         let Early::Taking(ring) = &mut x.state else { continue };
         let Ok(ctx) = InContext::enter(&ring.dev) else { continue };
         if ring.step(&ctx, false) {
-            ring.destroy(&ctx);
-            let result = std::mem::replace(&mut ring.failed, Ok(()));
-            x.state = Early::Done(result);
+            x.state = Early::Done(ring.close(&ctx));
         } else {
             taking += 1;
         }

@@ -13,12 +13,18 @@ void ft_put(void *dst, const void *src, size_t n) { mem_put(dst, src, n); }
 void ft_get(void *dst, const void *src, size_t n) { mem_get(dst, src, n); }
 int ft_shim_loaded(void) { return shim_loaded(); }
 
+/* cudampi_get_stats into *s; 0 without cudampi. */
+static int stats(struct cudampi_stats *s)
+{
+    int (*get)(struct cudampi_stats *) = (int (*)(struct cudampi_stats *))dlsym(RTLD_DEFAULT, "cudampi_get_stats");
+    return get && get(s) == 0;
+}
+
 /* Fortran calls cudampi served itself (cudampi_get_stats), or -1 without cudampi. */
 long long ft_fortran_calls(void)
 {
-    int (*get)(struct cudampi_stats *) = (int (*)(struct cudampi_stats *))dlsym(RTLD_DEFAULT, "cudampi_get_stats");
     struct cudampi_stats s;
-    if (!get || get(&s) != 0) return -1;
+    if (!stats(&s)) return -1;
     return (long long)s.fortran_calls;
 }
 
@@ -28,8 +34,7 @@ int ft_expect_served(void) { return shim_loaded() && !host_mode(); }
 /* Bytes received over CUDA IPC and in chunks (cudampi_get_stats), or -1 without cudampi. */
 long long ft_fast_bytes(void)
 {
-    int (*get)(struct cudampi_stats *) = (int (*)(struct cudampi_stats *))dlsym(RTLD_DEFAULT, "cudampi_get_stats");
     struct cudampi_stats s;
-    if (!get || get(&s) != 0) return -1;
+    if (!stats(&s)) return -1;
     return (long long)(s.ipc_bytes_received + s.chunked_bytes_received);
 }
