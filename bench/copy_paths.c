@@ -6,6 +6,10 @@
  *                    large malloc, pinned) and device pointers; cuCtxGetCurrent
  *   copies           device->host into pinned and pageable memory; host->device from pinned and
  *                    pageable memory, each with and without a stream synchronisation after it
+ *   completion       ways to learn that an 8-byte copy on the legacy stream is done: the
+ *                    synchronous copy, cuStreamSynchronize, polling cuStreamQuery or an event,
+ *                    and polling a host word that cuStreamWriteValue32 sets after the copy
+ *                    (no driver call while waiting); alone and as a ping-pong turn-around
  *
  * Build: cc -O2 bench/copy_paths.c -I$CUDA/include -L$CUDA/lib64 -lcuda -lcudart -o copy_paths
  * Run:   ./copy_paths [-o out.json]      (prints a table; sizes 8 B .. 4 MiB)
@@ -67,6 +71,130 @@ static double query_ns(const void *p, int nattr)
         memset(v, 0, sizeof v);
         cuPointerGetAttributes(nattr, attrs, data, (CUdeviceptr)(uintptr_t)p);
     });
+}
+
+
+/* ---- completion of small copies ---- */
+
+enum wait { WAIT_SYNC_COPY, WAIT_STREAM_SYNC, WAIT_STREAM_QUERY, WAIT_EVENT_QUERY, WAIT_EVENT_SYNC, WAIT_FLAG, WAIT_N };
+static const char *wait_name[WAIT_N] = {"sync copy", "StreamSync", "spin StreamQuery", "spin EventQuery",
+                                        "EventSync", "spin WriteValue flag"};
+
+static CUevent ev;
+static volatile uint32_t *flag_host;
+static CUdeviceptr flag_dev;
+static uint32_t flag_seq;
+
+static void wait_done(enum wait w)
+{
+    switch (w) {
+    case WAIT_SYNC_COPY: break;
+    case WAIT_STREAM_SYNC: check(cuStreamSynchronize(0), "cuStreamSynchronize"); break;
+    case WAIT_STREAM_QUERY:
+        while (cuStreamQuery(0) == CUDA_ERROR_NOT_READY) {}
+        break;
+    case WAIT_EVENT_QUERY:
+        check(cuEventRecord(ev, 0), "cuEventRecord");
+        while (cuEventQuery(ev) == CUDA_ERROR_NOT_READY) {}
+        break;
+    case WAIT_EVENT_SYNC:
+        check(cuEventRecord(ev, 0), "cuEventRecord");
+        check(cuEventSynchronize(ev), "cuEventSynchronize");
+        break;
+    case WAIT_FLAG: {
+        uint32_t want = ++flag_seq;
+        check(cuStreamWriteValue32(0, flag_dev, want, 0), "cuStreamWriteValue32");
+        while (*flag_host != want) {}
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        break;
+    }
+    default: break;
+    }
+}
+
+static void d2h(enum wait w, void *host, CUdeviceptr dev, size_t n)
+{
+    if (w == WAIT_SYNC_COPY) check(cuMemcpyDtoH(host, dev, n), "DtoH");
+    else check(cuMemcpyDtoHAsync(host, dev, n, 0), "DtoHAsync");
+    wait_done(w);
+}
+
+static void h2d(enum wait w, CUdeviceptr dev, const void *host, size_t n)
+{
+    if (w == WAIT_SYNC_COPY) check(cuMemcpyHtoD(dev, host, n), "HtoD");
+    else check(cuMemcpyHtoDAsync(dev, host, n, 0), "HtoDAsync");
+    wait_done(w);
+}
+
+/* The received 8 bytes written by the stream itself (no copy engine), then the flag. */
+static void h2d_write64(CUdeviceptr dev, const void *host)
+{
+    uint64_t v;
+    memcpy(&v, host, 8);
+    check(cuStreamWriteValue64(0, dev, v, 0), "cuStreamWriteValue64");
+    wait_done(WAIT_FLAG);
+}
+
+static void completion_study(void *dev_, void *pinned, void *pageable, FILE *js)
+{
+    CUdeviceptr dev = (CUdeviceptr)(uintptr_t)dev_;
+    unsigned int flags = 0;
+    int memops = -1;
+    CUdevice d;
+    cuCtxGetFlags(&flags);
+    cuCtxGetDevice(&d);
+    cuDeviceGetAttribute(&memops, (CUdevice_attribute)92 /* CAN_USE_STREAM_MEM_OPS(_V1) */, d);
+    printf("\ncompletion of an 8-byte copy (us per call; context flags 0x%x, sched %s; stream mem ops %d)\n", flags,
+           (flags & 7) == CU_CTX_SCHED_SPIN ? "spin" : (flags & 7) == CU_CTX_SCHED_YIELD ? "yield"
+           : (flags & 7) == CU_CTX_SCHED_BLOCKING_SYNC ? "blocking" : "auto", memops);
+    check(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    void *fh;
+    check(cuMemHostAlloc(&fh, 4096, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc flag");
+    check(cuMemHostGetDevicePointer(&flag_dev, fh, 0), "cuMemHostGetDevicePointer");
+    flag_host = fh;
+    *flag_host = 0;
+    /* Does the flag way deliver the data? 200 rounds of distinct values both ways. */
+    long bad = 0;
+    for (uint32_t i = 1; i <= 200; i++) {
+        uint64_t v = 0x0101010101010101ull * (i & 0xff) + i, got = 0;
+        memcpy(pinned, &v, 8);
+        h2d(WAIT_FLAG, dev, pinned, 8);
+        memset(pinned, 0xee, 8);
+        d2h(WAIT_FLAG, pinned, dev, 8);
+        memcpy(&got, pinned, 8);
+        if (got != v) bad++;
+        v ^= 0xffff;
+        memcpy(pageable, &v, 8);
+        h2d_write64(dev, pageable);
+        d2h(WAIT_FLAG, pinned, dev, 8);
+        memcpy(&got, pinned, 8);
+        if (got != v) bad++;
+    }
+    printf("  flag way data check: %ld of 400 rounds wrong\n", bad);
+    printf("  %-22s %10s %10s %12s\n", "wait", "DtoH", "HtoD", "HtoD+DtoH");
+    if (js) fprintf(js, ",\n  \"completion_us\": {\"check_wrong\": %ld", bad);
+    const long it = 4000;
+    for (int w = 0; w < WAIT_N; w++) {
+        double a = TIME_NS(it, d2h(w, pinned, dev, 8)) / 1e3;
+        double b = TIME_NS(it, h2d(w, dev, pinned, 8)) / 1e3;
+        double c = TIME_NS(it, { h2d(w, dev, pinned, 8); d2h(w, pinned, dev, 8); }) / 1e3;
+        printf("  %-22s %10.2f %10.2f %12.2f\n", wait_name[w], a, b, c);
+        if (js) fprintf(js, ",\n    \"%s\": [%.3f, %.3f, %.3f]", wait_name[w], a, b, c);
+    }
+    double wv = TIME_NS(it, h2d_write64(dev, pinned)) / 1e3;
+    double wvt = TIME_NS(it, { h2d_write64(dev, pinned); d2h(WAIT_FLAG, pinned, dev, 8); }) / 1e3;
+    double pg = TIME_NS(it, check(cuMemcpyHtoD(dev, pageable, 8), "HtoD page")) / 1e3;
+    double pgf = TIME_NS(it, { check(cuMemcpyHtoD(dev, pageable, 8), "HtoD page"); wait_done(WAIT_FLAG); }) / 1e3;
+    double pgt = TIME_NS(it, { check(cuMemcpyHtoD(dev, pageable, 8), "HtoD page"); d2h(WAIT_FLAG, pinned, dev, 8); }) / 1e3;
+    double rec = TIME_NS(it, { check(cuMemcpyHtoD(dev, pageable, 8), "HtoD page"); check(cuMemcpyDtoH(pageable, dev, 8), "DtoH page"); }) / 1e3;
+    printf("  %-22s %10s %10.2f %12.2f\n", "WriteValue64 + flag", "", wv, wvt);
+    printf("  %-22s %10s %10.2f %12.2f   (DtoH by flag)\n", "pageable HtoD + flag", "", pgf, pgt);
+    printf("  %-22s %10s %10.2f %12.2f   (not waited for; the recipe's turn-around)\n", "pageable HtoD", "", pg, rec);
+    if (js)
+        fprintf(js, ",\n    \"write64_flag\": [null, %.3f, %.3f], \"pageable_flag\": [null, %.3f, %.3f], \"pageable\": [null, %.3f, %.3f]\n  }",
+                wv, wvt, pgf, pgt, pg, rec);
+    cuEventDestroy(ev);
+    cuMemFreeHost(fh);
 }
 
 int main(int argc, char **argv)
@@ -162,8 +290,10 @@ int main(int argc, char **argv)
                     first ? "" : ",", n, d2h_pin, d2h_page, h2d_pin, h2d_page, h2d_page_sync, h2d_async, d2h_async);
         first = 0;
     }
+    if (js) fprintf(js, "\n  ]");
+    completion_study(dev, pinned, pageable, js);
     if (js) {
-        fprintf(js, "\n  ]\n}\n");
+        fprintf(js, "\n}\n");
         fclose(js);
     }
     return 0;
