@@ -15,7 +15,9 @@
  *                their own (bench/nccl.h)
  *
  * Each rank sends from one buffer and receives into another (as osu_latency does). -d cuda
- * [D|H] [D|H] (default D D) or -d host: where ranks 0 and 1 keep the buffers of way (c).
+ * [D|H] [D|H] (default D D) or -d host: where ranks 0 and 1 keep the buffers of ways (c) and
+ * (d); a rank whose buffers are on the host sends and receives them with the real MPI in (d).
+ * -d cuda D H on one GPU times one rank's device costs without two processes sharing the GPU.
  * -c checks the data: every message carries a pattern that depends on the iteration and the
  * sender, the receive buffer is poisoned first, and the receiver compares every byte (times
  * then include the filling and checking).
@@ -24,6 +26,14 @@
  * one staged send and one staged receive, and the manual recipe's copies, each timed alone and
  * in the order a ping-pong turn-around issues them (a receive's copy to the device followed at
  * once by the next send's copy from it), medians over -r repetitions on rank 0.
+ *
+ * Then, for 1- and 8-byte messages, ways (c) and (d) interleaved: the sweep times one way after
+ * another, and at these sizes they differ by about as much as one measurement drifts from run
+ * to run. So -r rounds each run device(shim), manual-page and manual-pin once at the sweep's
+ * -i/-x (the first way rotating from round to round), and the block "small messages, ways
+ * interleaved" gives each way's median and minimum over the rounds, device(shim)'s median
+ * minus each recipe's (negative: cudampi faster), and in how many rounds device(shim) beat
+ * manual-page (and manual-pin) of the same round. Needs the device way and pinned memory.
  *
  * plus the shim's per-call cost on host buffers for 1..8-byte messages: the median over -r
  * repetitions of (a) minus (b), interleaved, and of MPI_Send to MPI_PROC_NULL through the
@@ -97,7 +107,7 @@ static const char *way_key[W_N] = {"host_shim_us", "host_real_us", "device_shim_
                                    "manual_pageable_us", "manual_pinned_us", "nccl_us"};
 static const char *way_name[W_N] = {"host(shim)", "host(real)", "device(shim)", "manual-page", "manual-pin", "nccl"};
 
-static char place[2] = {'D', 'D'}; /* -d: way (c)'s buffers on ranks 0 and 1 */
+static char place[2] = {'D', 'D'}; /* -d: ways (c) and (d): buffers on ranks 0 and 1 */
 
 /* Ranks 0 and 1: a send and a receive buffer of each kind. */
 struct bufs {
@@ -110,7 +120,7 @@ struct bufs {
 /* Is this way's data in device memory on this rank? */
 static int on_device(int way)
 {
-    return way == W_PAGEABLE || way == W_PINNED || way == W_NCCL || (way == W_DEVICE && place[rank] == 'D');
+    return way == W_NCCL || ((way == W_DEVICE || way == W_PAGEABLE || way == W_PINNED) && (rank > 1 || place[rank] == 'D'));
 }
 
 /* -c: the pattern of iteration i from rank `from`, written into this rank's send buffer */
@@ -158,6 +168,7 @@ static void step(int way, int dir, size_t size, struct bufs *b, char *sbuf, char
 {
     const int peer = 1 - rank, n = (int)size;
     char *stage = way == W_PINNED ? (dir ? b->ps : b->pr) : (dir ? b->hs : b->hr);
+    if ((way == W_PAGEABLE || way == W_PINNED) && !on_device(way)) way = W_REAL; /* nothing to stage here */
     switch (way) {
     case W_HOST:
     case W_DEVICE:
@@ -300,6 +311,92 @@ static void breakdown(struct bufs *b, int iters, int reps, double out[P_N])
         out[p] = median(v, reps);
     }
     free(v);
+}
+
+/* ---- small device messages, ways interleaved ---- */
+
+/* device(shim) first: the differences and the round-by-round wins are taken against it */
+enum { I_WAYS = 3, I_SIZES = 2 };
+static const int iway[I_WAYS] = {W_DEVICE, W_PAGEABLE, W_PINNED};
+static const size_t isize[I_SIZES] = {1, 8};
+
+struct inter {
+    size_t size;
+    double med[I_WAYS], min[I_WAYS]; /* one-way us over the rounds */
+    int wins[I_WAYS];                /* rounds where device(shim) was faster than way j of the same round */
+};
+
+/* Every rank runs the rounds (pingpong() has barriers); the numbers mean something on rank 0.
+ * Back to back, the ways of a round see the same machine state, so a drift between rounds
+ * moves them together instead of into one way's median. */
+static void interleaved(struct bufs *b, int iters, int warmup, int reps, int check, struct inter out[I_SIZES])
+{
+    double *v = malloc(sizeof(double) * (size_t)reps * I_WAYS); /* v[j * reps + r]: way j, round r */
+    for (int s = 0; s < I_SIZES; s++) {
+        struct inter *o = &out[s];
+        memset(o, 0, sizeof *o);
+        o->size = isize[s];
+        for (int r = 0; r < reps; r++) {
+            /* rotate which way goes first, so that no way always follows the same one */
+            for (int k = 0; k < I_WAYS; k++) {
+                int j = (r + k) % I_WAYS;
+                v[j * reps + r] = pingpong(iway[j], isize[s], iters, warmup, b, NULL, check);
+            }
+            for (int j = 1; j < I_WAYS; j++) o->wins[j] += v[r] < v[j * reps + r];
+        }
+        for (int j = 0; j < I_WAYS; j++) {
+            o->med[j] = median(v + j * reps, reps); /* sorts: the minimum is then first */
+            o->min[j] = v[j * reps];
+        }
+    }
+    free(v);
+}
+
+static void interleaved_print(const struct inter in[I_SIZES], int iters, int reps, int check)
+{
+    printf("\n# small messages, ways interleaved: one-way us, median (min) of %d rounds of %d iterations%s\n", reps,
+           iters, check ? "; -c: includes filling and checking the buffers" : "");
+    printf("# dev-page, dev-pin: device(shim)'s median minus the recipe's (negative: cudampi faster);\n"
+           "# dev<page, dev<pin: rounds in which device(shim) was faster than that recipe\n");
+    printf("# %6s", "bytes");
+    for (int j = 0; j < I_WAYS; j++) printf(" %17s", way_name[iway[j]]);
+    printf(" %9s %9s %9s %9s\n", "dev-page", "dev-pin", "dev<page", "dev<pin");
+    for (int s = 0; s < I_SIZES; s++) {
+        const struct inter *o = &in[s];
+        printf("  %6zu", o->size);
+        for (int j = 0; j < I_WAYS; j++) printf("  %7.2f (%6.2f)", o->med[j], o->min[j]);
+        printf(" %+9.2f %+9.2f", o->med[0] - o->med[1], o->med[0] - o->med[2]);
+        for (int j = 1; j < I_WAYS; j++) {
+            char k[32];
+            snprintf(k, sizeof k, "%d/%d", o->wins[j], reps);
+            printf(" %9s", k);
+        }
+        printf("\n");
+    }
+    fflush(stdout);
+}
+
+static void interleaved_json(FILE *f, const struct inter in[I_SIZES], int iters, int reps)
+{
+    fprintf(f, "  \"small_interleaved\": [\n");
+    for (int s = 0; s < I_SIZES; s++) {
+        const struct inter *o = &in[s];
+        fprintf(f, "    {\"bytes\": %zu, \"reps\": %d, \"iterations\": %d", o->size, reps, iters);
+        for (int j = 0; j < I_WAYS; j++) {
+            fprintf(f, ", \"%s\": {\"median\": ", way_key[iway[j]]);
+            json_num(f, o->med[j]);
+            fprintf(f, ", \"min\": ");
+            json_num(f, o->min[j]);
+            fprintf(f, "}");
+        }
+        fprintf(f, ", \"device_minus_pageable_us\": ");
+        json_num(f, o->med[0] - o->med[1]);
+        fprintf(f, ", \"device_minus_pinned_us\": ");
+        json_num(f, o->med[0] - o->med[2]);
+        fprintf(f, ", \"device_faster_than_pageable\": %d, \"device_faster_than_pinned\": %d}%s\n", o->wins[1],
+                o->wins[2], s + 1 < I_SIZES ? "," : "");
+    }
+    fprintf(f, "  ],\n");
 }
 
 static void usage(void)
@@ -516,6 +613,16 @@ int main(int argc, char **argv)
     if (have_part && rank == 0) breakdown(&b, iters, reps, part);
     MPI_Barrier(MPI_COMM_WORLD);
 
+    /* ---- 1 and 8 bytes, device(shim) and the recipes interleaved ---- */
+    /* the sweep's counts at these sizes; every rank takes part, as in the sweep */
+    struct inter inter[I_SIZES];
+    int have_inter = dev_ok && have_dev && have_pinned;
+    int iit = iters < 10 ? 10 : iters, iwu = warmup < 2 ? 2 : warmup;
+    if (have_inter) {
+        interleaved(&b, iit, iwu, reps, check, inter);
+        if (rank == 0) interleaved_print(inter, iit, reps, check);
+    }
+
     long total = 0;
     MPI_Allreduce(&errors, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
@@ -573,6 +680,10 @@ int main(int argc, char **argv)
                 } else {
                     fprintf(f, "null,\n");
                 }
+                if (have_inter)
+                    interleaved_json(f, inter, iit, reps);
+                else
+                    fprintf(f, "  \"small_interleaved\": null,\n");
                 fprintf(f, "  \"results\": [\n");
                 for (int i = 0; i < nsz; i++) {
                     fprintf(f, "    {\"size\": %zu", sizes[i]);
