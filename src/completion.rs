@@ -10,6 +10,8 @@ use std::ffi::{c_int, c_void};
 
 use crate::abi::{self, Handle, UNDEFINED};
 use crate::errors;
+use crate::ipc::held;
+use crate::p2p::{self, Matching};
 use crate::requests::{self, Kind};
 
 /// The call's return code, unless it succeeded and a copy to the device did not.
@@ -123,6 +125,39 @@ pub fn test(_name: &'static str, request: *mut c_void, flag: *mut c_int, status:
     complete(request, 1, status, false, Statuses::single, call, |rc, st, _| (rc == 0 && out(flag, 0) != 0).then(|| st.at(0)))
 }
 
+/// Writes an `int` output argument unless the caller passed null.
+fn put(p: *mut c_int, value: c_int) {
+    if !p.is_null() {
+        // SAFETY: a caller's output argument.
+        unsafe { p.write(value) };
+    }
+}
+
+/// The persistent receives among `n` that a start served from a held message: MPI never
+/// started them, and `MPI_Waitany`, `MPI_Testany`, `MPI_Waitsome` and `MPI_Testsome` skip
+/// inactive requests, so those calls report these themselves, without calling MPI (which may
+/// report any completed request). Each `(index, served)` is completed.
+fn served_now(reqs: *const c_void, n: c_int, first_only: bool) -> Vec<(usize, requests::Served)> {
+    let abi = abi::get();
+    let mut found = requests::served_idle(reqs, n);
+    if first_only {
+        found.truncate(1);
+    }
+    // SAFETY: served_idle found these indices among the caller's n requests.
+    found.into_iter().filter_map(|k| requests::complete_served(unsafe { abi.request_at(reqs, k) }, false).map(|s| (k, s))).collect()
+}
+
+/// Reports the first served request of a single-completion call (index, flag, status).
+fn report_one(requests: *const c_void, count: c_int, index: *mut c_int, flag: *mut c_int, status: *mut c_void) -> Option<c_int> {
+    let (k, s) = served_now(requests, count, true).pop()?;
+    put(index, k as c_int);
+    put(flag, 1);
+    if !status.is_null() && !abi::get().is_status_ignore(status) {
+        s.write(status);
+    }
+    Some(s.rc)
+}
+
 pub fn waitany(
     _name: &'static str,
     count: c_int,
@@ -131,6 +166,9 @@ pub fn waitany(
     status: *mut c_void,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
+    if let Some(rc) = report_one(requests, count, index, std::ptr::null_mut(), status) {
+        return rc;
+    }
     complete(requests, count, status, false, Statuses::single, call, |_, st, k| if_index(out(index, UNDEFINED), st, k))
 }
 
@@ -143,6 +181,9 @@ pub fn testany(
     status: *mut c_void,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
+    if let Some(rc) = report_one(requests, count, index, flag, status) {
+        return rc;
+    }
     let reported = move || if out(flag, 0) != 0 { out(index, UNDEFINED) } else { UNDEFINED };
     complete(requests, count, status, false, Statuses::single, call, |_, st, k| if_index(reported(), st, k))
 }
@@ -252,6 +293,28 @@ pub fn some(
     statuses: *mut c_void,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
+    let served = served_now(requests, incount, false);
+    if !served.is_empty() {
+        let abi = abi::get();
+        let ignored = abi.is_statuses_ignore(statuses);
+        let st = Statuses::new(statuses, served.len(), false);
+        let failed = served.iter().any(|(_, s)| s.rc != 0);
+        for (j, (k, s)) in served.iter().enumerate() {
+            if !indices.is_null() {
+                // SAFETY: the caller's indices hold incount entries.
+                unsafe { indices.add(j).write(*k as c_int) };
+            }
+            if !ignored {
+                s.write(st.at(j));
+                if failed {
+                    // SAFETY: a status of the caller's array.
+                    unsafe { abi.set_status_error(st.at(j), s.rc) };
+                }
+            }
+        }
+        put(outcount, served.len() as c_int);
+        return if failed { abi.err_in_status } else { 0 };
+    }
     complete(requests, incount, statuses, true, |c| Statuses::array(c, incount), call, |_, st, k| {
         some_status(incount, outcount, indices, st, k)
     })
@@ -297,6 +360,15 @@ fn inspect(
 }
 
 pub fn request_get_status(_name: &'static str, request: Handle, flag: *mut c_int, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+    if !requests::served_idle([request].as_ptr().cast(), 1).is_empty() {
+        if let Some(s) = requests::complete_served(request, true) {
+            put(flag, 1);
+            if !status.is_null() && !abi::get().is_status_ignore(status) {
+                s.write(status);
+            }
+            return 0;
+        }
+    }
     // The handle by value, read back as a one-element array (little-endian, so an `int`
     // handle reads the same).
     let one = [request];
@@ -381,20 +453,26 @@ pub fn request_free(_name: &'static str, request: *mut c_void, call: impl FnOnce
     rc
 }
 
-pub fn start(_name: &'static str, request: *mut c_void, call: impl FnOnce() -> c_int) -> c_int {
-    startall(_name, 1, request, call)
+pub fn start(name: &'static str, request: *mut c_void, call: impl FnOnce() -> c_int) -> c_int {
+    startall(name, 1, request, call)
 }
 
-pub fn startall(_name: &'static str, count: c_int, requests: *mut c_void, call: impl FnOnce() -> c_int) -> c_int {
+pub fn startall(name: &'static str, count: c_int, requests: *mut c_void, call: impl FnOnce() -> c_int) -> c_int {
     if !requests::any() || requests.is_null() || count <= 0 {
         return call();
     }
     let abi = abi::get();
     let mut started = Vec::new();
+    let mut served = Vec::new();
     for i in 0..count as usize {
         // SAFETY: the caller passes `count` requests.
         let h = unsafe { abi.request_at(requests, i) };
         let Some(mut e) = requests::remove(h) else { continue };
+        if serve_at_start(name, &mut e) {
+            requests::put_back(h, e);
+            served.push(i);
+            continue;
+        }
         let filled = e.start();
         requests::put_back(h, e);
         if let Err(rc) = filled {
@@ -403,11 +481,40 @@ pub fn startall(_name: &'static str, count: c_int, requests: *mut c_void, call: 
         }
         started.push(h);
     }
-    let rc = call();
+    let rc = if served.is_empty() { call() } else { start_others(requests, count, &served) };
     if rc != 0 {
         undo_start(&started);
     }
     rc
+}
+
+/// A persistent receive whose message a probe already took out of MPI's queue gets it now, as
+/// a receive posted at this start would have; MPI's request is then not started, and the
+/// completion reports the served receive (`requests::Served`).
+fn serve_at_start(name: &'static str, e: &mut requests::Entry) -> bool {
+    let Some(a) = e.matching.filter(|_| held::any()) else { return false };
+    let from = Matching::Tag(a.source, a.tag, a.comm);
+    let Some(h) = held::take(from) else { return false };
+    let mut status = abi::Status::zeroed();
+    let rc = p2p::recv_into(name, a.buf, a.count, a.datatype, from, status.as_mut_ptr(), |p, st| h.unpack(p, a.count, a.datatype, st));
+    e.serve(status, rc, true);
+    true
+}
+
+/// Starts the requests of the array that were not served at their start.
+fn start_others(requests: *const c_void, count: c_int, served: &[usize]) -> c_int {
+    let abi = abi::get();
+    let Some(p) = crate::real::pmpi() else { return abi.err_other };
+    let mut rest = Vec::with_capacity(count as usize * abi.request_size);
+    for i in (0..count as usize).filter(|i| !served.contains(i)) {
+        // SAFETY: element i of the caller's array, of the family's handle width.
+        rest.extend_from_slice(unsafe { std::slice::from_raw_parts(requests.cast::<u8>().add(i * abi.request_size), abi.request_size) });
+    }
+    if rest.is_empty() {
+        return 0;
+    }
+    // SAFETY: an array of the caller's requests in the family's width.
+    unsafe { (p.startall)((rest.len() / abi.request_size) as c_int, rest.as_mut_ptr().cast()) }
 }
 
 fn undo_start(handles: &[Handle]) {

@@ -10,11 +10,11 @@ use std::ffi::{c_int, c_void};
 
 use crate::abi::Handle;
 use crate::datatype;
-use crate::requests::{self, Entry, HostRecv, Kind, Partitions};
+use crate::requests::{self, Entry, HostRecv, Kind, Partitions, RecvArgs};
 use crate::stage::{prepare, stage, stage_pair, Back, Direction, Prepared};
 use crate::ipc::held;
 use crate::p2p::{self, Count, Matching};
-use crate::{abi, cuda, ipc, stats};
+use crate::{abi, cuda, errors, ipc, real, stats};
 
 /// Runs the real post with the buffer MPI should see and, if it succeeded with a staged
 /// buffer, tracks the request.
@@ -142,6 +142,29 @@ fn track_host(name: &'static str, comm: Option<Handle>, request: *mut c_void, se
     }
 }
 
+/// The send half of a nonblocking send-receive whose receive cudampi serves from a held
+/// message, posted on its own (device buffers staged as any `MPI_Isend`'s).
+fn isend_alone(name: &'static str, buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void) -> c_int {
+    let Some(p) = real::pmpi() else { return abi::get().err_other };
+    isend::<i64>(name, buf, count, datatype, dest, comm, request, |b, n, t| match c_int::try_from(n) {
+        // SAFETY: the caller's arguments, with the buffer MPI should read.
+        Ok(n) => unsafe { (p.isend)(b, n, t, dest, tag, comm, request.cast()) },
+        Err(_) => errors::raise(Some(comm), abi::get().err_count),
+    })
+}
+
+/// Serves the receive of a nonblocking send-receive from `held`; the request is the send's,
+/// and reports the receive when it completes.
+fn serve_receive(name: &'static str, buf: *mut c_void, count: i64, datatype: Handle, from: Matching, request: *mut c_void, held: &held::Held, copy: Option<Vec<u8>>) -> c_int {
+    let mut status = abi::Status::zeroed();
+    let rc = p2p::recv_into(name, buf, count, datatype, from, status.as_mut_ptr(), |p, st| held.unpack(p, count, datatype, st));
+    match requests::report_receive(request, name, from.comm(), status, rc, copy) {
+        Ok(()) => 0,
+        Err(e) => e,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 pub fn isendrecv(
     name: &'static str,
     sendbuf: *const c_void,
@@ -152,10 +175,19 @@ pub fn isendrecv(
     recvcount: i64,
     recvtype: Handle,
     source: c_int,
+    (sendtag, recvtag): (c_int, c_int),
     comm: Handle,
     request: *mut c_void,
     call: impl FnOnce(*const c_void, *mut c_void) -> c_int,
 ) -> c_int {
+    if held::any() {
+        let from = Matching::Tag(source, recvtag, comm);
+        if let Some(h) = held::take(from) {
+            // A probe already took the message out of MPI's queue: the send goes alone.
+            let rc = isend_alone(name, sendbuf, sendcount, sendtype, dest, sendtag, comm, request);
+            return if rc == 0 { serve_receive(name, recvbuf, recvcount, recvtype, from, request, &h, None) } else { rc };
+        }
+    }
     let send = (sendbuf, sendcount, sendtype, dest);
     let recv = (recvbuf as *const c_void, recvcount, recvtype, source);
     let (out, into) = match stage_pair(name, comm, send, recv, Direction::RecvWhole) {
@@ -172,6 +204,7 @@ pub fn isendrecv(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 pub fn isendrecv_replace(
     name: &'static str,
     buf: *mut c_void,
@@ -179,10 +212,17 @@ pub fn isendrecv_replace(
     datatype: Handle,
     dest: c_int,
     source: c_int,
+    (sendtag, recvtag): (c_int, c_int),
     comm: Handle,
     request: *mut c_void,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
+    if held::any() {
+        let from = Matching::Tag(source, recvtag, comm);
+        if let Some(h) = held::take(from) {
+            return isendrecv_replace_held(name, buf, count, datatype, dest, sendtag, comm, from, request, &h);
+        }
+    }
     let abi = crate::abi::get();
     // Only a PROC_NULL on both sides makes the call transfer nothing.
     let peer = if dest == abi.proc_null && source == abi.proc_null { abi.proc_null } else { 0 };
@@ -203,21 +243,71 @@ pub fn isendrecv_replace(
     }
 }
 
+/// `MPI_Isendrecv_replace` whose receive a held message serves. The send goes alone from a
+/// copy of the buffer (the staging buffer of a device one), since the buffer takes the
+/// received message now while MPI may read the send's bytes until it completes.
+#[allow(clippy::too_many_arguments)]
+fn isendrecv_replace_held(
+    name: &'static str,
+    buf: *mut c_void,
+    count: i64,
+    datatype: Handle,
+    dest: c_int,
+    sendtag: c_int,
+    comm: Handle,
+    from: Matching,
+    request: *mut c_void,
+    held: &held::Held,
+) -> c_int {
+    let Some(p) = real::pmpi() else { return abi::get().err_other };
+    let Ok(n) = c_int::try_from(count) else { return errors::raise(Some(comm), abi::get().err_count) };
+    // SAFETY (both sends): the caller's arguments, with a copy of the buffer for MPI to read.
+    let mpi_isend = |b: *const c_void| unsafe { (p.isend)(b, n, datatype, dest, sendtag, comm, request.cast()) };
+    let copy = match stage(name, buf, count, datatype, dest, Some(comm), Direction::Send) {
+        Ok(Prepared::Direct(b)) if b == buf => {
+            let span = match datatype::query(datatype).and_then(|t| t.span(count)) {
+                Ok(s) => s,
+                Err(rc) => return errors::raise(Some(comm), rc),
+            };
+            // SAFETY: the buffer holds `count` elements, which span these bytes.
+            let copy = unsafe { std::slice::from_raw_parts(buf.cast::<u8>().wrapping_offset(span.offset as isize), span.len) }.to_vec();
+            let rc = mpi_isend(copy.as_ptr().wrapping_offset(-span.offset as isize).cast());
+            if rc != 0 {
+                return rc;
+            }
+            Some(copy)
+        }
+        Ok(staged) => {
+            let rc = mpi_isend(staged.mpi_ptr());
+            let rc = post(name, Some(comm), request, Some(staged), None, Kind::Once, rc);
+            if rc != 0 {
+                return rc;
+            }
+            None
+        }
+        Err(rc) => return rc,
+    };
+    serve_receive(name, buf, count, datatype, from, request, held, copy)
+}
+
 /// `MPI_Send_init` and its modes (`send`), `MPI_Recv_init`: the staging buffer is leased now
-/// and filled at each start.
+/// and filled at each start. With a fast path on, a persistent receive also keeps what it
+/// matches, so that a start finds its message among those a probe took out of MPI's queue.
+#[allow(clippy::too_many_arguments)]
 pub fn persistent_init(
     name: &'static str,
     buf: *mut c_void,
     count: i64,
     datatype: Handle,
     peer: c_int,
+    tag: c_int,
     comm: Handle,
     request: *mut c_void,
     send: bool,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
     let dir = if send { Direction::Send } else { Direction::Recv };
-    match prepare(name, buf, count, datatype, peer, Some(comm), dir) {
+    let rc = match prepare(name, buf, count, datatype, peer, Some(comm), dir) {
         Ok(Prepared::Direct(p)) if p == buf && !send && ipc::receiving() => {
             let rc = call(p);
             track_host(name, Some(comm), request, None, HostRecv { buf, count, datatype }, Kind::Persistent, rc)
@@ -229,7 +319,13 @@ pub fn persistent_init(
             post(name, Some(comm), request, s, r, Kind::Persistent, rc)
         }
         Err(rc) => rc,
+    };
+    if rc != 0 || send || !ipc::receiving() {
+        return rc;
     }
+    let args = RecvArgs { buf, count, datatype, source: peer, tag, comm };
+    requests::match_at_start(request, name, args);
+    rc
 }
 
 /// `MPI_Psend_init` and `MPI_Precv_init`: `partitions` partitions of `count` elements each.

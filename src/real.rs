@@ -153,6 +153,7 @@ define_pmpi! {
     test = "PMPI_Test": fn(*mut c_void, *mut c_int, *mut c_void);
     wait = "PMPI_Wait": fn(*mut c_void, *mut c_void);
     request_free = "PMPI_Request_free": fn(*mut c_void);
+    startall = "PMPI_Startall": fn(c_int, *mut c_void);
     request_get_status = "PMPI_Request_get_status": fn(Handle, *mut c_int, *mut c_void);
     test_cancelled = "PMPI_Test_cancelled": fn(*const c_void, *mut c_int);
     error_class = "PMPI_Error_class": fn(c_int, *mut c_int);

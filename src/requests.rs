@@ -31,6 +31,8 @@ static TABLE: Mutex<BTreeMap<Handle, Entry>> = Mutex::new(BTreeMap::new());
 /// Requests the program freed while their operation was still in flight.
 static ORPHANS: Mutex<Vec<(Handle, Entry)>> = Mutex::new(Vec::new());
 static ORPHAN_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// Entries served at their start with MPI's request left inactive (see [`Served`]).
+static SERVED_IDLE: AtomicUsize = AtomicUsize::new(0);
 
 fn table() -> MutexGuard<'static, BTreeMap<Handle, Entry>> {
     TABLE.lock().unwrap_or_else(|e| e.into_inner())
@@ -99,6 +101,13 @@ pub struct Entry {
     pub host: Option<HostRecv>,
     /// The envelope a chunked send is sending, kept until the send completes.
     _envelope: Option<crate::ipc::Kept>,
+    /// A copy of the bytes a send reads, kept until the send completes.
+    _copy: Option<Vec<u8>>,
+    /// A persistent receive's arguments, which a start matches against the messages a probe
+    /// already took out of MPI's queue (`ipc::held`).
+    pub matching: Option<RecvArgs>,
+    /// What the completion reports when cudampi served the receive itself.
+    served: Option<Served>,
     /// Made after every entry with a smaller number.
     number: u64,
 }
@@ -114,12 +123,52 @@ pub struct HostRecv {
 // SAFETY: the program's buffer address, used only when its receive completes.
 unsafe impl Send for HostRecv {}
 
+/// A persistent receive as the program set it up.
+#[derive(Clone, Copy)]
+pub struct RecvArgs {
+    pub buf: *mut c_void,
+    pub count: i64,
+    pub datatype: Handle,
+    pub source: c_int,
+    pub tag: c_int,
+    pub comm: Handle,
+}
+
+// SAFETY: the program's buffer address, written only when a start serves the receive.
+unsafe impl Send for RecvArgs {}
+
+/// A receive cudampi served from a held message: the status and result its completion reports.
+/// `idle`: MPI's request was never started (a persistent receive served at its start), so MPI
+/// skips it in `MPI_Waitany` and the like and reports it empty elsewhere; otherwise MPI's
+/// request is the send of a send-receive, and completes as usual.
+pub struct Served {
+    pub status: abi::Status,
+    pub rc: c_int,
+    idle: bool,
+}
+
 impl Entry {
     pub fn new(name: &'static str, comm: Option<Handle>, send: Option<Staged>, recv: Option<Staged>, kind: Kind) -> Entry {
         LIVE.fetch_add(1, Relaxed);
         let active = matches!(kind, Kind::Once);
         let number = MADE.fetch_add(1, Relaxed);
-        Entry { name, comm, send, recv, kind, active, delivered: false, arrived: None, p2p: true, host: None, _envelope: None, number }
+        Entry {
+            name,
+            comm,
+            send,
+            recv,
+            kind,
+            active,
+            delivered: false,
+            arrived: None,
+            p2p: true,
+            host: None,
+            _envelope: None,
+            _copy: None,
+            matching: None,
+            served: None,
+            number,
+        }
     }
 
     /// The entry of a nonblocking or persistent receive into host memory (see [`HostRecv`]),
@@ -146,6 +195,28 @@ impl Entry {
 
     fn persistent(&self) -> bool {
         !matches!(self.kind, Kind::Once)
+    }
+
+    /// The receive was served from a held message: its completion reports `status` and `rc`
+    /// and copies nothing. `idle`: see [`Served`]; the operation is active from now on.
+    pub fn serve(&mut self, status: abi::Status, rc: c_int, idle: bool) {
+        if idle {
+            self.active = true;
+            if self.served.as_ref().is_none_or(|s| !s.idle) {
+                SERVED_IDLE.fetch_add(1, Relaxed);
+            }
+        } else if self.served.as_ref().is_some_and(|s| s.idle) {
+            SERVED_IDLE.fetch_sub(1, Relaxed);
+        }
+        self.served = Some(Served { status, rc, idle });
+    }
+
+    fn take_served(&mut self) -> Option<Served> {
+        let s = self.served.take()?;
+        if s.idle {
+            SERVED_IDLE.fetch_sub(1, Relaxed);
+        }
+        Some(s)
     }
 
     /// Prepares one start of a persistent request: copies in what MPI will read and marks it
@@ -204,18 +275,21 @@ impl Entry {
         Some(Delivery { name: self.name, comm: self.comm, target, p2p: self.p2p })
     }
 
-    /// Marks the operation complete; returns the copy still owed.
-    fn complete(&mut self) -> Option<Delivery> {
-        let d = self.take_delivery();
+    /// Marks the operation complete; returns the copy still owed, or what a served receive
+    /// reports instead.
+    fn complete(&mut self) -> (Option<Delivery>, Option<Served>) {
+        let served = self.take_served();
+        let d = if served.is_none() { self.take_delivery() } else { None };
         self.active = false;
         self.delivered = false;
-        d
+        (d, served)
     }
 }
 
 impl Drop for Entry {
     fn drop(&mut self) {
         LIVE.fetch_sub(1, Relaxed);
+        self.take_served();
     }
 }
 
@@ -283,7 +357,7 @@ pub fn insert(request: *const c_void, mut entry: Entry) -> Result<(), c_int> {
             // SAFETY: a live request; valid out-pointers. The request is not freed.
             let rc = unsafe { (p.request_get_status)(h, &mut flag, status.as_mut_ptr()) };
             if rc == 0 && flag != 0 {
-                return match entry.complete() {
+                return match entry.complete().0 {
                     Some(d) => d.run(status.as_mut_ptr()),
                     None => Ok(()),
                 };
@@ -356,7 +430,7 @@ pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(u
         let status = done(t.index);
         // A completed one-shot entry is dropped, releasing its staging buffer, only after the
         // copy that reads it.
-        let (delivery, _owner, arrived) = match t.once {
+        let ((delivery, served), _owner, arrived) = match t.once {
             Some(mut e) => {
                 // SAFETY: the same array the call was given.
                 let now = abi.key(unsafe { abi.request_at(reqs, t.index) });
@@ -367,9 +441,20 @@ pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(u
                 let arrived = e.arrived.take();
                 (e.complete(), Some(e), arrived)
             }
-            None if status.is_some() => with(t.handle, |e| (e.complete(), e.arrived.take())).map_or((None, None, None), |(d, a)| (d, None, a)),
-            None => (None, None, None),
+            None if status.is_some() => {
+                with(t.handle, |e| (e.complete(), e.arrived.take())).map_or(((None, None), None, None), |(d, a)| (d, None, a))
+            }
+            None => ((None, None), None, None),
         };
+        if let Some(s) = served {
+            if let Some(st) = status.filter(|st| !st.is_null()) {
+                s.write(st);
+            }
+            if s.rc != 0 {
+                failed.push((t.index, s.rc));
+            }
+            continue;
+        }
         if let (None, Some(n), Some(st)) = (&delivery, arrived, status) {
             if !st.is_null() {
                 if let Some(p) = real::pmpi() {
@@ -407,6 +492,66 @@ pub fn deliver_early(h: Handle, status: *mut c_void) -> Result<(), c_int> {
         with(h, |e| e.arrived = Some(n));
     }
     r
+}
+
+impl Served {
+    /// Fills a status the way MPI would have for the served receive.
+    pub fn write(&self, status: *mut c_void) {
+        // SAFETY: a full status of the caller's or cudampi's own.
+        unsafe { std::ptr::copy_nonoverlapping(self.status.0.as_ptr().cast::<u8>(), status.cast::<u8>(), abi::get().status_size) };
+    }
+}
+
+/// Which of `n` requests are persistent receives served at their start (see [`Served`]),
+/// which the calls that skip inactive requests must report themselves.
+pub fn served_idle(reqs: *const c_void, n: c_int) -> Vec<usize> {
+    if SERVED_IDLE.load(Relaxed) == 0 || reqs.is_null() || n <= 0 {
+        return Vec::new();
+    }
+    let abi = abi::get();
+    let t = table();
+    // SAFETY: the caller passes n requests.
+    (0..n as usize).filter(|&i| t.get(&abi.key(unsafe { abi.request_at(reqs, i) })).is_some_and(|e| e.served.as_ref().is_some_and(|s| s.idle))).collect()
+}
+
+/// Completes a served persistent receive, giving what it reports; `peek` leaves it active
+/// (`MPI_Request_get_status`).
+pub fn complete_served(h: Handle, peek: bool) -> Option<Served> {
+    with(h, |e| match peek {
+        true => e.served.as_ref().map(|s| Served { status: s.status, rc: s.rc, idle: false }),
+        false => {
+            let s = e.take_served();
+            e.active = false;
+            e.delivered = false;
+            s
+        }
+    })
+    .flatten()
+}
+
+/// Keeps a persistent receive's arguments with its request (tracking it if it was not), so
+/// that its starts look among the held messages.
+pub fn match_at_start(request: *const c_void, name: &'static str, args: RecvArgs) {
+    let abi = abi::get();
+    // SAFETY: MPI has just written the new request there.
+    let h = abi.key(unsafe { abi.request_at(request, 0) });
+    let mut t = table();
+    t.entry(h).or_insert_with(|| Entry::new(name, Some(args.comm), None, None, Kind::Persistent)).matching = Some(args);
+}
+
+/// A nonblocking send-receive whose receive cudampi served: the request MPI made for its send
+/// reports the receive when it completes.
+pub fn report_receive(request: *const c_void, name: &'static str, comm: Option<Handle>, status: abi::Status, rc: c_int, copy: Option<Vec<u8>>) -> Result<(), c_int> {
+    let abi = abi::get();
+    // SAFETY: MPI has just written the send's request there.
+    let h = abi.key(unsafe { abi.request_at(request, 0) });
+    let mut t = table();
+    let e = t.entry(h).or_insert_with(|| Entry::new(name, comm, None, None, Kind::Once));
+    e.serve(status, rc, false);
+    if copy.is_some() {
+        e._copy = copy;
+    }
+    Ok(())
 }
 
 /// Removes an entry (`MPI_Request_free`); `None` if untracked.
@@ -461,7 +606,7 @@ pub fn progress_orphans() {
 }
 
 fn finish_orphan(h: Handle, mut e: Entry, status: *mut c_void) {
-    if let Some(d) = e.complete() {
+    if let (Some(d), _) = e.complete() {
         // Nobody is left to hear of an error; the copy reports it on its own line.
         let _ = d.run(status);
     }

@@ -14,10 +14,12 @@
 //! While anything is held, receives look here first. A held message is unpacked into the
 //! receive's buffer where MPI would have written it, and the receive completes as if MPI had
 //! delivered it (an envelope then lands as usual). A nonblocking receive served from here is
-//! complete at once: its request is a generalized request, already completed.
+//! complete at once: its request is a generalized request, already completed. A persistent
+//! receive is served at its start and its request reports it at completion without MPI ever
+//! starting it; `MPI_Isendrecv` and `MPI_Isendrecv_replace` post their send alone and the
+//! send's request reports the served receive (`requests::Served`).
 //!
-//! Persistent, partitioned and `MPI_Isendrecv` receives do not look here; nor do the receives
-//! of the MPI library's own Fortran bindings.
+//! Partitioned receives do not look here.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
