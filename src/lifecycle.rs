@@ -43,6 +43,7 @@ pub fn finalize(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
     // After the library is done with any staging buffer it may have registered.
     requests::clear();
     staging::release_all();
+    cuda::signal::release();
     cuda::copy::release_contexts();
     rc
 }

@@ -254,7 +254,7 @@ impl Staged {
 
     /// The device span and its staging buffer, for copies made without holding the request.
     pub fn window(&self) -> Window {
-        Window { dev: self.dev, user: self.user, host: self.lease.ptr(), len: self.span.len }
+        Window { dev: self.dev, user: self.user, host: self.lease.ptr(), len: self.span.len, pinned: self.lease.is_pinned() }
     }
 
     pub fn to_host(&self, name: &'static str, comm: Option<Handle>, at: usize, len: usize) -> Result<(), c_int> {
@@ -316,6 +316,8 @@ pub struct Window {
     pub user: *mut c_void,
     pub host: *mut c_void,
     pub len: usize,
+    /// The staging buffer is pinned memory.
+    pub pinned: bool,
 }
 
 // SAFETY: device and staging addresses, usable from any thread.
@@ -338,7 +340,7 @@ impl Window {
         let ctx = InContext::enter(&self.dev).map_err(fail)?;
         // SAFETY: at + len lies within the staging buffer, which holds self.len bytes.
         let dst = unsafe { self.host.cast::<u8>().add(at) }.cast();
-        ctx.to_host(dst, src, len).map_err(fail)?;
+        ctx.to_host(dst, src, len, self.pinned).map_err(fail)?;
         stats::add(&stats::BYTES_TO_HOST, len);
         Ok(())
     }

@@ -59,6 +59,8 @@ macro_rules! driver_api {
         pub struct Driver {
             _lib: Library,
             $(pub $field: unsafe extern "C" fn($($arg),*) -> CuResult,)*
+            /// Entry points cudampi can do without.
+            pub signals: Option<Signals>,
         }
 
         impl Driver {
@@ -71,7 +73,8 @@ macro_rules! driver_api {
                         *s
                     };
                 )*
-                Ok(Driver { _lib: lib, $($field,)* })
+                let signals = Signals::resolve(&lib);
+                Ok(Driver { _lib: lib, $($field,)* signals })
             }
         }
     };
@@ -108,6 +111,26 @@ driver_api! {
     ipc_get_mem_handle = "cuIpcGetMemHandle": fn(*mut IpcMemHandle, CUdeviceptr);
     ipc_open_mem_handle = "cuIpcOpenMemHandle_v2": fn(*mut CUdeviceptr, IpcMemHandle, c_uint);
     ipc_close_mem_handle = "cuIpcCloseMemHandle": fn(CUdeviceptr);
+}
+
+/// What waiting for a copy by watching host memory takes (`cuda::signal`).
+pub struct Signals {
+    pub stream_write_value32: unsafe extern "C" fn(*mut c_void, CUdeviceptr, u32, c_uint) -> CuResult,
+    pub stream_query: unsafe extern "C" fn(*mut c_void) -> CuResult,
+    pub mem_host_get_device_pointer: unsafe extern "C" fn(*mut CUdeviceptr, *mut c_void, c_uint) -> CuResult,
+}
+
+impl Signals {
+    fn resolve(lib: &Library) -> Option<Signals> {
+        // SAFETY: each symbol's C signature is the declared one (CUDA driver API); the `_v2`
+        // stream write is the one whose flags mean what `cuda::signal` passes.
+        unsafe {
+            let write: Symbol<unsafe extern "C" fn(*mut c_void, CUdeviceptr, u32, c_uint) -> CuResult> = lib.get(b"cuStreamWriteValue32_v2\0").ok()?;
+            let query: Symbol<unsafe extern "C" fn(*mut c_void) -> CuResult> = lib.get(b"cuStreamQuery\0").ok()?;
+            let mapped: Symbol<unsafe extern "C" fn(*mut CUdeviceptr, *mut c_void, c_uint) -> CuResult> = lib.get(b"cuMemHostGetDevicePointer_v2\0").ok()?;
+            Some(Signals { stream_write_value32: *write, stream_query: *query, mem_host_get_device_pointer: *mapped })
+        }
+    }
 }
 
 /// `CUipcMemHandle`: 64 opaque bytes, passed to `cuIpcOpenMemHandle` by value.

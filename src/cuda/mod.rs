@@ -5,6 +5,7 @@ pub mod driver;
 mod hostmem;
 mod mapwatch;
 pub mod pointer;
+pub mod signal;
 
 pub use copy::{CudaError, InContext};
 pub use pointer::{locate, surely_host, Device, Location};
