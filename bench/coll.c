@@ -18,7 +18,9 @@
  *                reference, where NCCL loads and every rank has a GPU of its own (bench/nccl.h)
  *
  * -d cuda [D|H] [D|H] (default D D) or -d host: where rank 0 and the other ranks keep the
- * buffers of way (b), as the OSU benchmarks' -d takes it.
+ * buffers of ways (b), (c) and (d), as the OSU benchmarks' -d takes it; ranks whose buffers are
+ * on the host call the real collective on them in (c) and (d). -d cuda D H on one GPU times rank
+ * 0's device costs without two processes sharing the GPU.
  *
  * Sizes are bytes per rank: the Allreduce vector (size / 4 floats), the Bcast message, the
  * Alltoall block each rank sends to each other rank (its buffers hold size * ranks bytes).
@@ -131,10 +133,10 @@ static const char *way_key[W_N] = {"host_real_us", "device_shim_us", "manual_pag
                                    "nccl_us"};
 static const char *way_name[W_N] = {"host(real)", "device(shim)", "manual-page", "manual-pin", "nccl"};
 
-static char place[2] = {'D', 'D'}; /* -d: the shim column's buffers on rank 0 and the others */
+static char place[2] = {'D', 'D'}; /* -d: ways (b)-(d): buffers on rank 0 and the others */
 
 /* Is this way's data in device memory on this rank? */
-static int on_device(int w) { return w != W_HOST && (w != W_DEVICE || place[rank == 0 ? 0 : 1] == 'D'); }
+static int on_device(int w) { return w != W_HOST && (w == W_NCCL || place[rank == 0 ? 0 : 1] == 'D'); }
 
 struct bufs {
     char *dsend, *drecv; /* device */
@@ -157,6 +159,7 @@ static void one_call(int c, int w, size_t size, struct bufs *b)
 {
     const int n = (int)size, cnt = (int)(size / sizeof(float));
     const size_t a2a = size * (size_t)nranks, arb = (size_t)cnt * sizeof(float);
+    if ((w == W_PAGEABLE || w == W_PINNED) && !on_device(w)) w = W_HOST; /* nothing to stage here */
     char *hs = w == W_PINNED ? b->psend : b->hsend, *hr = w == W_PINNED ? b->precv : b->hrecv;
     char *ds = on_device(w) ? b->dsend : b->hsend, *dr = on_device(w) ? b->drecv : b->hrecv;
     if (w == W_NCCL) {
