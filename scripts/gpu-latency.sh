@@ -9,8 +9,9 @@
 #                          "ordered|build/gpu-lib/libcudampi.so|CUDAMPI_ORDERED_RECV_BYTES=64K"
 #
 # Environment: PP_PLACE (default "D H"; "D D" on two GPUs), PP_ARGS (default -m 1:4k -S 8
-# -i 2000 -x 200 -r 5), MPICC, MPIRUN (default the system Open MPI's), CUDA_HOME, OUT (the
-# JSON and tables land there when set).
+# -i 2000 -x 200 -r 5), COLL_ARGS (when set, bench/coll runs too, with these options and the
+# same placement, after each case's ping-pong), MPICC, MPIRUN (default the system Open MPI's),
+# CUDA_HOME, OUT (the JSON and tables land there when set).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CUDA=${CUDA_HOME:-/usr/local/cuda}
@@ -23,6 +24,7 @@ BIN=$(mktemp -d "${TMPDIR:-/tmp}/latency.XXXXXX")
 LIBS=(-L"$CUDA/lib64" -Wl,-rpath,"$CUDA/lib64" -L"$CUDA/lib64/stubs" -lcudart -lcuda)
 cc -O2 -I"$CUDA/include" -o "$BIN/copy_paths" "$ROOT/bench/copy_paths.c" "${LIBS[@]}" || exit 1
 $MPICC -O2 -I"$CUDA/include" -o "$BIN/pingpong" "$ROOT/bench/pingpong.c" "${LIBS[@]}" -ldl -lm || exit 1
+$MPICC -O2 -I"$CUDA/include" -o "$BIN/coll" "$ROOT/bench/coll.c" "${LIBS[@]}" -ldl -lm || exit 1
 echo "== copy_paths"
 "$BIN/copy_paths" -o "$RES/copy_paths.json" | tee "$RES/copy_paths.txt"
 n=0
@@ -36,5 +38,11 @@ for case in "$@"; do
     # shellcheck disable=SC2086
     env LD_PRELOAD= $MPIRUN "${args[@]}" -n 2 "$BIN/pingpong" -d cuda $PLACE "${PPARGS[@]}" \
         -o "$RES/pingpong-$n.json" 2>&1 | tee "$RES/pingpong-$n.txt" | grep -vE '^#  *(overhead|host)'
+    if [ -n "${COLL_ARGS:-}" ]; then
+        echo "== $label: coll -d cuda $PLACE $COLL_ARGS $vars"
+        # shellcheck disable=SC2086
+        env LD_PRELOAD= $MPIRUN "${args[@]}" -n 2 "$BIN/coll" -d cuda $PLACE $COLL_ARGS \
+            -o "$RES/coll-$n.json" 2>&1 | tee "$RES/coll-$n.txt"
+    fi
 done
 rm -rf "$BIN"
