@@ -17,9 +17,8 @@
 //! complete at once: its request is a generalized request, already completed. A persistent
 //! receive is served at its start and its request reports it at completion without MPI ever
 //! starting it; `MPI_Isendrecv` and `MPI_Isendrecv_replace` post their send alone and the
-//! send's request reports the served receive (`requests::Served`).
-//!
-//! Partitioned receives do not look here.
+//! send's request reports the served receive (`requests::Served`). Partitioned receives need
+//! not look here: only partitioned sends match them, and those never send envelopes.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
