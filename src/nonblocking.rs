@@ -184,8 +184,13 @@ pub fn isendrecv(
         let from = Matching::Tag(source, recvtag, comm);
         if let Some(h) = held::take(from) {
             // A probe already took the message out of MPI's queue: the send goes alone.
-            let rc = isend_alone(name, sendbuf, sendcount, sendtype, dest, sendtag, comm, request);
-            return if rc == 0 { serve_receive(name, recvbuf, recvcount, recvtype, from, request, &h, None) } else { rc };
+            return match isend_alone(name, sendbuf, sendcount, sendtype, dest, sendtag, comm, request) {
+                0 => serve_receive(name, recvbuf, recvcount, recvtype, from, request, &h, None),
+                rc => {
+                    held::restore(h);
+                    rc
+                }
+            };
         }
     }
     let send = (sendbuf, sendcount, sendtype, dest);
@@ -220,7 +225,15 @@ pub fn isendrecv_replace(
     if held::any() {
         let from = Matching::Tag(source, recvtag, comm);
         if let Some(h) = held::take(from) {
-            return isendrecv_replace_held(name, buf, count, datatype, dest, sendtag, comm, from, request, &h);
+            // The send goes alone, from a copy: the buffer takes the received message now,
+            // while MPI may read the send's bytes until it completes.
+            return match isend_copy(name, buf, count, datatype, dest, sendtag, comm, request) {
+                Ok(copy) => serve_receive(name, buf, count, datatype, from, request, &h, copy),
+                Err(rc) => {
+                    held::restore(h);
+                    rc
+                }
+            };
         }
     }
     let abi = crate::abi::get();
@@ -243,51 +256,29 @@ pub fn isendrecv_replace(
     }
 }
 
-/// `MPI_Isendrecv_replace` whose receive a held message serves. The send goes alone from a
-/// copy of the buffer (the staging buffer of a device one), since the buffer takes the
-/// received message now while MPI may read the send's bytes until it completes.
+/// Posts a send of `count` `datatype` from a copy of `buf` (the staging buffer of a device
+/// one, tracked with the request); gives back the copy of a host one, which the request keeps.
 #[allow(clippy::too_many_arguments)]
-fn isendrecv_replace_held(
-    name: &'static str,
-    buf: *mut c_void,
-    count: i64,
-    datatype: Handle,
-    dest: c_int,
-    sendtag: c_int,
-    comm: Handle,
-    from: Matching,
-    request: *mut c_void,
-    held: &held::Held,
-) -> c_int {
-    let Some(p) = real::pmpi() else { return abi::get().err_other };
-    let Ok(n) = c_int::try_from(count) else { return errors::raise(Some(comm), abi::get().err_count) };
-    // SAFETY (both sends): the caller's arguments, with a copy of the buffer for MPI to read.
-    let mpi_isend = |b: *const c_void| unsafe { (p.isend)(b, n, datatype, dest, sendtag, comm, request.cast()) };
-    let copy = match stage(name, buf, count, datatype, dest, Some(comm), Direction::Send) {
-        Ok(Prepared::Direct(b)) if b == buf => {
-            let span = match datatype::query(datatype).and_then(|t| t.span(count)) {
-                Ok(s) => s,
-                Err(rc) => return errors::raise(Some(comm), rc),
-            };
+fn isend_copy(name: &'static str, buf: *mut c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void) -> Result<Option<Vec<u8>>, c_int> {
+    let Some(p) = real::pmpi() else { return Err(abi::get().err_other) };
+    let Ok(n) = c_int::try_from(count) else { return Err(errors::raise(Some(comm), abi::get().err_count)) };
+    // SAFETY: the caller's arguments, with a copy of the buffer for MPI to read.
+    let mpi_isend = |b: *const c_void| unsafe { (p.isend)(b, n, datatype, dest, tag, comm, request.cast()) };
+    let ok = |rc: c_int| if rc == 0 { Ok(()) } else { Err(rc) };
+    match stage(name, buf, count, datatype, dest, Some(comm), Direction::Send)? {
+        Prepared::Direct(b) if b == buf => {
+            let span = datatype::query(datatype).and_then(|t| t.span(count)).map_err(|rc| errors::raise(Some(comm), rc))?;
             // SAFETY: the buffer holds `count` elements, which span these bytes.
             let copy = unsafe { std::slice::from_raw_parts(buf.cast::<u8>().wrapping_offset(span.offset as isize), span.len) }.to_vec();
-            let rc = mpi_isend(copy.as_ptr().wrapping_offset(-span.offset as isize).cast());
-            if rc != 0 {
-                return rc;
-            }
-            Some(copy)
+            ok(mpi_isend(copy.as_ptr().wrapping_offset(-span.offset as isize).cast()))?;
+            Ok(Some(copy))
         }
-        Ok(staged) => {
+        staged => {
             let rc = mpi_isend(staged.mpi_ptr());
-            let rc = post(name, Some(comm), request, Some(staged), None, Kind::Once, rc);
-            if rc != 0 {
-                return rc;
-            }
-            None
+            ok(post(name, Some(comm), request, Some(staged), None, Kind::Once, rc))?;
+            Ok(None)
         }
-        Err(rc) => return rc,
-    };
-    serve_receive(name, buf, count, datatype, from, request, held, copy)
+    }
 }
 
 /// `MPI_Send_init` and its modes (`send`), `MPI_Recv_init`: the staging buffer is leased now

@@ -2,6 +2,7 @@
 //!
 //! Host buffers (and every buffer of a process without CUDA) go to the real function untouched.
 
+use std::cell::Cell;
 use std::ffi::{c_int, c_void};
 
 use crate::abi::{self, Handle};
@@ -184,15 +185,47 @@ pub fn sendrecv(
     status: *mut c_void,
     call: impl FnOnce(*const c_void, *mut c_void, *mut c_void) -> c_int,
 ) -> c_int {
-    // A message a probe already received is served from there; the send goes alone.
+    // A message a probe already received is served from there; the send goes alone, and if it
+    // fails the message goes back.
     let held = if held::any() { held::take(Matching::Tag(source, recvtag, comm)) } else { None };
+    let unsent = Cell::new(false);
     let call = |s: *const c_void, r: *mut c_void, st: *mut c_void| match &held {
         Some(h) => match send_alone(s, sendcount, sendtype, dest, sendtag, comm) {
             0 => h.unpack(r, recvcount, recvtype, st),
-            rc => rc,
+            rc => {
+                unsent.set(true);
+                rc
+            }
         },
         None => call(s, r, st),
     };
+    let rc = sendrecv_staged(name, sendbuf, sendcount, sendtype, dest, recvbuf, recvcount, recvtype, source, comm, status, call);
+    restore_unsent(held, &unsent);
+    rc
+}
+
+/// Gives back a held message whose send-receive failed in its send.
+fn restore_unsent(held: Option<held::Held>, unsent: &Cell<bool>) {
+    if let (Some(h), true) = (held, unsent.get()) {
+        held::restore(h);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn sendrecv_staged(
+    name: &'static str,
+    sendbuf: *const c_void,
+    sendcount: i64,
+    sendtype: Handle,
+    dest: c_int,
+    recvbuf: *mut c_void,
+    recvcount: i64,
+    recvtype: Handle,
+    source: c_int,
+    comm: Handle,
+    status: *mut c_void,
+    call: impl FnOnce(*const c_void, *mut c_void, *mut c_void) -> c_int,
+) -> c_int {
     let recv = (recvcount, recvtype);
     if cuda::surely_host(sendbuf) && cuda::surely_host(recvbuf) {
         stats::host_call();
@@ -227,22 +260,28 @@ pub fn sendrecv_replace(
     call: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
 ) -> c_int {
     let held = if held::any() { held::take(Matching::Tag(source, recvtag, comm)) } else { None };
+    let unsent = Cell::new(false);
     let call = |b: *mut c_void, st: *mut c_void| match &held {
         Some(h) => match send_alone(b, count, datatype, dest, sendtag, comm) {
             0 => h.unpack(b, count, datatype, st),
-            rc => rc,
+            rc => {
+                unsent.set(true);
+                rc
+            }
         },
         None => call(b, st),
     };
     // Only a PROC_NULL on both sides makes the call transfer nothing.
     let abi = abi::get();
     let peer = if dest == abi.proc_null && source == abi.proc_null { abi.proc_null } else { 0 };
-    match stage(name, buf, count, datatype, peer, Some(comm), Direction::Replace) {
+    let rc = match stage(name, buf, count, datatype, peer, Some(comm), Direction::Replace) {
         Ok(Prepared::Direct(p)) if p == buf && !ipc::receiving() => {
             stats::host_call();
             call(buf, status)
         }
         Ok(into) => complete(name, Some(comm), into, (count, datatype), status, call),
         Err(rc) => rc,
-    }
+    };
+    restore_unsent(held, &unsent);
+    rc
 }

@@ -21,7 +21,7 @@
 //! not look here: only partitioned sends match them, and those never send envelopes.
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
 
 use super::envelope::{self, Envelope};
@@ -39,7 +39,12 @@ pub struct Held {
     data: Vec<u8>,
     /// Its true size: the envelope's when it is one.
     bytes: usize,
+    /// Held after every message with a smaller number.
+    number: u64,
 }
+
+/// Messages held so far: each one's number, which keeps the queue's order when one goes back.
+static HELD: AtomicU64 = AtomicU64::new(0);
 
 impl Held {
     fn new(comm: Handle, source: c_int, tag: c_int, data: Vec<u8>) -> Held {
@@ -52,7 +57,7 @@ impl Held {
         } else {
             data.len()
         };
-        Held { comm, source, tag, data, bytes }
+        Held { comm, source, tag, data, bytes, number: HELD.fetch_add(1, Relaxed) }
     }
 
     fn matches(&self, source: c_int, tag: c_int, comm: Handle) -> bool {
@@ -190,6 +195,15 @@ pub fn take(from: Matching) -> Option<Held> {
     };
     COUNT.fetch_sub(1, Relaxed);
     Some(held)
+}
+
+/// Puts back a message taken for a receive that failed before it used it, where it was in the
+/// queue, so that no message is lost and the order MPI gave them stays.
+pub fn restore(held: Held) {
+    let mut s = state();
+    let at = s.queue.iter().position(|h| h.number > held.number).unwrap_or(s.queue.len());
+    s.queue.insert(at, held);
+    COUNT.fetch_add(1, Relaxed);
 }
 
 /// Gives a message handle for `held` and stores it in `message`.

@@ -21,6 +21,10 @@
  *              content, rank 1 ends with the held message;
  *   tags 8, 9  one persistent receive from MPI_ANY_SOURCE and MPI_ANY_TAG started twice: it
  *              gets them in MPI's order.
+ * Before all that, with MPI_ERRORS_RETURN, MPI_Sendrecv and MPI_Sendrecv_replace on tag 3 and
+ * MPI_Isendrecv and MPI_Isendrecv_replace on tags 6 and 7, each sending to a rank that does not
+ * exist, must fail with MPI_ERR_RANK and leave the held message they matched for the cases
+ * above.
  * Every receive buffer is poisoned; every byte, the poison after the message, the count, source
  * and tag are compared. Rank 1 tells rank 0, on a communicator of their own, when to send the
  * messages that are not held and where to receive the send halves.
@@ -439,6 +443,44 @@ static void isendrecv_replace(void)
 }
 #endif
 
+/* Send-receives whose receive matches a held message but whose send fails (a rank that does not
+ * exist): the call fails and the message stays held for the receive that comes later. */
+static void failed_sends(void)
+{
+    const int nowhere = t_size + 7;
+    int rc, cls;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    void *d = poisoned(MEM_DEVICE, held[T_TEST].n + SLACK);
+    void *h = poisoned(MEM_HOST, held[T_TEST].n + SLACK);
+    rc = MPI_Sendrecv(h, 8, MPI_BYTE, nowhere, 99, d, (int)held[T_TEST].n + SLACK, MPI_BYTE, 0, T_TEST,
+                      MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_RANK, "MPI_Sendrecv to rank %d, receiving the held tag-3 message: error class %d",
+          nowhere, cls);
+    rc = MPI_Sendrecv_replace(d, (int)held[T_TEST].n, MPI_BYTE, nowhere, 99, 0, T_TEST, MPI_COMM_WORLD,
+                              MPI_STATUS_IGNORE);
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_RANK, "MPI_Sendrecv_replace to rank %d, receiving the held tag-3 message: error class %d",
+          nowhere, cls);
+#ifdef HAVE_ISENDRECV
+    if (have_isendrecv) {
+        MPI_Request q = MPI_REQUEST_NULL;
+        rc = MPI_Isendrecv(h, 8, MPI_BYTE, nowhere, 99, d, (int)held[T_TEST].n, MPI_BYTE, 0, T_ISENDRECV,
+                           MPI_COMM_WORLD, &q);
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_RANK, "MPI_Isendrecv to rank %d, receiving the held tag-6 message: error class %d",
+              nowhere, cls);
+        rc = MPI_Isendrecv_replace(d, 8, MPI_BYTE, nowhere, 99, 0, T_REPLACE, MPI_COMM_WORLD, &q);
+        MPI_Error_class(rc, &cls);
+        CHECK(cls == MPI_ERR_RANK, "MPI_Isendrecv_replace to rank %d, receiving the held tag-7 message: error class %d",
+              nowhere, cls);
+    }
+#endif
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    mem_free(d);
+    mem_free(h);
+}
+
 static void wildcard_twice(void)
 {
     /* Only tags 8 and 9 are still held: MPI_ANY_SOURCE/MPI_ANY_TAG must take 8, then 9. */
@@ -474,6 +516,7 @@ static void receiver(void)
     MPI_CHECK(MPI_Probe(0, T_ANY2, MPI_COMM_WORLD, &st));
     check_status(&st, MPI_BYTE, 0, T_ANY2, (int)held[T_ANY2].n, "MPI_Probe(0, tag 9)");
 
+    failed_sends();
     persistent_twice();
     startall_waitany();
     test_loop();
