@@ -541,7 +541,7 @@ pub fn match_at_start(request: *const c_void, name: &'static str, args: RecvArgs
 
 /// A nonblocking send-receive whose receive cudampi served: the request MPI made for its send
 /// reports the receive when it completes.
-pub fn report_receive(request: *const c_void, name: &'static str, comm: Option<Handle>, status: abi::Status, rc: c_int, copy: Option<Vec<u8>>) -> Result<(), c_int> {
+pub fn report_receive(request: *const c_void, name: &'static str, comm: Option<Handle>, status: abi::Status, rc: c_int, copy: Option<Vec<u8>>) {
     let abi = abi::get();
     // SAFETY: MPI has just written the send's request there.
     let h = abi.key(unsafe { abi.request_at(request, 0) });
@@ -551,7 +551,6 @@ pub fn report_receive(request: *const c_void, name: &'static str, comm: Option<H
     if copy.is_some() {
         e._copy = copy;
     }
-    Ok(())
 }
 
 /// Removes an entry (`MPI_Request_free`); `None` if untracked.
