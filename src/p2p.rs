@@ -199,7 +199,29 @@ pub fn sendrecv(
         },
         None => call(s, r, st),
     };
-    let rc = sendrecv_staged(name, sendbuf, sendcount, sendtype, dest, recvbuf, recvcount, recvtype, source, comm, status, call);
+    // The staged call, in a closure of its own so that the held message goes back whichever
+    // way it returns.
+    let rc = (|| {
+        let recv = (recvcount, recvtype);
+        if cuda::surely_host(sendbuf) && cuda::surely_host(recvbuf) {
+            stats::host_call();
+            if ipc::receiving() {
+                return complete(name, Some(comm), Prepared::Direct(recvbuf), recv, status, |r, st| call(sendbuf, r, st));
+            }
+            return call(sendbuf, recvbuf, status);
+        }
+        let send = (sendbuf, sendcount, sendtype, dest);
+        let into = (recvbuf as *const c_void, recvcount, recvtype, source);
+        let (out, into) = match stage_pair(name, comm, send, into, Direction::Recv) {
+            Ok(Some(pair)) => pair,
+            Ok(None) => (Prepared::Direct(sendbuf as *mut c_void), Prepared::Direct(recvbuf)),
+            Err(rc) => return rc,
+        };
+        let sendptr = out.mpi_ptr() as *const c_void;
+        let rc = complete(name, Some(comm), into, recv, status, |r, st| call(sendptr, r, st));
+        drop(out);
+        rc
+    })();
     restore_unsent(held, &unsent);
     rc
 }
@@ -209,42 +231,6 @@ fn restore_unsent(held: Option<held::Held>, unsent: &Cell<bool>) {
     if let (Some(h), true) = (held, unsent.get()) {
         held::restore(h);
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn sendrecv_staged(
-    name: &'static str,
-    sendbuf: *const c_void,
-    sendcount: i64,
-    sendtype: Handle,
-    dest: c_int,
-    recvbuf: *mut c_void,
-    recvcount: i64,
-    recvtype: Handle,
-    source: c_int,
-    comm: Handle,
-    status: *mut c_void,
-    call: impl FnOnce(*const c_void, *mut c_void, *mut c_void) -> c_int,
-) -> c_int {
-    let recv = (recvcount, recvtype);
-    if cuda::surely_host(sendbuf) && cuda::surely_host(recvbuf) {
-        stats::host_call();
-        if ipc::receiving() {
-            return complete(name, Some(comm), Prepared::Direct(recvbuf), recv, status, |r, st| call(sendbuf, r, st));
-        }
-        return call(sendbuf, recvbuf, status);
-    }
-    let send = (sendbuf, sendcount, sendtype, dest);
-    let into = (recvbuf as *const c_void, recvcount, recvtype, source);
-    let (out, into) = match stage_pair(name, comm, send, into, Direction::Recv) {
-        Ok(Some(pair)) => pair,
-        Ok(None) => (Prepared::Direct(sendbuf as *mut c_void), Prepared::Direct(recvbuf)),
-        Err(rc) => return rc,
-    };
-    let sendptr = out.mpi_ptr() as *const c_void;
-    let rc = complete(name, Some(comm), into, recv, status, |r, st| call(sendptr, r, st));
-    drop(out);
-    rc
 }
 
 pub fn sendrecv_replace(

@@ -200,13 +200,10 @@ impl Entry {
     /// The receive was served from a held message: its completion reports `status` and `rc`
     /// and copies nothing. `idle`: see [`Served`]; the operation is active from now on.
     pub fn serve(&mut self, status: abi::Status, rc: c_int, idle: bool) {
+        self.take_served();
         if idle {
             self.active = true;
-            if self.served.as_ref().is_none_or(|s| !s.idle) {
-                SERVED_IDLE.fetch_add(1, Relaxed);
-            }
-        } else if self.served.as_ref().is_some_and(|s| s.idle) {
-            SERVED_IDLE.fetch_sub(1, Relaxed);
+            SERVED_IDLE.fetch_add(1, Relaxed);
         }
         self.served = Some(Served { status, rc, idle });
     }

@@ -384,6 +384,25 @@ static void waitall_mixed(void)
 }
 
 #ifdef HAVE_ISENDRECV
+/* Completes a nonblocking send-receive whose receive matches the held message of `tag`, into
+ * `buf`: the buffer must hold that message and, where MPI fills the status, the status must
+ * describe it. */
+static void wait_sendrecv(MPI_Request *q, int tag, const char *what, const void *buf)
+{
+    size_t n = held[tag].n;
+    MPI_Status st;
+    struct want w = {q, tag, what, 0};
+    settle(&w, 1);
+    status_init(&st);
+    MPI_CHECK(MPI_Wait(q, &st));
+    settled();
+    if (w.ok) {
+        if (isendrecv_status_ok)
+            check_status(&st, MPI_BYTE, 0, tag, (int)n, "%s", what);
+        expect(buf, n + SLACK, n, 0, SEED(tag), what);
+    }
+}
+
 static void isendrecv(void)
 {
     /* Receive half: the held device message of tag 6 into host memory; send half: a device
@@ -394,20 +413,10 @@ static void isendrecv(void)
     mem_pattern(s, N_HALF, 1, SEED_HALF);
     void *h = poisoned(MEM_HOST, n + SLACK);
     MPI_Request q;
-    MPI_Status st;
     order(CMD_HALF, TAG_HALF, MEM_DEVICE, SEED_HALF, N_HALF);
     MPI_CHECK(MPI_Isendrecv(s, N_HALF, MPI_BYTE, 0, TAG_HALF, h, (int)(n + SLACK), MPI_BYTE, 0,
                             T_ISENDRECV, MPI_COMM_WORLD, &q));
-    struct want w = {&q, T_ISENDRECV, what, 0};
-    settle(&w, 1);
-    status_init(&st);
-    MPI_CHECK(MPI_Wait(&q, &st));
-    settled();
-    if (w.ok) {
-        if (isendrecv_status_ok)
-            check_status(&st, MPI_BYTE, 0, T_ISENDRECV, (int)n, "%s", what);
-        expect(h, n + SLACK, n, 0, SEED(T_ISENDRECV), what);
-    }
+    wait_sendrecv(&q, T_ISENDRECV, what, h);
     unsigned char *got = mem_fetch(s, N_HALF), *exp = pattern_new(N_HALF, 1, SEED_HALF);
     check_bytes(got, exp, N_HALF, "MPI_Isendrecv changed its send buffer");
     free(got);
@@ -425,55 +434,45 @@ static void isendrecv_replace(void)
     void *d = poisoned(MEM_DEVICE, n + SLACK);
     mem_pattern(d, n, 1, SEED_REPLACE_HALF);
     MPI_Request q;
-    MPI_Status st;
     order(CMD_HALF, TAG_REPLACE_HALF, MEM_HOST, SEED_REPLACE_HALF, n);
     MPI_CHECK(MPI_Isendrecv_replace(d, (int)n, MPI_BYTE, 0, TAG_REPLACE_HALF, 0, T_REPLACE,
                                     MPI_COMM_WORLD, &q));
-    struct want w = {&q, T_REPLACE, what, 0};
-    settle(&w, 1);
-    status_init(&st);
-    MPI_CHECK(MPI_Wait(&q, &st));
-    settled();
-    if (w.ok) {
-        if (isendrecv_status_ok)
-            check_status(&st, MPI_BYTE, 0, T_REPLACE, (int)n, "%s", what);
-        expect(d, n + SLACK, n, 0, SEED(T_REPLACE), what);
-    }
+    wait_sendrecv(&q, T_REPLACE, what, d);
     mem_free(d);
 }
 #endif
+
+/* `rc` of a send to a rank that does not exist must be of class MPI_ERR_RANK. */
+static void rank_error(int rc, const char *call, int tag)
+{
+    int cls = MPI_SUCCESS;
+    MPI_Error_class(rc, &cls);
+    CHECK(cls == MPI_ERR_RANK, "%s to a rank that does not exist, receiving the held tag-%d message: error class %d",
+          call, tag, cls);
+}
 
 /* Send-receives whose receive matches a held message but whose send fails (a rank that does not
  * exist): the call fails and the message stays held for the receive that comes later. */
 static void failed_sends(void)
 {
     const int nowhere = t_size + 7;
-    int rc, cls;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     void *d = poisoned(MEM_DEVICE, held[T_TEST].n + SLACK);
     void *h = poisoned(MEM_HOST, held[T_TEST].n + SLACK);
-    rc = MPI_Sendrecv(h, 8, MPI_BYTE, nowhere, 99, d, (int)held[T_TEST].n + SLACK, MPI_BYTE, 0, T_TEST,
-                      MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    MPI_Error_class(rc, &cls);
-    CHECK(cls == MPI_ERR_RANK, "MPI_Sendrecv to rank %d, receiving the held tag-3 message: error class %d",
-          nowhere, cls);
-    rc = MPI_Sendrecv_replace(d, (int)held[T_TEST].n, MPI_BYTE, nowhere, 99, 0, T_TEST, MPI_COMM_WORLD,
-                              MPI_STATUS_IGNORE);
-    MPI_Error_class(rc, &cls);
-    CHECK(cls == MPI_ERR_RANK, "MPI_Sendrecv_replace to rank %d, receiving the held tag-3 message: error class %d",
-          nowhere, cls);
+    rank_error(MPI_Sendrecv(h, 8, MPI_BYTE, nowhere, 99, d, (int)held[T_TEST].n + SLACK, MPI_BYTE, 0, T_TEST,
+                            MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+               "MPI_Sendrecv", T_TEST);
+    rank_error(MPI_Sendrecv_replace(d, (int)held[T_TEST].n, MPI_BYTE, nowhere, 99, 0, T_TEST, MPI_COMM_WORLD,
+                                    MPI_STATUS_IGNORE),
+               "MPI_Sendrecv_replace", T_TEST);
 #ifdef HAVE_ISENDRECV
     if (have_isendrecv) {
         MPI_Request q = MPI_REQUEST_NULL;
-        rc = MPI_Isendrecv(h, 8, MPI_BYTE, nowhere, 99, d, (int)held[T_TEST].n, MPI_BYTE, 0, T_ISENDRECV,
-                           MPI_COMM_WORLD, &q);
-        MPI_Error_class(rc, &cls);
-        CHECK(cls == MPI_ERR_RANK, "MPI_Isendrecv to rank %d, receiving the held tag-6 message: error class %d",
-              nowhere, cls);
-        rc = MPI_Isendrecv_replace(d, 8, MPI_BYTE, nowhere, 99, 0, T_REPLACE, MPI_COMM_WORLD, &q);
-        MPI_Error_class(rc, &cls);
-        CHECK(cls == MPI_ERR_RANK, "MPI_Isendrecv_replace to rank %d, receiving the held tag-7 message: error class %d",
-              nowhere, cls);
+        rank_error(MPI_Isendrecv(h, 8, MPI_BYTE, nowhere, 99, d, (int)held[T_TEST].n, MPI_BYTE, 0, T_ISENDRECV,
+                                 MPI_COMM_WORLD, &q),
+                   "MPI_Isendrecv", T_ISENDRECV);
+        rank_error(MPI_Isendrecv_replace(d, 8, MPI_BYTE, nowhere, 99, 0, T_REPLACE, MPI_COMM_WORLD, &q),
+                   "MPI_Isendrecv_replace", T_REPLACE);
     }
 #endif
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
