@@ -118,7 +118,7 @@ if [ $check = 1 ]; then
     run check-coll "$B/coll" -c -m 8:256k -i 10 -x 2
     # the fast paths for every size, so that these small sizes take them too
     CUDAMPI_IPC=0 CUDAMPI_PIPELINE=1 CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64k run check-bw-chunks "$B/bw" -b -c -m 1k:256k -i 10 -x 2 -w 16 -W device
-    CUDAMPI_PIPELINE=0 CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 run check-bw-ipc "$B/bw" -b -c -m 1k:256k -i 10 -x 2 -w 16 -W device
+    CUDAMPI_PIPELINE=0 CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 CUDAMPI_IPC_SAME_GPU_BYTES=0 run check-bw-ipc "$B/bw" -b -c -m 1k:256k -i 10 -x 2 -w 16 -W device
 fi
 # paths NAME ARGS...: bench/bw's device way with chunks, then with IPC (NAME-chunks, NAME-ipc)
 paths() {

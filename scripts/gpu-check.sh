@@ -31,8 +31,8 @@
 # "system ompi5 mpich5 mpich5abi"), GPU_CHECK_TESTS (space-separated test names, default all),
 # GPU_CHECK_BENCH=0 (skip the benchmarks; =quick: bench/suite.sh --quick), GPU_CHECK_STEPS
 # (the steps to run, default "1 2 3 4 5 6"), CUDAMPI_* (passed to every run with the shim; a
-# test's env= header wins, so CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 forces IPC on every test that
-# does not pin a path itself).
+# test's env= header wins, so CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 CUDAMPI_IPC_SAME_GPU_BYTES=0
+# forces IPC on every test that does not pin a path itself).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

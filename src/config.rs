@@ -27,6 +27,9 @@ pub struct Config {
     pub ipc: bool,
     /// `CUDAMPI_IPC_BYTES`: smallest message that takes the IPC path.
     pub ipc_bytes: usize,
+    /// `CUDAMPI_IPC_SAME_GPU_BYTES`: smallest message that takes the IPC path to a rank whose
+    /// last IPC copy ran on the sender's GPU (two processes taking turns on one GPU).
+    pub ipc_same_gpu_bytes: usize,
     /// `CUDAMPI_IPC_POOL_BYTES`: most device memory a rank exports for IPC at once.
     pub ipc_pool_bytes: usize,
     /// `CUDAMPI_PIPELINE=1`: large device messages to ranks that also set it cross in chunks,
@@ -59,6 +62,11 @@ pub const DEFAULT_PIPELINE_WAIT_US: u64 = 20_000;
 /// 64 KiB: from there on a staged message costs tens of microseconds (2026-11-23, 2 x H200).
 pub const DEFAULT_IPC_BYTES: usize = 64 << 10;
 
+/// 4 MiB: two ranks sharing one GPU take turns on it, and each IPC message makes them switch
+/// twice. On one H200 shared by both ranks (2026-11-23, run x) IPC moved 0.24, 3.8 and 15 GB/s
+/// at 64 KiB, 1 MiB and 4 MiB against 2.5, 5.0 and 5.6 GB/s staged.
+pub const DEFAULT_IPC_SAME_GPU_BYTES: usize = 4 << 20;
+
 /// 1 GiB per rank: a window of 16 messages of 64 MiB in flight.
 pub const DEFAULT_IPC_POOL_BYTES: usize = 1 << 30;
 
@@ -81,6 +89,7 @@ pub fn get() -> &'static Config {
         ordered_recv_bytes: bytes("CUDAMPI_ORDERED_RECV_BYTES").unwrap_or(0).min(MAX_ORDERED_RECV_BYTES),
         ipc: flag("CUDAMPI_IPC"),
         ipc_bytes: bytes("CUDAMPI_IPC_BYTES").unwrap_or(DEFAULT_IPC_BYTES),
+        ipc_same_gpu_bytes: bytes("CUDAMPI_IPC_SAME_GPU_BYTES").unwrap_or(DEFAULT_IPC_SAME_GPU_BYTES),
         ipc_pool_bytes: bytes("CUDAMPI_IPC_POOL_BYTES").unwrap_or(DEFAULT_IPC_POOL_BYTES),
         pipeline: flag("CUDAMPI_PIPELINE"),
         pipeline_bytes: bytes("CUDAMPI_PIPELINE_BYTES").unwrap_or(DEFAULT_PIPELINE_BYTES),

@@ -25,6 +25,9 @@ use crate::{config, real};
 
 /// Tag of releases on the private communicator.
 pub const RELEASE_TAG: c_int = 1;
+/// Set in a release's offset when the receiver copied on the sender's GPU (offsets stay far
+/// below it).
+pub const SAME_GPU: u64 = 1 << 63;
 
 /// Smallest arena: the first messages of a run reserve room for the next ones.
 const MIN_ARENA: usize = 64 << 20;
@@ -117,7 +120,11 @@ impl Exported {
                 if unsafe { (p.test)((&mut req as *mut Handle).cast(), &mut flag, status.as_mut_ptr()) } != 0 || flag == 0 {
                     return;
                 }
-                let [arena, offset] = self.release_buf;
+                let [arena, word] = self.release_buf;
+                let offset = word & !SAME_GPU;
+                // SAFETY: the status the completed receive filled.
+                let (source, _) = unsafe { abi.status_source_tag(status.as_mut_ptr()) };
+                peers.set_shares_gpu(source, word & SAME_GPU != 0);
                 if let Some(i) = self.out.iter().position(|b| b.arena == arena && b.offset as u64 == offset) {
                     let b = self.out.swap_remove(i);
                     if let Some(a) = self.arenas.iter_mut().find(|a| a.id == b.arena) {

@@ -9,7 +9,7 @@ use std::ffi::{c_int, c_void};
 use std::sync::{Mutex, MutexGuard};
 
 use super::envelope::Envelope;
-use super::exported::RELEASE_TAG;
+use super::exported::{RELEASE_TAG, SAME_GPU};
 use super::peers;
 use crate::abi::{self, Handle};
 use crate::cuda::driver::{self, CUcontext, CUdeviceptr, IpcMemHandle};
@@ -53,8 +53,8 @@ pub fn map(e: &Envelope, ctx: &InContext, ordinal: i32) -> Result<CUdeviceptr, C
     Ok(p)
 }
 
-/// Hands the sender's buffer back.
-pub fn release(e: &Envelope) {
+/// Hands the sender's buffer back, saying whether the copy ran on the sender's GPU.
+pub fn release(e: &Envelope, on_senders_gpu: bool) {
     let (Some(p), Some(peers)) = (real::pmpi(), peers::get()) else { return };
     let abi = abi::get();
     let mut guard = imported();
@@ -65,7 +65,7 @@ pub fn release(e: &Envelope) {
         // SAFETY: a send this module posted; its payload is kept alongside.
         unsafe { (p.test)((req as *mut Handle).cast(), &mut flag, status.as_mut_ptr()) == 0 && flag == 0 }
     });
-    let payload = Box::new([e.arena, e.offset]);
+    let payload = Box::new([e.arena, e.offset | if on_senders_gpu { SAME_GPU } else { 0 }]);
     let mut req: Handle = 0;
     // SAFETY: the payload is kept until the send completes; the private communicator.
     if unsafe { (p.isend)(payload.as_ptr().cast(), 16, abi.byte, e.sender as c_int, RELEASE_TAG, peers.shadow, &mut req) } == 0 {

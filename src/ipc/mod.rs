@@ -156,7 +156,11 @@ pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handl
     let world = peers.world_rank(comm, dest)?;
     let src = buf.cast::<u8>().wrapping_offset(span.offset as isize).cast();
     let token = peers::device_token(dev.ordinal);
-    if span.len >= cfg.ipc_bytes && peers.can_map(world, &token) {
+    let ipc_from = match peers.shares_gpu(world) {
+        true => cfg.ipc_bytes.max(cfg.ipc_same_gpu_bytes),
+        false => cfg.ipc_bytes,
+    };
+    if span.len >= ipc_from && peers.can_map(world, &token) {
         match exported::offer(&dev, src, span.len, peers.rank, token) {
             Some(Ok(out)) => {
                 stats::device_call(name);
@@ -219,7 +223,12 @@ pub fn incoming(name: &'static str, comm: Option<Handle>, status: *mut c_void, t
         })
     };
     if e.kind == envelope::IPC {
-        imported::release(&e);
+        // Data with gaps and host receives are copied out in a context on the sender's GPU.
+        let on_senders_gpu = match (to.runs, to.device) {
+            (None, Some((dev, _))) => peers::local_ordinal(&e.token) == Some(dev.ordinal),
+            _ => true,
+        };
+        imported::release(&e, on_senders_gpu);
     }
     if let Some(p) = real::pmpi() {
         // SAFETY: a status MPI filled for this receive.

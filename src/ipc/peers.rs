@@ -7,6 +7,7 @@
 //! can open the sender's IPC handles.
 
 use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::OnceLock;
 
 use super::envelope::TOKEN_BYTES;
@@ -38,6 +39,8 @@ pub struct Peers {
     /// `MPI_COMM_WORLD` duplicated: releases travel here, never among the program's messages.
     pub shadow: Handle,
     world_group: Handle,
+    /// Per world rank: its last release said it copied on this rank's GPU (`shares_gpu`).
+    shared_gpu: Vec<AtomicBool>,
 }
 
 // SAFETY: handles are plain values, used from any thread.
@@ -120,7 +123,8 @@ pub fn handshake() {
                 let mut all = vec![me; size as usize];
                 let rc = (p.allgather)((&me as *const Record).cast(), bytes, abi.byte, all.as_mut_ptr().cast(), bytes, abi.byte, abi.comm_world);
                 if rc == 0 && (p.comm_dup)(abi.comm_world, &mut shadow) == 0 && (p.comm_group)(abi.comm_world, &mut world_group) == 0 {
-                    let _ = PEERS.set(Peers { rank, records: all, shadow, world_group });
+                    let shared_gpu = all.iter().map(|_| AtomicBool::new(false)).collect();
+                    let _ = PEERS.set(Peers { rank, records: all, shadow, world_group, shared_gpu });
                     true
                 } else {
                     false
@@ -169,6 +173,20 @@ impl Peers {
         }
         let (Some(me), Some(r)) = (self.record(self.rank), self.record(dest)) else { return false };
         Self::paths(me, r).0 && (r.sees_all != 0 || r.tokens[..r.visible as usize].contains(token))
+    }
+
+    /// Whether world rank `dest` copied the last IPC message it got from this rank on this
+    /// rank's GPU (into host memory, or device memory of the same GPU): the two processes then
+    /// take turns on one GPU, and IPC pays only for large messages.
+    pub fn shares_gpu(&self, dest: c_int) -> bool {
+        usize::try_from(dest).ok().and_then(|d| self.shared_gpu.get(d)).is_some_and(|f| f.load(Relaxed))
+    }
+
+    /// What a release from world rank `source` said about where it copied.
+    pub fn set_shares_gpu(&self, source: c_int, shared: bool) {
+        if let Some(f) = usize::try_from(source).ok().and_then(|s| self.shared_gpu.get(s)) {
+            f.store(shared, Relaxed);
+        }
     }
 
     /// The world rank of `rank` in `comm` (of its remote group for an intercommunicator).

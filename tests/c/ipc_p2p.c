@@ -1,4 +1,4 @@
-// cudampi-test: ranks=2,3 without-shim=skip env=CUDAMPI_IPC=1,CUDAMPI_IPC_BYTES=0 timeout=120
+// cudampi-test: ranks=2,3 without-shim=skip env=CUDAMPI_IPC=1,CUDAMPI_IPC_BYTES=0,CUDAMPI_IPC_SAME_GPU_BYTES=0 timeout=120
 /* Device messages over CUDA IPC (CUDAMPI_IPC=1, every message from 1021 bytes on): rank 0 sends
  * to every other rank device buffers of 1021, 4099 and 1 MiB + 5 bytes with MPI_Send, MPI_Isend
  * and MPI_Ssend; the receivers take them into poisoned device and host buffers with MPI_Recv and
