@@ -28,6 +28,11 @@
  * calls after WARMUP untimed ones, and the table shows the maximum of that average over the
  * ranks (MPI_Reduce MAX), in microseconds.
  *
+ * -B times the calls back to back instead: after the warm-up, one MPI_Barrier, then ITERS calls in
+ * a row and a cudaDeviceSynchronize, averaged over the ITERS. A recipe's copy to the device that
+ * returns before it is done (cudaMemcpy from pageable memory) then delays the next call's copy
+ * from the device, as it does in a program's loop, instead of finishing in the barrier.
+ *
  * -c checks the data: before every call the inputs are refilled with values that depend on
  * the iteration and the rank (Allreduce: small integers, so that the float sum is exact in any
  * order), and after it every rank compares its whole result (device results copied back
@@ -43,7 +48,7 @@
  *         -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcudart -ldl
  * Run:
  *   mpirun -np N -x LD_PRELOAD=$PWD/target/release/libcudampi.so build/coll \
- *          [-d cuda D D] [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall] [-i ITERS] [-x WARMUP] [-c] [-f]
+ *          [-d cuda D D] [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall] [-i ITERS] [-x WARMUP] [-B] [-c] [-f]
  *          [-o out.json]
  *   MPICH: LD_PRELOAD=$PWD/target/release/libcudampi.so mpirun -n N build/coll ...
  *
@@ -291,10 +296,30 @@ static void verify(int c, int w, size_t size, int i, struct bufs *b)
     }
 }
 
+static int back_to_back; /* -B */
+static int sync_device;  /* every rank has a usable device: -B ends with cudaDeviceSynchronize */
+
+/* ITERS calls in a row after one barrier (-B), us per call on this rank */
+static double measure_in_a_row(int c, int w, size_t size, int iters, int warmup, struct bufs *b)
+{
+    for (int i = 0; i < warmup; i++) one_call(c, w, size, b);
+    if (sync_device) cudaDeviceSynchronize();
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters; i++) one_call(c, w, size, b);
+    if (sync_device) cudaDeviceSynchronize();
+    return (MPI_Wtime() - t0) * 1e6 / iters;
+}
+
 /* time per call in microseconds, max over the ranks (valid on rank 0) */
 static double measure(int c, int w, size_t size, int iters, int warmup, int check, struct bufs *b)
 {
     double sum = 0, avg, mx = 0;
+    if (back_to_back && !check) {
+        avg = measure_in_a_row(c, w, size, iters, warmup, b);
+        MPI_Reduce(&avg, &mx, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        return mx;
+    }
     for (int i = -warmup; i < iters; i++) {
         if (check) {
             fill(c, w, size, i, b);
@@ -318,7 +343,7 @@ static void usage(void)
 {
     if (rank == 0)
         fprintf(stderr, "usage: coll [-d cuda [D|H] [D|H] | -d host] [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall] "
-                        "[-i ITERS] [-x WARMUP] [-c] [-f] [-o out.json]\n");
+                        "[-i ITERS] [-x WARMUP] [-B] [-c] [-f] [-o out.json]\n");
 }
 
 int main(int argc, char **argv)
@@ -332,7 +357,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
     int opt, bad = 0;
-    while ((opt = getopt(argc, argv, "d:m:2l:i:x:cfo:h")) != -1) {
+    while ((opt = getopt(argc, argv, "d:m:2l:i:x:Bcfo:h")) != -1) {
         switch (opt) {
         case 'd': bad |= !parse_placement(optarg, argc, argv, place); break;
         case 'm': {
@@ -358,6 +383,7 @@ int main(int argc, char **argv)
         }
         case 'i': iters = atoi(optarg); break;
         case 'x': warmup = atoi(optarg); break;
+        case 'B': back_to_back = 1; break;
         case 'c': check = 1; break;
         case 'f': force_dev = 1; break;
         case 'o': out = optarg; break;
@@ -422,6 +448,7 @@ int main(int argc, char **argv)
     MPI_Allreduce(mine, lo, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     have_dev = lo[0];
     have_pinned = lo[1];
+    sync_device = have_dev;
     int dev_ok = (have_dev || (place[0] == 'H' && place[1] == 'H')) && (shim || force_dev);
     nccl_open(&m, rank, nranks);
 
@@ -429,6 +456,8 @@ int main(int argc, char **argv)
         machine_print(&m, "coll", shim ? ver() : NULL, real_lib);
         printf("# ranks: %d; iterations %d, warm-up %d (fewer above 64 KiB)%s\n", nranks, iters, warmup,
                check ? "; checking the data (-c)" : "");
+        printf("# timing: %s\n", back_to_back && !check ? "the calls back to back after one barrier, then cudaDeviceSynchronize (-B)"
+                                                        : "each call alone between barriers");
         printf("# device(shim) buffers: rank 0 %s, the others %s (-d); nccl: %s\n",
                place[0] == 'D' ? "device" : "host", place[1] == 'D' ? "device" : "host", nccl.why);
         if (!have_dev) printf("# no usable CUDA device on every rank: device and manual columns skipped\n");
@@ -473,9 +502,10 @@ int main(int argc, char **argv)
                 machine_json(f, &m, shim ? ver() : NULL, real_lib, nranks);
                 fprintf(f, "  \"parameters\": {\"nranks\": %d, \"iterations\": %d, \"warmup\": %d, \"min_size\": %zu, "
                            "\"max_size\": %zu, \"size_factor\": %d, \"bcast_root\": 0, \"check\": %s, "
-                           "\"force_device\": %s, \"placement\": \"%c %c\", \"nccl\": \"%s\", \"collectives\": [",
+                           "\"force_device\": %s, \"placement\": \"%c %c\", \"nccl\": \"%s\", \"timing\": \"%s\", \"collectives\": [",
                         nranks, iters, warmup, minsz, maxsz, factor, check ? "true" : "false",
-                        force_dev ? "true" : "false", place[0], place[1], nccl.why);
+                        force_dev ? "true" : "false", place[0], place[1], nccl.why,
+                        back_to_back && !check ? "back_to_back" : "alone");
                 for (int c = 0, first = 1; c < C_N; c++)
                     if (want[c]) {
                         fprintf(f, "%s\"%s\"", first ? "" : ", ", coll_key[c]);
