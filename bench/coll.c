@@ -33,6 +33,12 @@
  * returns before it is done (cudaMemcpy from pageable memory) then delays the next call's copy
  * from the device, as it does in a program's loop, instead of finishing in the barrier.
  *
+ * -r ROUNDS (default 1) runs the ways in turn ROUNDS times at each size, the first way rotating
+ * from round to round, and reports each way's median over the rounds: at small sizes the
+ * device and recipe ways differ by about as much as one measurement drifts during a run. With
+ * more than one round, the columns dev<page and dev<pin count the rounds in which device(shim)
+ * was at least as fast as the recipe through pageable (pinned) memory of the same round.
+ *
  * -c checks the data: before every call the inputs are refilled with values that depend on
  * the iteration and the rank (Allreduce: small integers, so that the float sum is exact in any
  * order), and after it every rank compares its whole result (device results copied back
@@ -48,7 +54,7 @@
  *         -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcudart -ldl
  * Run:
  *   mpirun -np N -x LD_PRELOAD=$PWD/target/release/libcudampi.so build/coll \
- *          [-d cuda D D] [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall] [-i ITERS] [-x WARMUP] [-B] [-c] [-f]
+ *          [-d cuda D D] [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall] [-i ITERS] [-x WARMUP] [-r ROUNDS] [-B] [-c] [-f]
  *          [-o out.json]
  *   MPICH: LD_PRELOAD=$PWD/target/release/libcudampi.so mpirun -n N build/coll ...
  *
@@ -339,17 +345,29 @@ static double measure(int c, int w, size_t size, int iters, int warmup, int chec
     return mx;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 static void usage(void)
 {
     if (rank == 0)
         fprintf(stderr, "usage: coll [-d cuda [D|H] [D|H] | -d host] [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall] "
-                        "[-i ITERS] [-x WARMUP] [-B] [-c] [-f] [-o out.json]\n");
+                        "[-i ITERS] [-x WARMUP] [-r ROUNDS] [-B] [-c] [-f] [-o out.json]\n");
 }
 
 int main(int argc, char **argv)
 {
     size_t minsz = 8, maxsz = 64u << 20;
-    int iters = 100, warmup = 10, check = 0, force_dev = 0, factor = 4, want[C_N] = {1, 1, 1};
+    int iters = 100, warmup = 10, rounds = 1, check = 0, force_dev = 0, factor = 4, want[C_N] = {1, 1, 1};
     const char *out = NULL;
 
     MPI_Init(&argc, &argv);
@@ -357,7 +375,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
     int opt, bad = 0;
-    while ((opt = getopt(argc, argv, "d:m:2l:i:x:Bcfo:h")) != -1) {
+    while ((opt = getopt(argc, argv, "d:m:2l:i:x:r:Bcfo:h")) != -1) {
         switch (opt) {
         case 'd': bad |= !parse_placement(optarg, argc, argv, place); break;
         case 'm': {
@@ -383,6 +401,7 @@ int main(int argc, char **argv)
         }
         case 'i': iters = atoi(optarg); break;
         case 'x': warmup = atoi(optarg); break;
+        case 'r': rounds = atoi(optarg); break;
         case 'B': back_to_back = 1; break;
         case 'c': check = 1; break;
         case 'f': force_dev = 1; break;
@@ -394,7 +413,7 @@ int main(int argc, char **argv)
         }
     }
     if (minsz < 1) minsz = 1;
-    if (bad || iters < 1 || warmup < 0 || maxsz < minsz || maxsz > (size_t)1 << 30) {
+    if (bad || iters < 1 || warmup < 0 || rounds < 1 || rounds > 99 || maxsz < minsz || maxsz > (size_t)1 << 30) {
         usage();
         MPI_Finalize();
         return 2;
@@ -456,6 +475,7 @@ int main(int argc, char **argv)
         machine_print(&m, "coll", shim ? ver() : NULL, real_lib);
         printf("# ranks: %d; iterations %d, warm-up %d (fewer above 64 KiB)%s\n", nranks, iters, warmup,
                check ? "; checking the data (-c)" : "");
+        if (rounds > 1) printf("# each way's median over %d rounds, the ways in turn\n", rounds);
         printf("# timing: %s\n", back_to_back && !check ? "the calls back to back after one barrier, then cudaDeviceSynchronize (-B)"
                                                         : "each call alone between barriers");
         printf("# device(shim) buffers: rank 0 %s, the others %s (-d); nccl: %s\n",
@@ -466,6 +486,7 @@ int main(int argc, char **argv)
     }
 
     double (*res)[C_N][W_N] = calloc((size_t)nsz, sizeof *res);
+    int (*wins)[C_N][2] = calloc((size_t)nsz, sizeof *wins); /* rounds device(shim) <= page, pin */
     int *its = calloc((size_t)nsz, sizeof *its);
     for (int i = 0; i < nsz; i++) {
         size_t s = sizes[i];
@@ -477,17 +498,34 @@ int main(int argc, char **argv)
             if (wu < 2) wu = 2;
         }
         its[i] = it;
-        for (int c = 0; c < C_N; c++)
+        for (int c = 0; c < C_N; c++) {
+            int run[W_N];
             for (int w = 0; w < W_N; w++) {
                 res[i][c][w] = NAN;
-                if (!want[c]) continue;
-                if (c == C_ALLREDUCE && s < sizeof(float)) continue;
-                if (w == W_DEVICE && !dev_ok) continue;
-                if ((w == W_PAGEABLE || w == W_PINNED) && !have_dev) continue;
-                if (w == W_PINNED && !have_pinned) continue;
-                if (w == W_NCCL && !nccl.on) continue;
-                res[i][c][w] = measure(c, w, s, it, wu, check, &b);
+                run[w] = want[c] && !(c == C_ALLREDUCE && s < sizeof(float)) && !(w == W_DEVICE && !dev_ok) &&
+                         !((w == W_PAGEABLE || w == W_PINNED) && !have_dev) && !(w == W_PINNED && !have_pinned) &&
+                         !(w == W_NCCL && !nccl.on);
             }
+            double t[100][W_N];
+            for (int r = 0; r < rounds; r++)
+                for (int k = 0; k < W_N; k++) {
+                    int w = (k + r) % W_N;
+                    if (run[w]) t[r][w] = measure(c, w, s, it, wu, check, &b);
+                }
+            for (int w = 0; w < W_N; w++) {
+                if (!run[w]) continue;
+                double v[100];
+                for (int r = 0; r < rounds; r++) v[r] = t[r][w];
+                res[i][c][w] = median(v, rounds);
+            }
+            for (int k = 0; k < 2; k++) {
+                int w = k ? W_PINNED : W_PAGEABLE;
+                wins[i][c][k] = -1;
+                if (!run[W_DEVICE] || !run[w]) continue;
+                wins[i][c][k] = 0;
+                for (int r = 0; r < rounds; r++) wins[i][c][k] += t[r][W_DEVICE] <= t[r][w];
+            }
+        }
     }
 
     long total = 0;
@@ -501,9 +539,9 @@ int main(int argc, char **argv)
                 fprintf(f, "{\n  \"bench\": \"coll\",\n  \"unit\": \"us per call, mean over iterations, max over ranks\",\n");
                 machine_json(f, &m, shim ? ver() : NULL, real_lib, nranks);
                 fprintf(f, "  \"parameters\": {\"nranks\": %d, \"iterations\": %d, \"warmup\": %d, \"min_size\": %zu, "
-                           "\"max_size\": %zu, \"size_factor\": %d, \"bcast_root\": 0, \"check\": %s, "
+                           "\"max_size\": %zu, \"size_factor\": %d, \"rounds\": %d, \"bcast_root\": 0, \"check\": %s, "
                            "\"force_device\": %s, \"placement\": \"%c %c\", \"nccl\": \"%s\", \"timing\": \"%s\", \"collectives\": [",
-                        nranks, iters, warmup, minsz, maxsz, factor, check ? "true" : "false",
+                        nranks, iters, warmup, minsz, maxsz, factor, rounds, check ? "true" : "false",
                         force_dev ? "true" : "false", place[0], place[1], nccl.why,
                         back_to_back && !check ? "back_to_back" : "alone");
                 for (int c = 0, first = 1; c < C_N; c++)
@@ -527,6 +565,10 @@ int main(int argc, char **argv)
                             else
                                 fprintf(f, "%.3f", res[i][c][w]);
                         }
+                        if (rounds > 1 && wins[i][c][0] >= 0)
+                            fprintf(f, ", \"device_not_slower_than_pageable_rounds\": %d", wins[i][c][0]);
+                        if (rounds > 1 && wins[i][c][1] >= 0)
+                            fprintf(f, ", \"device_not_slower_than_pinned_rounds\": %d", wins[i][c][1]);
                         fprintf(f, "}%s\n", ++nrow < rows ? "," : "");
                     }
                 }
@@ -538,9 +580,11 @@ int main(int argc, char **argv)
         if (check) printf("# data check: %s (%ld bad results)\n", total ? "FAILED" : "passed", total);
         for (int c = 0; c < C_N; c++) {
             if (!want[c]) continue;
-            printf("\n# %s: us per call, mean over the iterations, max over %d ranks\n", coll_title[c], nranks);
+            printf("\n# %s: us per call, mean over the iterations, max over %d ranks%s\n", coll_title[c], nranks,
+                   rounds > 1 ? ", median of the rounds" : "");
             printf("# %10s %6s", "bytes", "iters");
             for (int w = 0; w < W_N; w++) printf(" %13s", way_name[w]);
+            if (rounds > 1) printf(" %9s %9s", "dev<page", "dev<pin");
             printf("\n");
             for (int i = 0; i < nsz; i++) {
                 printf("  %10zu %6d", sizes[i], its[i]);
@@ -549,12 +593,18 @@ int main(int argc, char **argv)
                         printf(" %13s", "-");
                     else
                         printf(" %13.2f", res[i][c][w]);
+                for (int k = 0; rounds > 1 && k < 2; k++)
+                    if (wins[i][c][k] < 0)
+                        printf(" %9s", "-");
+                    else
+                        printf(" %6d/%-2d", wins[i][c][k], rounds);
                 printf("\n");
             }
         }
         fflush(stdout);
     }
     free(res);
+    free(wins);
     free(its);
     nccl_close();
     free(m.all);
