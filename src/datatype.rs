@@ -27,8 +27,35 @@ pub struct TypeInfo {
     pub named: bool,
 }
 
-/// Asks the library about a datatype. An `Err` carries the MPI error code of a failed query.
+/// Predefined datatypes this thread asked about. Their handles stay valid and never name
+/// another type, so their answers are kept: four library calls per device buffer add up for
+/// small messages.
+const NAMED_SLOTS: usize = 8;
+type NamedCache = ([(Handle, TypeInfo); NAMED_SLOTS], usize);
+thread_local! {
+    static NAMED: std::cell::RefCell<NamedCache> = const {
+        std::cell::RefCell::new(([(0, TypeInfo { size: 0, extent: 0, true_lb: 0, true_extent: 0, named: false }); NAMED_SLOTS], 0))
+    };
+}
+
+/// Asks the library about a datatype (once per thread for a predefined one). An `Err` carries
+/// the MPI error code of a failed query.
 pub fn query(datatype: Handle) -> Result<TypeInfo, c_int> {
+    let known = NAMED.with_borrow(|(slots, _)| slots.iter().find(|(h, t)| *h == datatype && t.named).map(|&(_, t)| t));
+    if let Some(t) = known {
+        return Ok(t);
+    }
+    let t = ask(datatype)?;
+    if t.named {
+        NAMED.with_borrow_mut(|(slots, next)| {
+            slots[*next % NAMED_SLOTS] = (datatype, t);
+            *next += 1;
+        });
+    }
+    Ok(t)
+}
+
+fn ask(datatype: Handle) -> Result<TypeInfo, c_int> {
     let p = real::pmpi().ok_or(abi::get().err_intern)?;
     let (mut size, mut lb, mut extent, mut true_lb, mut true_extent) = (0i64, 0i64, 0i64, 0i64, 0i64);
     let (mut ints, mut addrs, mut types, mut combiner) = (0, 0, 0, 0);

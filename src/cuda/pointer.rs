@@ -58,6 +58,14 @@ const LOCATION_DEVICE: c_uint = CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE a
 
 #[inline(never)]
 fn query(d: &Driver, ptr: *const c_void) -> Location {
+    // Between the lowest and highest addresses that held device memory, device buffers are
+    // what the shim usually meets there: one query with every attribute. Anything else there,
+    // and a query the driver refuses, takes the usual two steps.
+    if within_device_ranges(ptr) {
+        if let Some(loc) = query_known(d, ptr) {
+            return loc;
+        }
+    }
     // The memory type alone first: for memory the driver does not know, every extra attribute
     // adds to an already slow lookup.
     let generation = mapwatch::generation();
@@ -77,6 +85,13 @@ fn query(d: &Driver, ptr: *const c_void) -> Location {
         }
         return loc;
     }
+    query_known(d, ptr).unwrap_or_else(|| host_or_freed(ptr))
+}
+
+/// Every attribute of memory the driver knows; `None` when it refuses the query or reports no
+/// memory type.
+fn query_known(d: &Driver, ptr: *const c_void) -> Option<Location> {
+    let mut mem_type: u64 = 0;
     // Zero-initialised 8-byte slots: the driver writes 1, 4 or 8 bytes depending on the attribute.
     let mut ctx: CUcontext = std::ptr::null_mut();
     let mut managed: u64 = 0;
@@ -94,21 +109,21 @@ fn query(d: &Driver, ptr: *const c_void) -> Location {
     ];
     // SAFETY: six attributes, six valid 8-byte out-slots.
     if unsafe { (d.pointer_get_attributes)(6, attrs.as_mut_ptr(), data.as_mut_ptr(), ptr as u64) } != CUDA_SUCCESS {
-        return host_or_freed(ptr);
+        return None;
     }
     let ordinal = ordinal as u32 as i32;
     if managed & 0xff != 0 {
         // Managed memory is host-accessible; the driver migrates pages on demand.
-        return if crate::config::get().stage_managed { Location::Device(Device { ctx, ordinal }) } else { Location::Host };
+        return Some(if crate::config::get().stage_managed { Location::Device(Device { ctx, ordinal }) } else { Location::Host });
     }
     match mem_type & 0xffff_ffff {
         TYPE_DEVICE => {
             remember_device_range(start, size);
-            Location::Device(Device { ctx, ordinal })
+            Some(Location::Device(Device { ctx, ordinal }))
         }
         // VMM (cuMemCreate) mappings can report HOST with no context; only the VMM calls tell.
-        TYPE_HOST => vmm_device(d, ptr).map_or(Location::Host, Location::Device),
-        _ => host_or_freed(ptr),
+        TYPE_HOST => Some(vmm_device(d, ptr).map_or(Location::Host, Location::Device)),
+        _ => None,
     }
 }
 
@@ -156,9 +171,16 @@ fn remember_device_range(start: u64, size: u64) {
     RANGE_HI.fetch_max(end, Ordering::Relaxed);
 }
 
+/// Whether `ptr` lies between the lowest and highest addresses that held device memory.
+#[inline]
+fn within_device_ranges(ptr: *const c_void) -> bool {
+    let a = ptr as u64;
+    RANGE_LO.load(Ordering::Relaxed) <= a && a < RANGE_HI.load(Ordering::Relaxed)
+}
+
 fn host_or_freed(ptr: *const c_void) -> Location {
     let a = ptr as u64;
-    if a < RANGE_LO.load(Ordering::Relaxed) || a >= RANGE_HI.load(Ordering::Relaxed) {
+    if !within_device_ranges(ptr) {
         return Location::Host;
     }
     let known = (0..RANGES).any(|i| {
