@@ -58,10 +58,10 @@ const LOCATION_DEVICE: c_uint = CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE a
 
 #[inline(never)]
 fn query(d: &Driver, ptr: *const c_void) -> Location {
-    // Between the lowest and highest addresses that held device memory, device buffers are
-    // what the shim usually meets there: one query with every attribute. Anything else there,
-    // and a query the driver refuses, takes the usual two steps.
-    if within_device_ranges(ptr) {
+    // Inside a range that held device memory, a device buffer is what the shim usually meets:
+    // one query with every attribute. Anything else there, and a query the driver refuses,
+    // takes the usual two steps.
+    if in_device_range(ptr) {
         if let Some(loc) = query_known(d, ptr) {
             return loc;
         }
@@ -178,16 +178,18 @@ fn within_device_ranges(ptr: *const c_void) -> bool {
     RANGE_LO.load(Ordering::Relaxed) <= a && a < RANGE_HI.load(Ordering::Relaxed)
 }
 
-fn host_or_freed(ptr: *const c_void) -> Location {
+/// Whether `ptr` lies in one of the ranges that recently held device memory.
+fn in_device_range(ptr: *const c_void) -> bool {
     let a = ptr as u64;
-    if !within_device_ranges(ptr) {
-        return Location::Host;
-    }
-    let known = (0..RANGES).any(|i| {
-        let s = RANGE_START_TABLE[i].load(Ordering::Relaxed);
-        s <= a && a < RANGE_END_TABLE[i].load(Ordering::Relaxed)
-    });
-    if known && !host_readable(ptr) {
+    within_device_ranges(ptr)
+        && (0..RANGES).any(|i| {
+            let s = RANGE_START_TABLE[i].load(Ordering::Relaxed);
+            s <= a && a < RANGE_END_TABLE[i].load(Ordering::Relaxed)
+        })
+}
+
+fn host_or_freed(ptr: *const c_void) -> Location {
+    if in_device_range(ptr) && !host_readable(ptr) {
         Location::FreedDevice
     } else {
         Location::Host
