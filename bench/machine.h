@@ -1,5 +1,5 @@
 /* bench/machine.h: what the benchmarks record about the machine they ran on, and their shared
- * option parsing. Included by bench/pingpong.c, bench/bw.c and bench/coll.c after <mpi.h>, <cuda_runtime.h> and,
+ * option parsing and medians. Included by bench/pingpong.c, bench/bw.c and bench/coll.c after <mpi.h>, <cuda_runtime.h> and,
  * with FAKECUDA_FIXTURE, <cuda.h>. */
 #ifndef CUDAMPI_BENCH_MACHINE_H
 #define CUDAMPI_BENCH_MACHINE_H
@@ -10,6 +10,19 @@ struct rankinfo {
     int dev;
     int pad;
 };
+
+static inline int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median of n values (sorts them). */
+static inline double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 static void clean(char *s) /* keep a string JSON- and table-safe */
 {

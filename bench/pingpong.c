@@ -236,16 +236,6 @@ static double proc_null_ns(int real, void *buf, int n, int iters)
     return (MPI_Wtime() - t0) * 1e9 / iters;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void json_num(FILE *f, double v)
 {

@@ -152,9 +152,7 @@ fn report_one(requests: *const c_void, count: c_int, index: *mut c_int, flag: *m
     let (k, s) = served_now(requests, count, true).pop()?;
     put(index, k as c_int);
     put(flag, 1);
-    if !status.is_null() && !abi::get().is_status_ignore(status) {
-        s.write(status);
-    }
+    s.report(status);
     Some(s.rc)
 }
 
@@ -363,9 +361,7 @@ pub fn request_get_status(_name: &'static str, request: Handle, flag: *mut c_int
     if !requests::served_idle([request].as_ptr().cast(), 1).is_empty() {
         if let Some(s) = requests::complete_served(request, true) {
             put(flag, 1);
-            if !status.is_null() && !abi::get().is_status_ignore(status) {
-                s.write(status);
-            }
+            s.report(status);
             return 0;
         }
     }

@@ -194,8 +194,7 @@ pub fn isendrecv(
     let send = (sendbuf, sendcount, sendtype, dest);
     let recv = (recvbuf as *const c_void, recvcount, recvtype, source);
     let (out, into) = match stage_pair(name, comm, send, recv, Direction::RecvWhole) {
-        Ok(Some(pair)) => pair,
-        Ok(None) => (Prepared::Direct(sendbuf as *mut c_void), Prepared::Direct(recvbuf)),
+        Ok(pair) => pair,
         Err(rc) => return rc,
     };
     let rc = call(out.mpi_ptr(), into.mpi_ptr());

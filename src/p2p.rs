@@ -213,8 +213,7 @@ pub fn sendrecv(
         let send = (sendbuf, sendcount, sendtype, dest);
         let into = (recvbuf as *const c_void, recvcount, recvtype, source);
         let (out, into) = match stage_pair(name, comm, send, into, Direction::Recv) {
-            Ok(Some(pair)) => pair,
-            Ok(None) => (Prepared::Direct(sendbuf as *mut c_void), Prepared::Direct(recvbuf)),
+            Ok(pair) => pair,
             Err(rc) => return rc,
         };
         let sendptr = out.mpi_ptr() as *const c_void;

@@ -497,6 +497,14 @@ impl Served {
         // SAFETY: a full status of the caller's or cudampi's own.
         unsafe { std::ptr::copy_nonoverlapping(self.status.0.as_ptr().cast::<u8>(), status.cast::<u8>(), abi::get().status_size) };
     }
+
+    /// [`Served::write`] into a caller's status argument, unless it is null or
+    /// `MPI_STATUS_IGNORE`.
+    pub fn report(&self, status: *mut c_void) {
+        if !status.is_null() && !abi::get().is_status_ignore(status) {
+            self.write(status);
+        }
+    }
 }
 
 /// Which of `n` requests are persistent receives served at their start (see [`Served`]),

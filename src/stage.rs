@@ -219,22 +219,21 @@ pub type Runs = Arc<[(usize, usize)]>;
 /// One buffer argument: address, count, datatype, peer.
 pub type BufArg = (*const c_void, i64, Handle, c_int);
 
-/// Stages the two buffers of a send-receive. `Ok(None)`: both are host memory, and the call
-/// goes straight through.
+/// Stages the two buffers of a send-receive (both `Direct` as given when they are host
+/// memory, and the call goes straight through).
 pub fn stage_pair(
     name: &'static str,
     comm: Handle,
     send: BufArg,
     recv: BufArg,
     recv_dir: Direction,
-) -> Result<Option<(Prepared, Prepared)>, c_int> {
+) -> Result<(Prepared, Prepared), c_int> {
     let out = stage(name, send.0, send.1, send.2, send.3, Some(comm), Direction::Send)?;
     let into = stage(name, recv.0, recv.1, recv.2, recv.3, Some(comm), recv_dir)?;
     if matches!((&out, &into), (Prepared::Direct(a), Prepared::Direct(b)) if std::ptr::eq(*a, send.0) && std::ptr::eq(*b, recv.0)) {
         stats::host_call();
-        return Ok(None);
     }
-    Ok(Some((out, into)))
+    Ok((out, into))
 }
 
 impl Staged {
