@@ -48,6 +48,9 @@ typedef struct cudampi_stats {
   // Bytes of device messages sent and received in chunks (`CUDAMPI_PIPELINE=1`).
   uint64_t chunked_bytes_sent;
   uint64_t chunked_bytes_received;
+  // Of `bytes_to_device`, the bytes of small copies written by the GPU's stream memory
+  // writes instead of a copy.
+  uint64_t bytes_stream_written;
 } cudampi_stats;
 
 #ifdef __cplusplus

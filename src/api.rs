@@ -41,6 +41,9 @@ pub struct CudampiStats {
     /// Bytes of device messages sent and received in chunks (`CUDAMPI_PIPELINE=1`).
     pub chunked_bytes_sent: u64,
     pub chunked_bytes_received: u64,
+    /// Of `bytes_to_device`, the bytes of small copies written by the GPU's stream memory
+    /// writes instead of a copy.
+    pub bytes_stream_written: u64,
 }
 
 /// The version string, e.g. "cudampi 0.1.0".
@@ -109,5 +112,6 @@ fn current() -> CudampiStats {
         ipc_bytes_received: stats::IPC_BYTES_RECEIVED.load(Relaxed),
         chunked_bytes_sent: stats::CHUNKED_BYTES_SENT.load(Relaxed),
         chunked_bytes_received: stats::CHUNKED_BYTES_RECEIVED.load(Relaxed),
+        bytes_stream_written: stats::BYTES_STREAM_WRITTEN.load(Relaxed),
     }
 }

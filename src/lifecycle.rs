@@ -51,7 +51,7 @@ pub fn finalize(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
 fn report() {
     let (held, high) = staging::usage();
     log::info(format_args!(
-        "stats: {} host-buffer calls, {} device-buffer calls, {} bytes device->host, {} bytes host->device, \
+        "stats: {} host-buffer calls, {} device-buffer calls, {} bytes device->host, {} bytes host->device ({} of them by stream writes), \
          pinned pool high-water {} bytes (holding {}), {} pageable fallbacks, {} errors, \
          {} Fortran calls served by cudampi, {} bytes sent and {} received over CUDA IPC \
          ({} sends staged for want of exported memory, {} bytes exported), \
@@ -60,6 +60,7 @@ fn report() {
         stats::DEVICE_CALLS.load(Relaxed),
         stats::BYTES_TO_HOST.load(Relaxed),
         stats::BYTES_TO_DEVICE.load(Relaxed),
+        stats::BYTES_STREAM_WRITTEN.load(Relaxed),
         high,
         held,
         stats::PAGEABLE_FALLBACKS.load(Relaxed),

@@ -19,6 +19,8 @@ pub static IPC_FALLBACKS: AtomicU64 = AtomicU64::new(0);
 /// Bytes of device messages sent and received in chunks (`CUDAMPI_PIPELINE`).
 pub static CHUNKED_BYTES_SENT: AtomicU64 = AtomicU64::new(0);
 pub static CHUNKED_BYTES_RECEIVED: AtomicU64 = AtomicU64::new(0);
+/// Of `BYTES_TO_DEVICE`, the bytes written by stream memory writes instead of a copy.
+pub static BYTES_STREAM_WRITTEN: AtomicU64 = AtomicU64::new(0);
 
 /// Device-buffer calls per entry point, keyed by the name's address (names are the table's
 /// `'static` strings). A full table just stops recording new names.

@@ -62,6 +62,8 @@ pub struct InContext<'a> {
     driver: &'a Driver,
     ctx: CUcontext,
     pushed: bool,
+    /// Small copies to the device may be stream memory writes (not into managed memory).
+    stream_writes: bool,
 }
 
 impl<'a> InContext<'a> {
@@ -71,12 +73,13 @@ impl<'a> InContext<'a> {
         let mut current: CUcontext = std::ptr::null_mut();
         // SAFETY: out-pointer valid.
         check("cuCtxGetCurrent", unsafe { (d.ctx_get_current)(&mut current) })?;
+        let stream_writes = !dev.managed;
         if current == target {
-            return Ok(InContext { driver: d, ctx: target, pushed: false });
+            return Ok(InContext { driver: d, ctx: target, pushed: false, stream_writes });
         }
         // SAFETY: target is a live context (from the pointer or a retained primary context).
         check("cuCtxPushCurrent", unsafe { (d.ctx_push_current)(target) })?;
-        Ok(InContext { driver: d, ctx: target, pushed: true })
+        Ok(InContext { driver: d, ctx: target, pushed: true, stream_writes })
     }
 
     pub fn driver(&self) -> &'a Driver {
@@ -113,6 +116,11 @@ impl<'a> InContext<'a> {
             if len <= crate::config::get().ordered_recv_bytes {
                 // SAFETY: the run lies within both buffers (the caller's staged span).
                 return self.ordered_to_device(unsafe { dst.cast::<u8>().add(at) }.cast(), unsafe { src.cast::<u8>().add(at) }.cast(), len);
+            }
+        }
+        if self.stream_writes {
+            if let Some(done) = signal::write_to_device(self.driver, dst as u64, src.cast(), runs) {
+                return done;
             }
         }
         let legacy = std::ptr::null_mut();

@@ -113,11 +113,35 @@ driver_api! {
     ipc_close_mem_handle = "cuIpcCloseMemHandle": fn(CUdeviceptr);
 }
 
+/// One write of `cuStreamBatchMemOp` (`CUstreamBatchMemOpParams`, its `writeValue` member),
+/// with the operation read as an integer.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct MemOp {
+    pub operation: c_uint,
+    pub address: CUdeviceptr,
+    /// `value` (32-bit writes use the low half) or `value64`.
+    pub value: u64,
+    pub flags: c_uint,
+    pub alias: CUdeviceptr,
+    _pad: u64,
+}
+
+impl MemOp {
+    pub fn write(operation: c_uint, address: CUdeviceptr, value: u64, flags: c_uint) -> MemOp {
+        MemOp { operation, address, value, flags, ..MemOp::default() }
+    }
+}
+
+const _: () = assert!(std::mem::size_of::<MemOp>() == std::mem::size_of::<cudarc::driver::sys::CUstreamBatchMemOpParams>());
+
 /// What waiting for a copy by watching host memory takes (`cuda::signal`).
 pub struct Signals {
     pub stream_write_value32: unsafe extern "C" fn(*mut c_void, CUdeviceptr, u32, c_uint) -> CuResult,
     pub stream_query: unsafe extern "C" fn(*mut c_void) -> CuResult,
     pub mem_host_get_device_pointer: unsafe extern "C" fn(*mut CUdeviceptr, *mut c_void, c_uint) -> CuResult,
+    /// `cuStreamBatchMemOp_v2`, for small copies to the device written by the stream itself.
+    pub stream_batch_mem_op: Option<unsafe extern "C" fn(*mut c_void, c_uint, *mut MemOp, c_uint) -> CuResult>,
 }
 
 impl Signals {
@@ -128,7 +152,8 @@ impl Signals {
             let write: Symbol<unsafe extern "C" fn(*mut c_void, CUdeviceptr, u32, c_uint) -> CuResult> = lib.get(b"cuStreamWriteValue32_v2\0").ok()?;
             let query: Symbol<unsafe extern "C" fn(*mut c_void) -> CuResult> = lib.get(b"cuStreamQuery\0").ok()?;
             let mapped: Symbol<unsafe extern "C" fn(*mut CUdeviceptr, *mut c_void, c_uint) -> CuResult> = lib.get(b"cuMemHostGetDevicePointer_v2\0").ok()?;
-            Some(Signals { stream_write_value32: *write, stream_query: *query, mem_host_get_device_pointer: *mapped })
+            let batch: Option<Symbol<unsafe extern "C" fn(*mut c_void, c_uint, *mut MemOp, c_uint) -> CuResult>> = lib.get(b"cuStreamBatchMemOp_v2\0").ok();
+            Some(Signals { stream_write_value32: *write, stream_query: *query, mem_host_get_device_pointer: *mapped, stream_batch_mem_op: batch.map(|b| *b) })
         }
     }
 }

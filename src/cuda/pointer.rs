@@ -14,6 +14,9 @@ use super::{hostmem, mapwatch};
 pub struct Device {
     pub ctx: CUcontext,
     pub ordinal: i32,
+    /// Managed memory staged on request (`CUDAMPI_MANAGED=stage`): copies only, since the
+    /// stream's own memory writes do not take it.
+    pub managed: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -114,12 +117,12 @@ fn query_known(d: &Driver, ptr: *const c_void) -> Option<Location> {
     let ordinal = ordinal as u32 as i32;
     if managed & 0xff != 0 {
         // Managed memory is host-accessible; the driver migrates pages on demand.
-        return Some(if crate::config::get().stage_managed { Location::Device(Device { ctx, ordinal }) } else { Location::Host });
+        return Some(if crate::config::get().stage_managed { Location::Device(Device { ctx, ordinal, managed: true }) } else { Location::Host });
     }
     match mem_type & 0xffff_ffff {
         TYPE_DEVICE => {
             remember_device_range(start, size);
-            Some(Location::Device(Device { ctx, ordinal }))
+            Some(Location::Device(Device { ctx, ordinal, managed: false }))
         }
         // VMM (cuMemCreate) mappings can report HOST with no context; only the VMM calls tell.
         TYPE_HOST => Some(vmm_device(d, ptr).map_or(Location::Host, Location::Device)),
@@ -141,7 +144,7 @@ fn vmm_device(d: &Driver, ptr: *const c_void) -> Option<Device> {
     // SAFETY: zero-initialised, and fully written on success.
     let prop = unsafe { prop.assume_init() };
     (rc == CUDA_SUCCESS && prop.location_type == LOCATION_DEVICE)
-        .then_some(Device { ctx: std::ptr::null_mut(), ordinal: prop.location_id })
+        .then_some(Device { ctx: std::ptr::null_mut(), ordinal: prop.location_id, managed: false })
 }
 
 /// Ranges that recently held device memory. The driver keeps a freed range reserved, so a host
@@ -171,17 +174,10 @@ fn remember_device_range(start: u64, size: u64) {
     RANGE_HI.fetch_max(end, Ordering::Relaxed);
 }
 
-/// Whether `ptr` lies between the lowest and highest addresses that held device memory.
-#[inline]
-fn within_device_ranges(ptr: *const c_void) -> bool {
-    let a = ptr as u64;
-    RANGE_LO.load(Ordering::Relaxed) <= a && a < RANGE_HI.load(Ordering::Relaxed)
-}
-
 /// Whether `ptr` lies in one of the ranges that recently held device memory.
 fn in_device_range(ptr: *const c_void) -> bool {
     let a = ptr as u64;
-    within_device_ranges(ptr)
+    (RANGE_LO.load(Ordering::Relaxed)..RANGE_HI.load(Ordering::Relaxed)).contains(&a)
         && (0..RANGES).any(|i| {
             let s = RANGE_START_TABLE[i].load(Ordering::Relaxed);
             s <= a && a < RANGE_END_TABLE[i].load(Ordering::Relaxed)

@@ -20,7 +20,9 @@ use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use super::copy::{check, CudaError};
-use super::driver::{Driver, Signals, CUDA_SUCCESS};
+use cudarc::driver::sys::CUstreamBatchMemOpType;
+
+use super::driver::{Driver, MemOp, Signals, CUDA_SUCCESS};
 
 /// Copies up to this size are waited for by polling.
 pub const MAX_BYTES: usize = 64 << 10;
@@ -65,13 +67,18 @@ fn synchronize(d: &Driver) -> Result<(), CudaError> {
     check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(std::ptr::null_mut()) })
 }
 
-fn poll(d: &Driver, s: &Signals, i: u32) -> Result<(), CudaError> {
+/// The next value for this thread's word, and the word's device address.
+fn next_value(i: u32) -> (u32, u64) {
     let want = SEQUENCE.with(|c| {
         let v = c.get().wrapping_add(1);
         c.set(v);
         v
     });
-    let device = WORDS_DEVICE.load(Ordering::Acquire) + 4 * i as u64;
+    (want, WORDS_DEVICE.load(Ordering::Acquire) + 4 * i as u64)
+}
+
+fn poll(d: &Driver, s: &Signals, i: u32) -> Result<(), CudaError> {
+    let (want, device) = next_value(i);
     // SAFETY: the device address of this thread's word, in memory mapped for every context.
     let rc = unsafe { (s.stream_write_value32)(std::ptr::null_mut(), device, want, 0) };
     if rc != CUDA_SUCCESS {
@@ -80,6 +87,80 @@ fn poll(d: &Driver, s: &Signals, i: u32) -> Result<(), CudaError> {
         STATE.store(UNAVAILABLE, Ordering::Release);
         return synchronize(d);
     }
+    spin(s, i, want)
+}
+
+/// Small host-to-device copies are written by the stream itself, as 64- and 32-bit stream
+/// memory writes whose values travel in the command, followed in the same batch by the
+/// write of this thread's word: one driver call, no copy engine and no read of host memory by
+/// the GPU. GPU run `2026-11-24-an` (one H100) chose the size.
+pub const WRITE_BYTES: usize = 256;
+/// Stream memory writes in one batch, the word's included (the driver takes fewer than 256).
+const MAX_OPS: usize = WRITE_BYTES / 4 + 1;
+const WRITE_VALUE_32: u32 = CUstreamBatchMemOpType::CU_STREAM_MEM_OP_WRITE_VALUE_32 as u32;
+const WRITE_VALUE_64: u32 = CUstreamBatchMemOpType::CU_STREAM_MEM_OP_WRITE_VALUE_64 as u32;
+/// `CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER`: the data writes after the first need no fence of
+/// their own (they touch other bytes); the word's write, fenced after everything before it,
+/// publishes them.
+const NO_BARRIER: u32 = 0x1;
+/// `CUDA_ERROR_NOT_SUPPORTED`: this device or driver has no (64-bit) stream memory writes.
+const NOT_SUPPORTED: u32 = 801;
+/// Cleared once the driver refused stream memory writes as unsupported.
+static WRITES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Copies the byte runs `(offset, len)` of `src` to the same offsets of device memory at `dst`
+/// (queued on the legacy default stream of the current context) with stream memory writes, and
+/// waits for them by polling. `None` when they cannot be written that way (more than
+/// [`WRITE_BYTES`], a run not a multiple of 4 bytes at a 4-byte aligned address, no batches in
+/// this driver, or the batch refused, as for managed memory): nothing was queued that the
+/// caller's copy will not overwrite with the same bytes.
+pub fn write_to_device(d: &Driver, dst: u64, src: *const u8, runs: &[(usize, usize)]) -> Option<Result<(), CudaError>> {
+    let s = d.signals.as_ref()?;
+    let batch = s.stream_batch_mem_op?;
+    if !WRITES.load(Ordering::Relaxed) || runs.iter().map(|r| r.1).sum::<usize>() > WRITE_BYTES {
+        return None;
+    }
+    let mut ops = [std::mem::MaybeUninit::<MemOp>::uninit(); MAX_OPS];
+    let mut n = 0;
+    for &(at, len) in runs {
+        let (mut a, end) = (dst + at as u64, dst + (at + len) as u64);
+        if a % 4 != 0 || len % 4 != 0 {
+            return None;
+        }
+        // SAFETY: the run lies within the caller's source buffer.
+        let mut p = unsafe { src.add(at) };
+        while a < end {
+            let wide = a % 8 == 0 && end - a >= 8;
+            // SAFETY: 8 or 4 readable bytes at p, within the run.
+            let value = unsafe { if wide { p.cast::<u64>().read_unaligned() } else { p.cast::<u32>().read_unaligned() as u64 } };
+            // The first write keeps the fence that orders it after the stream's earlier work.
+            let flags = if n == 0 { 0 } else { NO_BARRIER };
+            ops[n].write(MemOp::write(if wide { WRITE_VALUE_64 } else { WRITE_VALUE_32 }, a, value, flags));
+            n += 1;
+            let step = if wide { 8 } else { 4 };
+            a += step;
+            // SAFETY: stays within (or one past) the run.
+            p = unsafe { p.add(step as usize) };
+        }
+    }
+    let i = word(d)?;
+    let (want, device) = next_value(i);
+    ops[n].write(MemOp::write(WRITE_VALUE_32, device, want as u64, 0));
+    // SAFETY: the first n + 1 operations are initialised; the legacy default stream of the
+    // current context.
+    let rc = unsafe { batch(std::ptr::null_mut(), n as u32 + 1, ops.as_mut_ptr().cast(), 0) };
+    if rc != CUDA_SUCCESS {
+        if rc == NOT_SUPPORTED {
+            WRITES.store(false, Ordering::Relaxed);
+        }
+        return None;
+    }
+    crate::stats::add(&crate::stats::BYTES_STREAM_WRITTEN, runs.iter().map(|r| r.1).sum());
+    Some(spin(s, i, want))
+}
+
+/// Waits until this thread's word `i` holds `want`.
+fn spin(s: &Signals, i: u32, want: u32) -> Result<(), CudaError> {
     // SAFETY: word i of the registered page, which lives until `release`.
     let word = unsafe { &*WORDS_HOST.load(Ordering::Acquire).add(i as usize) };
     let mut spins = 0u32;

@@ -1,0 +1,201 @@
+// cudampi-test: ranks=2 without-shim=crash env=CUDAMPI_IPC=0,CUDAMPI_PIPELINE=0,CUDAMPI_ORDERED_RECV_BYTES=0
+/* Small copies to the device are written by the GPU's stream memory writes (up to 256 bytes,
+ * whole 4-byte words at 4-byte aligned addresses), everything else by a copy. Each case below
+ * lands in a device buffer whose surroundings are poisoned, and is compared with the same
+ * operation on host buffers or with the bytes sent:
+ *   - MPI_Recv of 1 to 1024 bytes (MPI_BYTE) at offsets 0, 1, 2, 4 and 8 from an aligned
+ *     address: the message lands, the bytes before and after it keep the poison;
+ *   - a receive posted for more than arrives: only what arrived is written;
+ *   - derived datatypes with gaps (a vector of single ints, one of 3-short blocks, one of
+ *     1021-byte blocks): the gaps keep their device values, as on a host buffer;
+ *   - MPI_Allreduce (MPI_INT, MPI_SUM) of 1 to 65 elements and MPI_Alltoall of 8 bytes per
+ *     pair, device send and receive, against the host result;
+ *   - managed memory staged on request (CUDAMPI_MANAGED=stage, set here before MPI_Init):
+ *     the stream's memory writes do not take it, so it is copied.
+ * cudampi_get_stats' bytes_stream_written must grow by exactly the bytes of the eligible
+ * device receives (none of the managed ones), so the test fails when the writes are not used
+ * or used where they must not be. */
+#include "common.h"
+#include "../../include/cudampi.h"
+
+#define GUARD 64
+#define AREA (GUARD + 1024 + 8 + GUARD)
+#define STREAM_MAX 256
+
+typedef int (*stats_fn)(struct cudampi_stats *);
+static stats_fn get_stats;
+
+static unsigned long long written(void)
+{
+    struct cudampi_stats s;
+    memset(&s, 0, sizeof s);
+    return get_stats && get_stats(&s) == 0 ? s.bytes_stream_written : 0;
+}
+
+static int eligible(uintptr_t addr, size_t len)
+{
+    return len % 4 == 0 && addr % 4 == 0 && len <= STREAM_MAX;
+}
+
+/* Rank 0 sends `len` pattern bytes; rank 1 receives them (posted for `posted` bytes) at
+ * offset GUARD + off of a poisoned area of memory `kind`. Returns the bytes rank 1 expects
+ * the stream to have written. */
+static unsigned long long recv_case(int kind, size_t len, size_t posted, size_t off, int seed)
+{
+    if (t_rank == 0) {
+        unsigned char *p = pattern_new(len, 0, seed);
+        MPI_CHECK(MPI_Send(p, (int)len, MPI_BYTE, 1, seed, MPI_COMM_WORLD));
+        free(p);
+        return 0;
+    }
+    if (t_rank != 1)
+        return 0;
+    unsigned char *area = mem_alloc(kind, AREA);
+    mem_poison(area, AREA);
+    MPI_Status st;
+    MPI_CHECK(MPI_Recv(area + GUARD + off, (int)posted, MPI_BYTE, 0, seed, MPI_COMM_WORLD, &st));
+    CHECK(status_count(&st, MPI_BYTE) == (int)len, "%s receive of %zu bytes: count %d", mem_kind_name(kind), len,
+          status_count(&st, MPI_BYTE));
+    unsigned char *want = xmalloc(AREA), *p = pattern_new(len, 0, seed);
+    poison_fill(want, AREA);
+    memcpy(want + GUARD + off, p, len);
+    unsigned char *have = mem_fetch(area, AREA);
+    check_bytes(have, want, AREA, "%s receive of %zu bytes (posted %zu) at offset %zu", mem_kind_name(kind), len,
+                posted, off);
+    free(want);
+    free(p);
+    free(have);
+    mem_free(area);
+    return kind == MEM_DEVICE && eligible((uintptr_t)(area + GUARD + off), len) ? len : 0;
+}
+
+/* A vector datatype received into device memory whose gaps hold other bytes, against the
+ * same receive into host memory. Returns the bytes the stream should have written. */
+static unsigned long long vector_case(int count, int blocklen, int stride, MPI_Datatype old, int seed)
+{
+    MPI_Datatype t;
+    MPI_CHECK(MPI_Type_vector(count, blocklen, stride, old, &t));
+    MPI_CHECK(MPI_Type_commit(&t));
+    MPI_Aint lb, extent;
+    MPI_CHECK(MPI_Type_get_true_extent(t, &lb, &extent));
+    int size = 0;
+    MPI_CHECK(MPI_Type_size(t, &size));
+    unsigned long long expect = 0;
+    if (t_rank == 0) {
+        unsigned char *p = pattern_new((size_t)extent, 0, seed);
+        MPI_CHECK(MPI_Send(p, 1, t, 1, seed, MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Send(p, 1, t, 1, seed, MPI_COMM_WORLD));
+        free(p);
+    } else if (t_rank == 1) {
+        unsigned char *host = xmalloc(AREA + (size_t)extent), *dev = mem_alloc(MEM_DEVICE, AREA + (size_t)extent);
+        gap_fill(host, AREA + (size_t)extent, seed);
+        mem_gap(dev, AREA + (size_t)extent, seed);
+        MPI_CHECK(MPI_Recv(host + GUARD, 1, t, 0, seed, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        MPI_CHECK(MPI_Recv(dev + GUARD, 1, t, 0, seed, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        unsigned char *have = mem_fetch(dev, AREA + (size_t)extent);
+        check_bytes(have, host, AREA + (size_t)extent, "vector(%d, %d, %d) of %s into device memory", count, blocklen,
+                    stride, type_name(old));
+        free(have);
+        free(host);
+        mem_free(dev);
+        size_t run = (size_t)blocklen * type_size(old);
+        if ((size_t)size <= STREAM_MAX && run % 4 == 0 && ((size_t)stride * type_size(old)) % 4 == 0)
+            expect = (unsigned long long)size;
+    }
+    MPI_Type_free(&t);
+    return expect;
+}
+
+/* MPI_Allreduce of n ints, device buffers against host buffers. */
+static unsigned long long allreduce_case(int n, int seed)
+{
+    size_t bytes = (size_t)n * sizeof(int);
+    int *in = xmalloc(bytes), *ref = xmalloc(bytes);
+    unsigned char *p = pattern_new(bytes, t_rank, seed);
+    for (int i = 0; i < n; i++)
+        in[i] = (int)(p[i * 4] | p[i * 4 + 1] << 8 | p[i * 4 + 2] << 16);
+    free(p);
+    poison_fill(ref, bytes);
+    MPI_CHECK(MPI_Allreduce(in, ref, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    unsigned char *din = mem_alloc(MEM_DEVICE, bytes), *dout = mem_alloc(MEM_DEVICE, bytes + GUARD);
+    mem_put(din, in, bytes);
+    mem_poison(dout, bytes + GUARD);
+    MPI_CHECK(MPI_Allreduce(din, dout, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    unsigned char *have = mem_fetch(dout, bytes + GUARD), *want = xmalloc(bytes + GUARD);
+    poison_fill(want, bytes + GUARD);
+    memcpy(want, ref, bytes);
+    check_bytes(have, want, bytes + GUARD, "MPI_Allreduce of %d ints on device buffers against host buffers", n);
+    unsigned char *sent = mem_fetch(din, bytes);
+    check_bytes(sent, in, bytes, "MPI_Allreduce's device send buffer afterwards");
+    free(sent);
+    free(have);
+    free(want);
+    free(in);
+    free(ref);
+    mem_free(din);
+    mem_free(dout);
+    return bytes <= STREAM_MAX ? bytes : 0;
+}
+
+/* MPI_Alltoall of 8 bytes per pair, device buffers against host buffers. */
+static unsigned long long alltoall_case(int seed)
+{
+    size_t bytes = 8 * (size_t)t_size;
+    unsigned char *in = pattern_new(bytes, t_rank, seed), *ref = xmalloc(bytes);
+    poison_fill(ref, bytes);
+    MPI_CHECK(MPI_Alltoall(in, 8, MPI_BYTE, ref, 8, MPI_BYTE, MPI_COMM_WORLD));
+    unsigned char *din = mem_alloc(MEM_DEVICE, bytes), *dout = mem_alloc(MEM_DEVICE, bytes);
+    mem_put(din, in, bytes);
+    mem_poison(dout, bytes);
+    MPI_CHECK(MPI_Alltoall(din, 8, MPI_BYTE, dout, 8, MPI_BYTE, MPI_COMM_WORLD));
+    unsigned char *have = mem_fetch(dout, bytes);
+    check_bytes(have, ref, bytes, "MPI_Alltoall of 8 bytes per pair on device buffers against host buffers");
+    free(have);
+    free(in);
+    free(ref);
+    mem_free(din);
+    mem_free(dout);
+    return bytes <= STREAM_MAX ? bytes : 0;
+}
+
+int main(int argc, char **argv)
+{
+    setenv("CUDAMPI_MANAGED", "stage", 1);
+    test_init(&argc, &argv);
+    get_stats = (stats_fn)dlsym(RTLD_DEFAULT, "cudampi_get_stats");
+    static const size_t lens[] = {1, 3, 4, 8, 12, 16, 60, 64, 100, 252, 256, 260, 1024};
+    static const size_t offs[] = {0, 1, 2, 4, 8};
+    int seed = 1;
+    unsigned long long before = written(), expect = 0;
+
+    for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++)
+        for (size_t o = 0; o < sizeof offs / sizeof offs[0]; o++)
+            expect += recv_case(MEM_DEVICE, lens[l], lens[l], offs[o], seed++);
+    /* Posted for more than arrives: only the arrived bytes are written. */
+    expect += recv_case(MEM_DEVICE, 8, 64, 0, seed++);
+    expect += recv_case(MEM_DEVICE, 100, 1024, 4, seed++);
+
+    expect += vector_case(5, 1, 3, MPI_INT, seed++);     /* 4-byte runs: stream writes */
+    expect += vector_case(4, 3, 5, MPI_SHORT, seed++);   /* 6-byte runs: copied */
+    expect += vector_case(3, 1021, 1100, MPI_BYTE, seed++);
+
+    static const int counts[] = {1, 2, 3, 16, 64, 65};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+        expect += allreduce_case(counts[i], seed++);
+    expect += alltoall_case(seed++);
+
+    unsigned long long got = written() - before;
+    if (shim_loaded() && !host_mode())
+        CHECK(got == expect, "bytes_stream_written grew by %llu, expected %llu (the eligible device receives)", got,
+              expect);
+
+    /* Managed memory, staged on request: copied, never written by the stream. */
+    before = written();
+    static const size_t mlens[] = {4, 8, 64, 256};
+    for (size_t l = 0; l < sizeof mlens / sizeof mlens[0]; l++)
+        recv_case(MEM_MANAGED, mlens[l], mlens[l], 0, seed++);
+    got = written() - before;
+    if (shim_loaded() && !host_mode())
+        CHECK(got == 0, "bytes_stream_written grew by %llu over staged managed receives", got);
+    return report_and_finalize();
+}
