@@ -10,8 +10,8 @@
  *                    synchronous copy, cuStreamSynchronize, polling cuStreamQuery or an event,
  *                    and polling a host word that cuStreamWriteValue32 sets after the copy
  *                    (no driver call while waiting); alone and as a ping-pong turn-around
- *   small writes     copies of 8 B to 1 KiB to the device: the copy engine against the stream's
- *                    own 64-bit memory writes in one cuStreamBatchMemOp with the flag
+ *   small writes     copies of 4 B to 1 KiB to the device: the copy engine against the stream's
+ *                    own memory writes (cuStreamBatchMemOp or one call each) with the flag
  *
  * Build: cc -O2 bench/copy_paths.c -I$CUDA/include -L$CUDA/lib64 -lcuda -lcudart -o copy_paths
  * Run:   ./copy_paths [-o out.json]      (prints a table; sizes 8 B .. 4 MiB)
@@ -137,65 +137,102 @@ static void h2d_write64(CUdeviceptr dev, const void *host)
     wait_done(WAIT_FLAG);
 }
 
-/* n bytes (a multiple of 8) written by the stream's own 64-bit memory writes, then the flag, in
- * one cuStreamBatchMemOp: cudampi's way for small copies to the device. fence_all: every write
- * fenced (the default) instead of only the first and the flag. */
-static void h2d_batch(CUdeviceptr dev, const void *host, size_t n, int fence_all)
+/* How the stream writes the bytes: one cuStreamBatchMemOp of writes that each keep the default
+ * fence, then the flag (cudampi's way); the same batch with the writes after the first
+ * unfenced (CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER); or one cuStreamWriteValue call per
+ * write, unfenced, then the fenced flag. Writes are 64-bit, 32-bit for a last 4 bytes. */
+enum batch { B_FENCED, B_FIRST_FENCED, B_CALLS, B_N };
+static const char *batch_name[B_N] = {"batch", "first fenced", "calls"};
+
+/* n bytes (a multiple of 4, at most 1 KiB) written by the stream's own memory writes, then
+ * the flag; returns the driver's answer (the flag is waited for only when it took them all). */
+static CUresult h2d_batch(CUdeviceptr dev, const void *host, size_t n, enum batch how)
 {
-    CUstreamBatchMemOpParams ops[256];
+    CUstreamBatchMemOpParams ops[130];
     unsigned k = 0;
-    memset(ops, 0, sizeof(ops[0]) * (n / 8 + 1));
+    memset(ops, 0, sizeof(ops[0]) * ((n + 7) / 8 + 1));
     for (size_t at = 0; at < n; at += 8, k++) {
-        ops[k].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_64;
-        ops[k].writeValue.address = dev + at;
-        memcpy(&ops[k].writeValue.value64, (const char *)host + at, 8);
-        ops[k].writeValue.flags = fence_all || k == 0 ? 0 : CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER;
+        int wide = n - at >= 8;
+        struct CUstreamMemOpWriteValueParams_st *w = &ops[k].writeValue;
+        w->operation = wide ? CU_STREAM_MEM_OP_WRITE_VALUE_64 : CU_STREAM_MEM_OP_WRITE_VALUE_32;
+        w->address = dev + at;
+        if (wide)
+            memcpy(&w->value64, (const char *)host + at, 8);
+        else
+            memcpy(&w->value, (const char *)host + at, 4);
+        w->flags = how != B_FENCED && k ? CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER : 0;
     }
     uint32_t want = ++flag_seq;
     ops[k].writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
     ops[k].writeValue.address = flag_dev;
     ops[k].writeValue.value = want;
-    check(cuStreamBatchMemOp(0, k + 1, ops, 0), "cuStreamBatchMemOp");
+    CUresult rc = CUDA_SUCCESS;
+    if (how == B_CALLS) {
+        for (unsigned i = 0; i <= k && !rc; i++) {
+            struct CUstreamMemOpWriteValueParams_st *w = &ops[i].writeValue;
+            rc = w->operation == CU_STREAM_MEM_OP_WRITE_VALUE_64 ? cuStreamWriteValue64(0, w->address, w->value64, w->flags)
+                                                                : cuStreamWriteValue32(0, w->address, w->value, w->flags);
+        }
+    } else {
+        rc = cuStreamBatchMemOp(0, k + 1, ops, 0);
+    }
+    if (rc != CUDA_SUCCESS) return rc;
     while (*flag_host != want) {}
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return CUDA_SUCCESS;
 }
 
-/* Copies to the device of 8 B to 1 KiB: the copy engine waited by the flag against stream
- * memory writes, alone and followed by an 8-byte copy back (as an MPI_Allreduce's copy back
- * followed by the next call's copy out, or a ping-pong's turn-around). */
+/* Copies to the device of 4 B to 1 KiB: the copy engine waited by the flag against stream
+ * memory writes built each way, alone and followed by an 8-byte copy back (as an
+ * MPI_Allreduce's copy back followed by the next call's copy out, or a ping-pong's
+ * turn-around). A way the driver refuses at a size is named with its error. */
 static void writes_study(CUdeviceptr dev, void *pinned, FILE *js)
 {
-    static const size_t sizes[] = {8, 64, 256, 1024};
+    static const size_t sizes[] = {4, 8, 16, 32, 64, 256, 1024};
+    enum { NS = sizeof sizes / sizeof sizes[0] };
+    CUresult refused[B_N][NS];
     long bad = 0;
-    for (unsigned s = 0; s < 4; s++)
-        for (uint32_t i = 1; i <= 50; i++) {
-            unsigned char want[1024], got[1024];
-            for (size_t b = 0; b < sizes[s]; b++) want[b] = (unsigned char)(b * 7 + i * 13 + s);
-            memcpy(pinned, want, sizes[s]);
-            h2d_batch(dev, pinned, sizes[s], 0);
-            memset(pinned, 0xee, sizes[s]);
-            d2h(WAIT_FLAG, pinned, dev, sizes[s]);
-            memcpy(got, pinned, sizes[s]);
-            bad += memcmp(got, want, sizes[s]) != 0;
+    for (int b = 0; b < B_N; b++)
+        for (unsigned s = 0; s < NS; s++) {
+            refused[b][s] = CUDA_SUCCESS;
+            for (uint32_t i = 1; i <= 20 && !refused[b][s]; i++) {
+                unsigned char want[1024], got[1024];
+                for (size_t x = 0; x < sizes[s]; x++) want[x] = (unsigned char)(x * 7 + i * 13 + s + (unsigned)b);
+                memcpy(pinned, want, sizes[s]);
+                refused[b][s] = h2d_batch(dev, pinned, sizes[s], (enum batch)b);
+                memset(pinned, 0xee, sizes[s]);
+                d2h(WAIT_FLAG, pinned, dev, sizes[s]);
+                memcpy(got, pinned, sizes[s]);
+                bad += !refused[b][s] && memcmp(got, want, sizes[s]) != 0;
+            }
         }
-    printf("\nsmall copies to the device (us per call); batch data check: %ld of 200 wrong\n", bad);
-    printf("  %6s %12s %12s %12s %14s %14s %14s\n", "bytes", "copy+flag", "batch", "batch fenced", "copy+flag+DtoH",
-           "batch+DtoH", "fenced+DtoH");
+    printf("\nsmall copies to the device (us per call; alone / followed by an 8-byte copy back); batches' data check: "
+           "%ld wrong\n  %6s %15s", bad, "bytes", "copy+flag");
+    for (int b = 0; b < B_N; b++) printf(" %15s", batch_name[b]);
+    printf("\n");
     if (js) fprintf(js, ",\n  \"writes_us\": {\"check_wrong\": %ld, \"rows\": [", bad);
     const long it = 4000;
-    for (unsigned s = 0; s < 4; s++) {
+    for (unsigned s = 0; s < NS; s++) {
         size_t n = sizes[s];
         double c = TIME_NS(it, h2d(WAIT_FLAG, dev, pinned, n)) / 1e3;
-        double b = TIME_NS(it, h2d_batch(dev, pinned, n, 0)) / 1e3;
-        double f = TIME_NS(it, h2d_batch(dev, pinned, n, 1)) / 1e3;
         double ct = TIME_NS(it, { h2d(WAIT_FLAG, dev, pinned, n); d2h(WAIT_FLAG, pinned, dev, 8); }) / 1e3;
-        double bt = TIME_NS(it, { h2d_batch(dev, pinned, n, 0); d2h(WAIT_FLAG, pinned, dev, 8); }) / 1e3;
-        double ft = TIME_NS(it, { h2d_batch(dev, pinned, n, 1); d2h(WAIT_FLAG, pinned, dev, 8); }) / 1e3;
-        printf("  %6zu %12.2f %12.2f %12.2f %14.2f %14.2f %14.2f\n", n, c, b, f, ct, bt, ft);
-        if (js)
-            fprintf(js, "%s\n    {\"bytes\": %zu, \"copy_flag\": %.3f, \"batch\": %.3f, \"batch_fenced\": %.3f, "
-                        "\"copy_flag_dtoh\": %.3f, \"batch_dtoh\": %.3f, \"batch_fenced_dtoh\": %.3f}",
-                    s ? "," : "", n, c, b, f, ct, bt, ft);
+        printf("  %6zu %7.2f/%7.2f", n, c, ct);
+        if (js) fprintf(js, "%s\n    {\"bytes\": %zu, \"copy_flag\": [%.3f, %.3f]", s ? "," : "", n, c, ct);
+        for (int b = 0; b < B_N; b++) {
+            if (refused[b][s]) {
+                const char *e = "?";
+                cuGetErrorName(refused[b][s], &e);
+                printf(" %15.15s", e);
+                if (js) fprintf(js, ", \"%s\": \"%s\"", batch_name[b], e);
+                continue;
+            }
+            double a = TIME_NS(it, h2d_batch(dev, pinned, n, (enum batch)b)) / 1e3;
+            double t = TIME_NS(it, { h2d_batch(dev, pinned, n, (enum batch)b); d2h(WAIT_FLAG, pinned, dev, 8); }) / 1e3;
+            printf(" %7.2f/%7.2f", a, t);
+            if (js) fprintf(js, ", \"%s\": [%.3f, %.3f]", batch_name[b], a, t);
+        }
+        printf("\n");
+        if (js) fprintf(js, "}");
     }
     if (js) fprintf(js, "\n  ]}");
 }

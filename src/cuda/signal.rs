@@ -91,68 +91,63 @@ fn poll(d: &Driver, s: &Signals, i: u32) -> Result<(), CudaError> {
 }
 
 /// Small host-to-device copies are written by the stream itself, as 64- and 32-bit stream
-/// memory writes whose values travel in the command, followed in the same batch by the
-/// write of this thread's word: one driver call, no copy engine and no read of host memory by
-/// the GPU. GPU run `2026-11-24-an` (one H100) chose the size.
-pub const WRITE_BYTES: usize = 256;
-/// Stream memory writes in one batch, the word's included (the driver takes fewer than 256).
-const MAX_OPS: usize = WRITE_BYTES / 4 + 1;
+/// memory writes whose values travel in the command, followed in the same batch by the write of
+/// this thread's word: one driver call, no copy engine and no read of host memory by the GPU.
+/// Each write carries a system-wide fence (this driver refuses the flag that drops it,
+/// `CUDA_ERROR_INVALID_VALUE`), about 0.6 us of GPU time apiece, so only copies of at most
+/// [`MAX_WRITES`] writes go this way. One H100 (GPU run `2026-11-24-ap`, `bench/copy_paths`),
+/// copy-engine copy waited by the word against the batch, us, alone / followed by an 8-byte
+/// copy back: 4 B 6.19/12.97 against 4.94/11.56, 8 B 6.04/12.68 against 5.63/11.52, 16 B
+/// 6.63/12.93 against 5.68/12.16, 32 B 6.51/13.37 against 7.01/13.34, 64 B 7.16/12.99 against
+/// 9.66/15.73.
+pub const MAX_WRITES: usize = 2;
 const WRITE_VALUE_32: u32 = CUstreamBatchMemOpType::CU_STREAM_MEM_OP_WRITE_VALUE_32 as u32;
 const WRITE_VALUE_64: u32 = CUstreamBatchMemOpType::CU_STREAM_MEM_OP_WRITE_VALUE_64 as u32;
-/// `CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER`: the data writes after the first need no fence of
-/// their own (they touch other bytes); the word's write, fenced after everything before it,
-/// publishes them.
-const NO_BARRIER: u32 = 0x1;
-/// `CUDA_ERROR_NOT_SUPPORTED`: this device or driver has no (64-bit) stream memory writes.
-const NOT_SUPPORTED: u32 = 801;
-/// Cleared once the driver refused stream memory writes as unsupported.
+/// Cleared once the driver refused a batch.
 static WRITES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
 /// Copies the byte runs `(offset, len)` of `src` to the same offsets of device memory at `dst`
 /// (queued on the legacy default stream of the current context) with stream memory writes, and
-/// waits for them by polling. `None` when they cannot be written that way (more than
-/// [`WRITE_BYTES`], a run not a multiple of 4 bytes at a 4-byte aligned address, no batches in
-/// this driver, or the batch refused, as for managed memory): nothing was queued that the
-/// caller's copy will not overwrite with the same bytes.
+/// waits for them by polling. `None` when they cannot be written that way (a run not whole
+/// 4-byte words at a 4-byte aligned address, more than [`MAX_WRITES`] writes, no batches in
+/// this driver, or the batch refused): then nothing was queued that the caller's copy will not
+/// overwrite with the same bytes.
 pub fn write_to_device(d: &Driver, dst: u64, src: *const u8, runs: &[(usize, usize)]) -> Option<Result<(), CudaError>> {
     let s = d.signals.as_ref()?;
     let batch = s.stream_batch_mem_op?;
-    if !WRITES.load(Ordering::Relaxed) || runs.iter().map(|r| r.1).sum::<usize>() > WRITE_BYTES {
+    if !WRITES.load(Ordering::Relaxed) || runs.len() > MAX_WRITES {
         return None;
     }
-    let mut ops = [std::mem::MaybeUninit::<MemOp>::uninit(); MAX_OPS];
+    let mut ops = [MemOp::default(); MAX_WRITES + 1];
     let mut n = 0;
     for &(at, len) in runs {
         let (mut a, end) = (dst + at as u64, dst + (at + len) as u64);
         if a % 4 != 0 || len % 4 != 0 {
             return None;
         }
-        // SAFETY: the run lies within the caller's source buffer.
-        let mut p = unsafe { src.add(at) };
         while a < end {
             let wide = a % 8 == 0 && end - a >= 8;
-            // SAFETY: 8 or 4 readable bytes at p, within the run.
-            let value = unsafe { if wide { p.cast::<u64>().read_unaligned() } else { p.cast::<u32>().read_unaligned() as u64 } };
-            // The first write keeps the fence that orders it after the stream's earlier work.
-            let flags = if n == 0 { 0 } else { NO_BARRIER };
-            ops[n].write(MemOp::write(if wide { WRITE_VALUE_64 } else { WRITE_VALUE_32 }, a, value, flags));
+            if n == MAX_WRITES {
+                return None;
+            }
+            // SAFETY: 8 or 4 readable bytes of the run, at the same offset in the source.
+            let value = unsafe {
+                let p = src.add((a - dst) as usize);
+                if wide { p.cast::<u64>().read_unaligned() } else { p.cast::<u32>().read_unaligned() as u64 }
+            };
+            ops[n] = MemOp::write(if wide { WRITE_VALUE_64 } else { WRITE_VALUE_32 }, a, value, 0);
             n += 1;
-            let step = if wide { 8 } else { 4 };
-            a += step;
-            // SAFETY: stays within (or one past) the run.
-            p = unsafe { p.add(step as usize) };
+            a += if wide { 8 } else { 4 };
         }
     }
     let i = word(d)?;
     let (want, device) = next_value(i);
-    ops[n].write(MemOp::write(WRITE_VALUE_32, device, want as u64, 0));
-    // SAFETY: the first n + 1 operations are initialised; the legacy default stream of the
-    // current context.
-    let rc = unsafe { batch(std::ptr::null_mut(), n as u32 + 1, ops.as_mut_ptr().cast(), 0) };
+    ops[n] = MemOp::write(WRITE_VALUE_32, device, want as u64, 0);
+    // SAFETY: n + 1 operations on the legacy default stream of the current context.
+    let rc = unsafe { batch(std::ptr::null_mut(), n as u32 + 1, ops.as_mut_ptr(), 0) };
     if rc != CUDA_SUCCESS {
-        if rc == NOT_SUPPORTED {
-            WRITES.store(false, Ordering::Relaxed);
-        }
+        // A refused batch costs as much as a copy: once refused, copies only.
+        WRITES.store(false, Ordering::Relaxed);
         return None;
     }
     crate::stats::add(&crate::stats::BYTES_STREAM_WRITTEN, runs.iter().map(|r| r.1).sum());
