@@ -3,7 +3,8 @@
 //! The copies run on the legacy default stream of that context and are waited for: they start
 //! after all work already issued to blocking streams of the context, and the data is in place
 //! when they return. That is the ordering guarantee the README documents. Small copies are
-//! waited for by polling host memory (`signal`).
+//! waited for by polling host memory (`signal`), and copies to the device of one or two words
+//! are written by the stream itself (`signal::write_to_device`).
 
 use std::ffi::{c_uint, c_void};
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -109,7 +110,8 @@ impl<'a> InContext<'a> {
     /// as one pitched copy, so a strided datatype costs one copy, not one per block. The copies
     /// are queued on the legacy default stream and waited for: measured on an H200 host, 1.2 us
     /// faster for small messages than the synchronous copy, which also returns early from
-    /// pageable memory; small ones by polling (`signal`).
+    /// pageable memory; small ones by polling (`signal`). One or two words are not copied but
+    /// written by the stream (`signal::write_to_device`), except into managed memory.
     pub fn runs_to_device(&self, dst: *mut c_void, src: *const c_void, runs: &[(usize, usize)]) -> Result<(), CudaError> {
         use cudarc::driver::sys::CUmemorytype;
         if let [(at, len)] = *runs {

@@ -128,8 +128,9 @@ pub struct MemOp {
 }
 
 impl MemOp {
-    pub fn write(operation: c_uint, address: CUdeviceptr, value: u64, flags: c_uint) -> MemOp {
-        MemOp { operation, address, value, flags, ..MemOp::default() }
+    /// A write with the default flags (fenced after the work before it).
+    pub fn write(operation: c_uint, address: CUdeviceptr, value: u64) -> MemOp {
+        MemOp { operation, address, value, ..MemOp::default() }
     }
 }
 

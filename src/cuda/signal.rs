@@ -13,15 +13,18 @@
 //! scheduling (a program may have asked the driver to yield or block). Every thread has its own
 //! word, so concurrent waits never see each other's values. Where the driver lacks the calls,
 //! or the first write fails, copies are waited for with `cuStreamSynchronize` as before.
+//!
+//! The smallest copies to the device skip the copy engine: [`write_to_device`] has the stream
+//! write the values itself, in the same batch as the word.
 
 use std::cell::Cell;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
-use super::copy::{check, CudaError};
 use cudarc::driver::sys::CUstreamBatchMemOpType;
 
+use super::copy::{check, CudaError};
 use super::driver::{Driver, MemOp, Signals, CUDA_SUCCESS};
 
 /// Copies up to this size are waited for by polling.
@@ -104,7 +107,7 @@ pub const MAX_WRITES: usize = 2;
 const WRITE_VALUE_32: u32 = CUstreamBatchMemOpType::CU_STREAM_MEM_OP_WRITE_VALUE_32 as u32;
 const WRITE_VALUE_64: u32 = CUstreamBatchMemOpType::CU_STREAM_MEM_OP_WRITE_VALUE_64 as u32;
 /// Cleared once the driver refused a batch.
-static WRITES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+static WRITES: AtomicBool = AtomicBool::new(true);
 
 /// Copies the byte runs `(offset, len)` of `src` to the same offsets of device memory at `dst`
 /// (queued on the legacy default stream of the current context) with stream memory writes, and
@@ -135,14 +138,14 @@ pub fn write_to_device(d: &Driver, dst: u64, src: *const u8, runs: &[(usize, usi
                 let p = src.add((a - dst) as usize);
                 if wide { p.cast::<u64>().read_unaligned() } else { p.cast::<u32>().read_unaligned() as u64 }
             };
-            ops[n] = MemOp::write(if wide { WRITE_VALUE_64 } else { WRITE_VALUE_32 }, a, value, 0);
+            ops[n] = MemOp::write(if wide { WRITE_VALUE_64 } else { WRITE_VALUE_32 }, a, value);
             n += 1;
             a += if wide { 8 } else { 4 };
         }
     }
     let i = word(d)?;
     let (want, device) = next_value(i);
-    ops[n] = MemOp::write(WRITE_VALUE_32, device, want as u64, 0);
+    ops[n] = MemOp::write(WRITE_VALUE_32, device, want as u64);
     // SAFETY: n + 1 operations on the legacy default stream of the current context.
     let rc = unsafe { batch(std::ptr::null_mut(), n as u32 + 1, ops.as_mut_ptr(), 0) };
     if rc != CUDA_SUCCESS {
