@@ -121,6 +121,16 @@ static unsigned long long vector_case(int count, int blocklen, int stride, MPI_D
     return expect;
 }
 
+/* Frees a collective's device buffers; returns the bytes the stream should have written into
+ * `dout`. */
+static unsigned long long release(void *din, void *dout, size_t bytes)
+{
+    unsigned long long expect = eligible((uintptr_t)dout, bytes) ? bytes : 0;
+    mem_free(din);
+    mem_free(dout);
+    return expect;
+}
+
 /* MPI_Allreduce of n ints, device buffers against host buffers. */
 static unsigned long long allreduce_case(int n, int seed)
 {
@@ -147,10 +157,7 @@ static unsigned long long allreduce_case(int n, int seed)
     free(want);
     free(in);
     free(ref);
-    unsigned long long expect = eligible((uintptr_t)dout, bytes) ? bytes : 0;
-    mem_free(din);
-    mem_free(dout);
-    return expect;
+    return release(din, dout, bytes);
 }
 
 /* MPI_Alltoall of 8 bytes per pair, device buffers against host buffers. */
@@ -169,10 +176,7 @@ static unsigned long long alltoall_case(int seed)
     free(have);
     free(in);
     free(ref);
-    unsigned long long expect = eligible((uintptr_t)dout, bytes) ? bytes : 0;
-    mem_free(din);
-    mem_free(dout);
-    return expect;
+    return release(din, dout, bytes);
 }
 
 int main(int argc, char **argv)
