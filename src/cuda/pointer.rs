@@ -19,6 +19,18 @@ pub struct Device {
     pub managed: bool,
 }
 
+impl Device {
+    /// Device memory of `ctx` (null: of the primary context of GPU `ordinal`).
+    pub fn new(ctx: CUcontext, ordinal: i32) -> Device {
+        Device { ctx, ordinal, managed: false }
+    }
+
+    /// The primary context of GPU `ordinal`.
+    pub fn primary(ordinal: i32) -> Device {
+        Device::new(std::ptr::null_mut(), ordinal)
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 pub enum Location {
     /// Plain, pinned, registered or managed memory: MPI may read it directly.
@@ -122,7 +134,7 @@ fn query_known(d: &Driver, ptr: *const c_void) -> Option<Location> {
     match mem_type & 0xffff_ffff {
         TYPE_DEVICE => {
             remember_device_range(start, size);
-            Some(Location::Device(Device { ctx, ordinal, managed: false }))
+            Some(Location::Device(Device::new(ctx, ordinal)))
         }
         // VMM (cuMemCreate) mappings can report HOST with no context; only the VMM calls tell.
         TYPE_HOST => Some(vmm_device(d, ptr).map_or(Location::Host, Location::Device)),
@@ -144,7 +156,7 @@ fn vmm_device(d: &Driver, ptr: *const c_void) -> Option<Device> {
     // SAFETY: zero-initialised, and fully written on success.
     let prop = unsafe { prop.assume_init() };
     (rc == CUDA_SUCCESS && prop.location_type == LOCATION_DEVICE)
-        .then_some(Device { ctx: std::ptr::null_mut(), ordinal: prop.location_id, managed: false })
+        .then_some(Device::primary(prop.location_id))
 }
 
 /// Ranges that recently held device memory. The driver keeps a freed range reserved, so a host

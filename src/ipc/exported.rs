@@ -212,7 +212,7 @@ pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, toke
 }
 
 fn allocate(d: &driver::Driver, ordinal: i32, bytes: usize) -> Result<Arena, CudaError> {
-    let _ctx = InContext::enter(&Device { ctx: std::ptr::null_mut(), ordinal, managed: false })?;
+    let _ctx = InContext::enter(&Device::primary(ordinal))?;
     let mut ptr: CUdeviceptr = 0;
     // SAFETY: valid out-pointer, in the GPU's primary context.
     check("cuMemAlloc", unsafe { (d.mem_alloc)(&mut ptr, bytes) })?;
@@ -249,7 +249,7 @@ pub fn release_all() {
     ex.total = 0;
     let Some(d) = driver::get() else { return };
     for a in arenas {
-        if let Ok(_ctx) = InContext::enter(&Device { ctx: std::ptr::null_mut(), ordinal: a.ordinal, managed: false }) {
+        if let Ok(_ctx) = InContext::enter(&Device::primary(a.ordinal)) {
             // SAFETY: an allocation of this module, no longer named in any pending envelope.
             unsafe { (d.mem_free)(a.ptr) };
         }

@@ -86,7 +86,7 @@ pub fn release_all() {
     }
     let Some(d) = driver::get() else { return };
     for ((_, _, ctx), (ptr, ordinal)) in im.mapped {
-        if let Ok(_c) = InContext::enter(&Device { ctx: ctx as CUcontext, ordinal, managed: false }) {
+        if let Ok(_c) = InContext::enter(&Device::new(ctx as CUcontext, ordinal)) {
             // SAFETY: a mapping this module opened in that context.
             unsafe { (d.ipc_close_mem_handle)(ptr) };
         }
@@ -101,7 +101,7 @@ pub fn copy(e: &Envelope, dst: *mut c_void, dev: Option<Device>, len: usize) -> 
     let dev = match dev {
         Some(dev) => dev,
         // Host memory: map in a context on the sender's GPU.
-        None => Device { ctx: std::ptr::null_mut(), ordinal: peers::local_ordinal(&e.token).ok_or(CudaError { call: "cuDeviceGet", code: 101 })?, managed: false },
+        None => Device::primary(peers::local_ordinal(&e.token).ok_or(CudaError { call: "cuDeviceGet", code: 101 })?),
     };
     let ctx = InContext::enter(&dev)?;
     let src = map(e, &ctx, dev.ordinal)? + e.offset;

@@ -219,7 +219,7 @@ pub fn incoming(name: &'static str, comm: Option<Handle>, status: *mut c_void, t
     } else {
         land(&e, &to).map_err(|err| {
             let at = to.device.map(|d| d.1).unwrap_or(to.at);
-            errors::cuda(name, comm, err, at, bytes, &to.device.map(|d| d.0).unwrap_or(Device { ctx: std::ptr::null_mut(), ordinal: -1, managed: false }))
+            errors::cuda(name, comm, err, at, bytes, &to.device.map(|d| d.0).unwrap_or(Device::primary(-1)))
         })
     };
     if e.kind == envelope::IPC {
