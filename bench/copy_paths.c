@@ -12,6 +12,10 @@
  *                    (no driver call while waiting); alone and as a ping-pong turn-around
  *   small writes     copies of 4 B to 1 KiB to the device: the copy engine against the stream's
  *                    own memory writes (cuStreamBatchMemOp or one call each) with the flag
+ *   waits by size    copies of 8 B to 8 KiB each way, waited for each way above, plus a flag
+ *                    that a second copy sets (4 bytes from a device ring of distinct values, so
+ *                    the copy engine rather than the stream's front end writes it), checked
+ *                    against a read from another, non-blocking stream
  *
  * Build: cc -O2 bench/copy_paths.c -I$CUDA/include -L$CUDA/lib64 -lcuda -lcudart -o copy_paths
  * Run:   ./copy_paths [-o out.json]      (prints a table; sizes 8 B .. 4 MiB)
@@ -78,14 +82,18 @@ static double query_ns(const void *p, int nattr)
 
 /* ---- completion of small copies ---- */
 
-enum wait { WAIT_SYNC_COPY, WAIT_STREAM_SYNC, WAIT_STREAM_QUERY, WAIT_EVENT_QUERY, WAIT_EVENT_SYNC, WAIT_FLAG, WAIT_N };
-static const char *wait_name[WAIT_N] = {"sync copy", "StreamSync", "spin StreamQuery", "spin EventQuery",
-                                        "EventSync", "spin WriteValue flag"};
+enum wait { WAIT_SYNC_COPY, WAIT_STREAM_SYNC, WAIT_STREAM_QUERY, WAIT_EVENT_QUERY, WAIT_EVENT_SYNC, WAIT_FLAG, WAIT_N,
+            WAIT_RING = WAIT_N, WAIT_ALL };
+static const char *wait_name[WAIT_ALL] = {"sync copy", "StreamSync", "spin StreamQuery", "spin EventQuery",
+                                          "EventSync", "spin WriteValue flag", "spin ring-copy flag"};
 
 static CUevent ev;
 static volatile uint32_t *flag_host;
 static CUdeviceptr flag_dev;
 static uint32_t flag_seq;
+/* RING words of device memory holding 1..RING: copying word v-1 to the flag sets it to v. */
+#define RING 1024
+static CUdeviceptr ring_dev;
 
 static void wait_done(enum wait w)
 {
@@ -106,6 +114,13 @@ static void wait_done(enum wait w)
     case WAIT_FLAG: {
         uint32_t want = ++flag_seq;
         check(cuStreamWriteValue32(0, flag_dev, want, 0), "cuStreamWriteValue32");
+        while (*flag_host != want) {}
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        break;
+    }
+    case WAIT_RING: {
+        uint32_t want = ++flag_seq % RING + 1;
+        check(cuMemcpyDtoHAsync((void *)flag_host, ring_dev + 4 * (want - 1), 4, 0), "ring DtoHAsync");
         while (*flag_host != want) {}
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         break;
@@ -237,6 +252,164 @@ static void writes_study(CUdeviceptr dev, void *pinned, FILE *js)
     if (js) fprintf(js, "\n  ]}");
 }
 
+/* Copies of 8 B to 8 KiB each way, waited for every way, against the recipe's pageable copies.
+ * First a check that the ring flag means the data landed: after each wait, another
+ * non-blocking stream reads the bytes back. */
+static void waits_by_size(CUdeviceptr dev, void *pinned, void *pageable, FILE *js)
+{
+    static const size_t sizes[] = {8, 32, 128, 512, 2048, 8192};
+    enum { NS = sizeof sizes / sizeof sizes[0] };
+    CUstream other;
+    check(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    unsigned char *seen = NULL;
+    check(cuMemHostAlloc((void **)&seen, 8192, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc seen");
+    long bad[WAIT_ALL] = {0};
+    for (int w = 0; w < WAIT_ALL; w++)
+        for (uint32_t i = 1; i <= 100; i++) {
+            size_t n = sizes[i % NS];
+            for (size_t x = 0; x < n; x++) ((unsigned char *)pinned)[x] = (unsigned char)(x * 3 + i * 29 + (unsigned)w);
+            h2d((enum wait)w, dev, pinned, n);
+            memset(seen, 0xee, n);
+            check(cuMemcpyDtoHAsync(seen, dev, n, other), "other DtoHAsync");
+            check(cuStreamSynchronize(other), "other sync");
+            bad[w] += memcmp(seen, pinned, n) != 0;
+        }
+    printf("\nwaits by size (us per call); data read back on a non-blocking stream after each wait, rounds wrong of 100:");
+    for (int w = 0; w < WAIT_ALL; w++) printf(" %ld", bad[w]);
+    printf("\n  %-22s", "HtoD from pinned");
+    for (unsigned s = 0; s < NS; s++) printf(" %8zu", sizes[s]);
+    printf("\n");
+    if (js) {
+        fprintf(js, ",\n  \"waits_by_size_us\": {\"bytes\": [");
+        for (unsigned s = 0; s < NS; s++) fprintf(js, "%s%zu", s ? ", " : "", sizes[s]);
+        fprintf(js, "], \"check_wrong\": [");
+        for (int w = 0; w < WAIT_ALL; w++) fprintf(js, "%s%ld", w ? ", " : "", bad[w]);
+        fprintf(js, "]");
+    }
+    const long it = 3000;
+    for (int dir = 0; dir < 2; dir++) {
+        if (dir) printf("  %-22s\n", "DtoH into pinned");
+        for (int w = 0; w <= WAIT_ALL; w++) {
+            const char *name = w < WAIT_ALL ? wait_name[w] : "pageable (recipe)";
+            printf("  %-22s", name);
+            if (js) fprintf(js, ",\n    \"%s %s\": [", dir ? "dtoh" : "htod", name);
+            for (unsigned s = 0; s < NS; s++) {
+                size_t n = sizes[s];
+                double t;
+                if (w == WAIT_ALL)
+                    t = dir ? TIME_NS(it, check(cuMemcpyDtoH(pageable, dev, n), "DtoH page"))
+                            : TIME_NS(it, check(cuMemcpyHtoD(dev, pageable, n), "HtoD page"));
+                else
+                    t = dir ? TIME_NS(it, d2h((enum wait)w, pinned, dev, n)) : TIME_NS(it, h2d((enum wait)w, dev, pinned, n));
+                printf(" %8.2f", t / 1e3);
+                if (js) fprintf(js, "%s%.3f", s ? ", " : "", t / 1e3);
+            }
+            printf("\n");
+            if (js) fprintf(js, "]");
+        }
+    }
+    if (js) fprintf(js, "\n  }");
+    cuMemFreeHost(seen);
+    cuStreamDestroy(other);
+}
+
+/* ---- copies to the device written by a kernel ---- */
+
+/* put_params writes its own parameter bytes (the data travels in the launch, as a stream
+ * write's value does); get_mapped reads them from pinned host memory mapped for the device.
+ * One thread per 8 bytes. */
+static const char kernels_ptx[] =
+    ".version 6.0\n.target sm_50\n.address_size 64\n"
+    ".visible .entry put_params(.param .u64 dst, .param .u32 n, .param .align 8 .b8 data[2048])\n"
+    "{\n .reg .pred %p;\n .reg .b32 %r<3>;\n .reg .b64 %rd<8>;\n"
+    " mov.u32 %r1, %tid.x;\n ld.param.u32 %r2, [n];\n setp.ge.u32 %p, %r1, %r2;\n @%p bra DONE;\n"
+    " mul.wide.u32 %rd1, %r1, 8;\n mov.u64 %rd2, data;\n add.u64 %rd3, %rd2, %rd1;\n ld.param.u64 %rd4, [%rd3];\n"
+    " ld.param.u64 %rd5, [dst];\n add.u64 %rd6, %rd5, %rd1;\n st.global.u64 [%rd6], %rd4;\n"
+    "DONE:\n ret;\n}\n"
+    ".visible .entry get_mapped(.param .u64 dst, .param .u64 src, .param .u32 n)\n"
+    "{\n .reg .pred %p;\n .reg .b32 %r<3>;\n .reg .b64 %rd<8>;\n"
+    " mov.u32 %r1, %tid.x;\n ld.param.u32 %r2, [n];\n setp.ge.u32 %p, %r1, %r2;\n @%p bra DONE;\n"
+    " mul.wide.u32 %rd1, %r1, 8;\n ld.param.u64 %rd2, [src];\n add.u64 %rd3, %rd2, %rd1;\n ld.global.u64 %rd4, [%rd3];\n"
+    " ld.param.u64 %rd5, [dst];\n add.u64 %rd6, %rd5, %rd1;\n st.global.u64 [%rd6], %rd4;\n"
+    "DONE:\n ret;\n}\n";
+
+static CUfunction k_put, k_get;
+static CUdeviceptr mapped_dev;
+
+enum kway { K_PUT_FLAG, K_PUT_SYNC, K_GET_FLAG, K_N };
+static const char *kway_name[K_N] = {"params kernel + flag", "params kernel + sync", "mapped kernel + flag"};
+
+static void h2d_kernel(enum kway k, CUdeviceptr dev, const void *host, size_t n)
+{
+    unsigned words = (unsigned)(n / 8);
+    if (k == K_GET_FLAG) {
+        void *args[] = {&dev, &mapped_dev, &words};
+        check(cuLaunchKernel(k_get, 1, 1, 1, words, 1, 1, 0, 0, args, NULL), "launch get_mapped");
+    } else {
+        unsigned char data[2048];
+        memcpy(data, host, n);
+        void *args[] = {&dev, &words, data};
+        check(cuLaunchKernel(k_put, 1, 1, 1, words, 1, 1, 0, 0, args, NULL), "launch put_params");
+    }
+    wait_done(k == K_PUT_SYNC ? WAIT_STREAM_SYNC : WAIT_FLAG);
+}
+
+/* Copies of 8 B to 2 KiB to the device by a kernel, against the copy engine waited by the flag,
+ * each checked by a read from a non-blocking stream after the wait. */
+static void kernel_study(CUdeviceptr dev, void *pinned, FILE *js)
+{
+    static const size_t sizes[] = {8, 32, 128, 512, 2048};
+    enum { NS = sizeof sizes / sizeof sizes[0] };
+    CUmodule mod;
+    char log[4096] = "";
+    CUjit_option opt[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *val[] = {log, (void *)(uintptr_t)sizeof log};
+    CUresult rc = cuModuleLoadDataEx(&mod, kernels_ptx, 2, opt, val);
+    if (rc != CUDA_SUCCESS) {
+        printf("\nkernel writes: module not loaded (%d): %s\n", rc, log);
+        return;
+    }
+    check(cuModuleGetFunction(&k_put, mod, "put_params"), "put_params");
+    check(cuModuleGetFunction(&k_get, mod, "get_mapped"), "get_mapped");
+    check(cuMemHostGetDevicePointer(&mapped_dev, pinned, 0), "mapped pinned");
+    CUstream other;
+    check(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    unsigned char seen[2048];
+    long bad[K_N] = {0};
+    for (int k = 0; k < K_N; k++)
+        for (uint32_t i = 1; i <= 100; i++) {
+            size_t n = sizes[i % NS];
+            for (size_t x = 0; x < n; x++) ((unsigned char *)pinned)[x] = (unsigned char)(x * 5 + i * 31 + (unsigned)k);
+            h2d_kernel((enum kway)k, dev, pinned, n);
+            memset(seen, 0xee, n);
+            check(cuMemcpyDtoHAsync(seen, dev, n, other), "other DtoHAsync");
+            check(cuStreamSynchronize(other), "other sync");
+            bad[k] += memcmp(seen, pinned, n) != 0;
+        }
+    printf("\nkernel writes to the device (us per call); rounds wrong of 100: %ld %ld %ld\n  %-22s", bad[0], bad[1], bad[2],
+           "bytes");
+    for (unsigned s = 0; s < NS; s++) printf(" %8zu", sizes[s]);
+    printf("\n");
+    if (js) fprintf(js, ",\n  \"kernel_writes_us\": {\"check_wrong\": [%ld, %ld, %ld]", bad[0], bad[1], bad[2]);
+    const long it = 3000;
+    for (int k = -1; k < K_N; k++) {
+        const char *name = k < 0 ? "copy + flag" : kway_name[k];
+        printf("  %-22s", name);
+        if (js) fprintf(js, ",\n    \"%s\": [", name);
+        for (unsigned s = 0; s < NS; s++) {
+            size_t n = sizes[s];
+            double t = k < 0 ? TIME_NS(it, h2d(WAIT_FLAG, dev, pinned, n)) : TIME_NS(it, h2d_kernel((enum kway)k, dev, pinned, n));
+            printf(" %8.2f", t / 1e3);
+            if (js) fprintf(js, "%s%.3f", s ? ", " : "", t / 1e3);
+        }
+        printf("\n");
+        if (js) fprintf(js, "]");
+    }
+    if (js) fprintf(js, "\n  }");
+    cuStreamDestroy(other);
+    cuModuleUnload(mod);
+}
+
 static void completion_study(void *dev_, void *pinned, void *pageable, FILE *js)
 {
     CUdeviceptr dev = (CUdeviceptr)(uintptr_t)dev_;
@@ -255,6 +428,12 @@ static void completion_study(void *dev_, void *pinned, void *pageable, FILE *js)
     check(cuMemHostGetDevicePointer(&flag_dev, fh, 0), "cuMemHostGetDevicePointer");
     flag_host = fh;
     *flag_host = 0;
+    {
+        uint32_t ring[RING];
+        for (uint32_t i = 0; i < RING; i++) ring[i] = i + 1;
+        check(cuMemAlloc(&ring_dev, sizeof ring), "cuMemAlloc ring");
+        check(cuMemcpyHtoD(ring_dev, ring, sizeof ring), "ring HtoD");
+    }
     /* Does the flag way deliver the data? 200 rounds of distinct values both ways. */
     long bad = 0;
     for (uint32_t i = 1; i <= 200; i++) {
@@ -296,7 +475,10 @@ static void completion_study(void *dev_, void *pinned, void *pageable, FILE *js)
         fprintf(js, ",\n    \"write64_flag\": [null, %.3f, %.3f], \"pageable_flag\": [null, %.3f, %.3f], \"pageable\": [null, %.3f, %.3f]\n  }",
                 wv, wvt, pgf, pgt, pg, rec);
     writes_study(dev, pinned, js);
+    waits_by_size(dev, pinned, pageable, js);
+    kernel_study(dev, pinned, js);
     cuEventDestroy(ev);
+    cuMemFree(ring_dev);
     cuMemFreeHost(fh);
 }
 
@@ -312,7 +494,7 @@ int main(int argc, char **argv)
     void *dev, *pinned, *pageable = malloc(maxn), *small = malloc(64), *large = malloc(maxn);
     char stackbuf[64];
     check(cuMemAlloc((CUdeviceptr *)&dev, maxn), "cuMemAlloc");
-    check(cuMemHostAlloc(&pinned, maxn, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc");
+    check(cuMemHostAlloc(&pinned, maxn, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc");
     memset(pageable, 1, maxn);
     memset(large, 1, maxn);
     memset(small, 1, 64);
