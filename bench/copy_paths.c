@@ -16,6 +16,8 @@
  *                    that a second copy sets (4 bytes from a device ring of distinct values, so
  *                    the copy engine rather than the stream's front end writes it), checked
  *                    against a read from another, non-blocking stream
+ *   kernel writes    copies of 8 B to 2 KiB to the device written by a kernel (PTX loaded at run
+ *                    time): from its launch parameters, or read from mapped pinned memory
  *
  * Build: cc -O2 bench/copy_paths.c -I$CUDA/include -L$CUDA/lib64 -lcuda -lcudart -o copy_paths
  * Run:   ./copy_paths [-o out.json]      (prints a table; sizes 8 B .. 4 MiB)
