@@ -255,8 +255,8 @@ static void writes_study(CUdeviceptr dev, void *pinned, FILE *js)
 }
 
 /* Copies of 8 B to 8 KiB each way, waited for every way, against the recipe's pageable copies.
- * First a check that the ring flag means the data landed: after each wait, another
- * non-blocking stream reads the bytes back. */
+ * First a check that each wait on a copy to the device means the data landed: after the wait,
+ * another, non-blocking stream reads the bytes back. */
 static void waits_by_size(CUdeviceptr dev, void *pinned, void *pageable, FILE *js)
 {
     static const size_t sizes[] = {8, 32, 128, 512, 2048, 8192};
@@ -278,8 +278,6 @@ static void waits_by_size(CUdeviceptr dev, void *pinned, void *pageable, FILE *j
         }
     printf("\nwaits by size (us per call); data read back on a non-blocking stream after each wait, rounds wrong of 100:");
     for (int w = 0; w < WAIT_ALL; w++) printf(" %ld", bad[w]);
-    printf("\n  %-22s", "HtoD from pinned");
-    for (unsigned s = 0; s < NS; s++) printf(" %8zu", sizes[s]);
     printf("\n");
     if (js) {
         fprintf(js, ",\n  \"waits_by_size_us\": {\"bytes\": [");
@@ -290,7 +288,9 @@ static void waits_by_size(CUdeviceptr dev, void *pinned, void *pageable, FILE *j
     }
     const long it = 3000;
     for (int dir = 0; dir < 2; dir++) {
-        if (dir) printf("  %-22s\n", "DtoH into pinned");
+        printf("  %-22s", dir ? "DtoH into pinned" : "HtoD from pinned");
+        for (unsigned s = 0; s < NS; s++) printf(" %8zu", sizes[s]);
+        printf("\n");
         for (int w = 0; w <= WAIT_ALL; w++) {
             const char *name = w < WAIT_ALL ? wait_name[w] : "pageable (recipe)";
             printf("  %-22s", name);
