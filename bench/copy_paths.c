@@ -97,6 +97,13 @@ static uint32_t flag_seq;
 #define RING 1024
 static CUdeviceptr ring_dev;
 
+/* Spins until the GPU has set the flag to want. */
+static void spin_flag(uint32_t want)
+{
+    while (*flag_host != want) {}
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+}
+
 static void wait_done(enum wait w)
 {
     switch (w) {
@@ -116,15 +123,13 @@ static void wait_done(enum wait w)
     case WAIT_FLAG: {
         uint32_t want = ++flag_seq;
         check(cuStreamWriteValue32(0, flag_dev, want, 0), "cuStreamWriteValue32");
-        while (*flag_host != want) {}
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        spin_flag(want);
         break;
     }
     case WAIT_RING: {
         uint32_t want = ++flag_seq % RING + 1;
         check(cuMemcpyDtoHAsync((void *)flag_host, ring_dev + 4 * (want - 1), 4, 0), "ring DtoHAsync");
-        while (*flag_host != want) {}
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        spin_flag(want);
         break;
     }
     default: break;
@@ -194,8 +199,7 @@ static CUresult h2d_batch(CUdeviceptr dev, const void *host, size_t n, enum batc
         rc = cuStreamBatchMemOp(0, k + 1, ops, 0);
     }
     if (rc != CUDA_SUCCESS) return rc;
-    while (*flag_host != want) {}
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    spin_flag(want);
     return CUDA_SUCCESS;
 }
 
@@ -254,28 +258,44 @@ static void writes_study(CUdeviceptr dev, void *pinned, FILE *js)
     if (js) fprintf(js, "\n  ]}");
 }
 
+/* A non-blocking stream, and pinned memory it reads device bytes back into. */
+#define SEEN_MAX 8192
+static CUstream other;
+static unsigned char *seen;
+
+/* A way of copying n bytes from host to dev, complete on return. */
+typedef void (*to_device)(int way, CUdeviceptr dev, const void *host, size_t n);
+
+/* Of 100 copies made `way` of `copy` (sizes taken in turn, distinct bytes each time), how many
+ * were not all there when another, non-blocking stream read them back right after. */
+static long wrong_of_100(to_device copy, int way, CUdeviceptr dev, void *pinned, const size_t *sizes, unsigned ns)
+{
+    long bad = 0;
+    for (uint32_t i = 1; i <= 100; i++) {
+        size_t n = sizes[i % ns];
+        for (size_t x = 0; x < n; x++) ((unsigned char *)pinned)[x] = (unsigned char)(x * 3 + i * 29 + (unsigned)way);
+        copy(way, dev, pinned, n);
+        memset(seen, 0xee, n);
+        check(cuMemcpyDtoHAsync(seen, dev, n, other), "other DtoHAsync");
+        check(cuStreamSynchronize(other), "other sync");
+        bad += memcmp(seen, pinned, n) != 0;
+    }
+    return bad;
+}
+
+static void h2d_way(int w, CUdeviceptr dev, const void *host, size_t n)
+{
+    h2d((enum wait)w, dev, host, n);
+}
+
 /* Copies of 8 B to 8 KiB each way, waited for every way, against the recipe's pageable copies.
- * First a check that each wait on a copy to the device means the data landed: after the wait,
- * another, non-blocking stream reads the bytes back. */
+ * First a check that each wait on a copy to the device means the data landed. */
 static void waits_by_size(CUdeviceptr dev, void *pinned, void *pageable, FILE *js)
 {
-    static const size_t sizes[] = {8, 32, 128, 512, 2048, 8192};
+    static const size_t sizes[] = {8, 32, 128, 512, 2048, SEEN_MAX};
     enum { NS = sizeof sizes / sizeof sizes[0] };
-    CUstream other;
-    check(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-    unsigned char *seen = NULL;
-    check(cuMemHostAlloc((void **)&seen, 8192, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc seen");
-    long bad[WAIT_ALL] = {0};
-    for (int w = 0; w < WAIT_ALL; w++)
-        for (uint32_t i = 1; i <= 100; i++) {
-            size_t n = sizes[i % NS];
-            for (size_t x = 0; x < n; x++) ((unsigned char *)pinned)[x] = (unsigned char)(x * 3 + i * 29 + (unsigned)w);
-            h2d((enum wait)w, dev, pinned, n);
-            memset(seen, 0xee, n);
-            check(cuMemcpyDtoHAsync(seen, dev, n, other), "other DtoHAsync");
-            check(cuStreamSynchronize(other), "other sync");
-            bad[w] += memcmp(seen, pinned, n) != 0;
-        }
+    long bad[WAIT_ALL];
+    for (int w = 0; w < WAIT_ALL; w++) bad[w] = wrong_of_100(h2d_way, w, dev, pinned, sizes, NS);
     printf("\nwaits by size (us per call); data read back on a non-blocking stream after each wait, rounds wrong of 100:");
     for (int w = 0; w < WAIT_ALL; w++) printf(" %ld", bad[w]);
     printf("\n");
@@ -311,8 +331,6 @@ static void waits_by_size(CUdeviceptr dev, void *pinned, void *pageable, FILE *j
         }
     }
     if (js) fprintf(js, "\n  }");
-    cuMemFreeHost(seen);
-    cuStreamDestroy(other);
 }
 
 /* ---- copies to the device written by a kernel ---- */
@@ -341,7 +359,7 @@ static CUdeviceptr mapped_dev;
 enum kway { K_PUT_FLAG, K_PUT_SYNC, K_GET_FLAG, K_N };
 static const char *kway_name[K_N] = {"params kernel + flag", "params kernel + sync", "mapped kernel + flag"};
 
-static void h2d_kernel(enum kway k, CUdeviceptr dev, const void *host, size_t n)
+static void h2d_kernel(int k, CUdeviceptr dev, const void *host, size_t n)
 {
     unsigned words = (unsigned)(n / 8);
     if (k == K_GET_FLAG) {
@@ -357,7 +375,7 @@ static void h2d_kernel(enum kway k, CUdeviceptr dev, const void *host, size_t n)
 }
 
 /* Copies of 8 B to 2 KiB to the device by a kernel, against the copy engine waited by the flag,
- * each checked by a read from a non-blocking stream after the wait. */
+ * each way first checked as the waits are. */
 static void kernel_study(CUdeviceptr dev, void *pinned, FILE *js)
 {
     static const size_t sizes[] = {8, 32, 128, 512, 2048};
@@ -374,20 +392,8 @@ static void kernel_study(CUdeviceptr dev, void *pinned, FILE *js)
     check(cuModuleGetFunction(&k_put, mod, "put_params"), "put_params");
     check(cuModuleGetFunction(&k_get, mod, "get_mapped"), "get_mapped");
     check(cuMemHostGetDevicePointer(&mapped_dev, pinned, 0), "mapped pinned");
-    CUstream other;
-    check(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-    unsigned char seen[2048];
-    long bad[K_N] = {0};
-    for (int k = 0; k < K_N; k++)
-        for (uint32_t i = 1; i <= 100; i++) {
-            size_t n = sizes[i % NS];
-            for (size_t x = 0; x < n; x++) ((unsigned char *)pinned)[x] = (unsigned char)(x * 5 + i * 31 + (unsigned)k);
-            h2d_kernel((enum kway)k, dev, pinned, n);
-            memset(seen, 0xee, n);
-            check(cuMemcpyDtoHAsync(seen, dev, n, other), "other DtoHAsync");
-            check(cuStreamSynchronize(other), "other sync");
-            bad[k] += memcmp(seen, pinned, n) != 0;
-        }
+    long bad[K_N];
+    for (int k = 0; k < K_N; k++) bad[k] = wrong_of_100(h2d_kernel, k, dev, pinned, sizes, NS);
     printf("\nkernel writes to the device (us per call); rounds wrong of 100: %ld %ld %ld\n  %-22s", bad[0], bad[1], bad[2],
            "bytes");
     for (unsigned s = 0; s < NS; s++) printf(" %8zu", sizes[s]);
@@ -400,7 +406,7 @@ static void kernel_study(CUdeviceptr dev, void *pinned, FILE *js)
         if (js) fprintf(js, ",\n    \"%s\": [", name);
         for (unsigned s = 0; s < NS; s++) {
             size_t n = sizes[s];
-            double t = k < 0 ? TIME_NS(it, h2d(WAIT_FLAG, dev, pinned, n)) : TIME_NS(it, h2d_kernel((enum kway)k, dev, pinned, n));
+            double t = k < 0 ? TIME_NS(it, h2d(WAIT_FLAG, dev, pinned, n)) : TIME_NS(it, h2d_kernel(k, dev, pinned, n));
             printf(" %8.2f", t / 1e3);
             if (js) fprintf(js, "%s%.3f", s ? ", " : "", t / 1e3);
         }
@@ -408,7 +414,6 @@ static void kernel_study(CUdeviceptr dev, void *pinned, FILE *js)
         if (js) fprintf(js, "]");
     }
     if (js) fprintf(js, "\n  }");
-    cuStreamDestroy(other);
     cuModuleUnload(mod);
 }
 
@@ -425,6 +430,8 @@ static void completion_study(void *dev_, void *pinned, void *pageable, FILE *js)
            (flags & 7) == CU_CTX_SCHED_SPIN ? "spin" : (flags & 7) == CU_CTX_SCHED_YIELD ? "yield"
            : (flags & 7) == CU_CTX_SCHED_BLOCKING_SYNC ? "blocking" : "auto", memops);
     check(cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    check(cuStreamCreate(&other, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    check(cuMemHostAlloc((void **)&seen, SEEN_MAX, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc seen");
     void *fh;
     check(cuMemHostAlloc(&fh, 4096, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc flag");
     check(cuMemHostGetDevicePointer(&flag_dev, fh, 0), "cuMemHostGetDevicePointer");
@@ -480,6 +487,8 @@ static void completion_study(void *dev_, void *pinned, void *pageable, FILE *js)
     waits_by_size(dev, pinned, pageable, js);
     kernel_study(dev, pinned, js);
     cuEventDestroy(ev);
+    cuStreamDestroy(other);
+    cuMemFreeHost(seen);
     cuMemFree(ring_dev);
     cuMemFreeHost(fh);
 }
