@@ -6,7 +6,7 @@ value against the same computation in NumPy. With "numpy" the same calls run on 
 
 mpi4py hands MPI the device pointer of any object with __cuda_array_interface__; cudampi
 stages it. No synchronisation is needed here: CuPy's and PyTorch's default stream is the legacy
-default stream, on which cudampi's copies are ordered (see the README's Python section).
+default stream, on which cudampi's copies are ordered (see docs/python.md).
 """
 import sys
 
