@@ -14,6 +14,7 @@
 //! - `stage`: one buffer argument, passed through or staged; `requests`: the requests that own
 //!   staged buffers until completion.
 //! - `abi`: which MPI family is loaded and its constants; `datatype`: spans of typed buffers.
+//! - `real`: the library's functions; `compat`: the ones it lacks, built from those it has.
 //! - `cuda`: the driver the process loaded, pointer classification, copies in context.
 //! - `staging`: the pinned host buffer pool.
 //! - `ipc`: device messages inside a node, GPU to GPU over CUDA IPC.
@@ -28,6 +29,7 @@
 
 mod abi;
 pub mod api;
+mod compat;
 mod config;
 mod cuda;
 mod datatype;
@@ -39,7 +41,6 @@ mod handlers;
 mod ipc;
 mod lifecycle;
 mod log;
-mod narrow;
 mod collectives;
 mod completion;
 mod nonblocking;

@@ -38,6 +38,7 @@ pub fn finalize(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
     }
     // Requests the program freed while in flight must still deliver their data.
     requests::finish_orphans();
+    crate::compat::finalize();
     ipc::finalize();
     let rc = call();
     // After the library is done with any staging buffer it may have registered.

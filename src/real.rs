@@ -76,8 +76,9 @@ fn next(name: &str, ours: usize) -> usize {
 }
 
 macro_rules! define_real {
-    ($( $name:ident, $pname:ident $(or $base:ident, $pbase:ident $(via $family:ident)?)? $(fortran $fortran:tt)? ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*); )*) => {
-        /// Real entry points named in the table; `None` where the loaded MPI lacks the function.
+    ($( $name:ident, $pname:ident $(or $base:ident, $pbase:ident $(via $family:ident)?)? $(starts $start:ident)? $(fortran $fortran:tt)? ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*); )*) => {
+        /// Real entry points named in the table; `None` where the loaded MPI lacks the function and
+        /// `compat` cannot build it.
         #[allow(non_snake_case)]
         pub struct Real {
             $(
@@ -88,7 +89,7 @@ macro_rules! define_real {
 
         fn resolve() -> Real {
             make_mpi_global();
-            Real {
+            let mut real = Real {
                 $(
                     // SAFETY: a non-null result is the library's function of this C signature.
                     $name: unsafe { std::mem::transmute::<usize, Option<unsafe extern "C" fn($($ty),*) -> c_int>>(
@@ -97,7 +98,9 @@ macro_rules! define_real {
                     $pname: unsafe { std::mem::transmute::<usize, Option<unsafe extern "C" fn($($ty),*) -> c_int>>(
                         next(concat!(stringify!($pname), "\0"), crate::export::$pname as *const () as usize)) },
                 )*
-            }
+            };
+            crate::compat::install(&mut real);
+            real
         }
     };
 }
@@ -128,7 +131,7 @@ macro_rules! define_pmpi {
 
         fn resolve_pmpi() -> Option<Pmpi> {
             make_mpi_global();
-            Some(Pmpi {
+            let mut p = Pmpi {
                 $(
                     // SAFETY: a non-null result is the library's function of this C signature.
                     $field: unsafe {
@@ -137,7 +140,9 @@ macro_rules! define_pmpi {
                         std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($ty),*) -> c_int>(f)
                     },
                 )*
-            })
+            };
+            crate::compat::install_pmpi(&mut p);
+            Some(p)
         }
     };
 }
@@ -183,6 +188,8 @@ define_pmpi! {
     grequest_start = "PMPI_Grequest_start": fn(GrequestQuery, GrequestFree, GrequestCancel, *mut c_void, *mut c_void);
     grequest_complete = "PMPI_Grequest_complete": fn(Handle);
     query_thread = "PMPI_Query_thread": fn(*mut c_int);
+    pack_size = "PMPI_Pack_size": fn(c_int, Handle, Handle, *mut c_int);
+    pack = "PMPI_Pack": fn(*const c_void, c_int, Handle, *mut c_void, c_int, *mut c_int, Handle);
 }
 
 /// `MPI_Grequest_query_function`, `MPI_Grequest_free_function`, `MPI_Grequest_cancel_function`.

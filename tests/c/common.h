@@ -153,6 +153,18 @@ T_UNUSED static int shim_loaded(void)
 
 T_UNUSED static int host_mode(void) { return t_host_mode; }
 
+/* Does the MPI library itself (the object defining MPI_Comm_rank) have `name`? */
+T_UNUSED static int library_has(const char *name)
+{
+    Dl_info di;
+    void *sym = dlsym(RTLD_DEFAULT, "MPI_Comm_rank");
+    if (!sym || !dladdr(sym, &di) || !di.dli_fname) return 0;
+    void *h = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_NOW);
+    int has = h && dlsym(h, name);
+    if (h) dlclose(h);
+    return has;
+}
+
 T_UNUSED static const char *t_env(const char *name, const char *dflt)
 {
     const char *v = getenv(name);

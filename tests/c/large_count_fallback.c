@@ -20,18 +20,6 @@ typedef int (*gatherv_c_fn)(const void *, MPI_Count, MPI_Datatype, void *, const
 typedef int (*alltoallv_c_fn)(const void *, const MPI_Count *, const MPI_Aint *, MPI_Datatype, void *,
                               const MPI_Count *, const MPI_Aint *, MPI_Datatype, MPI_Comm);
 
-/* Does the MPI library itself (the object defining MPI_Comm_rank) have `name`? */
-static int library_has(const char *name)
-{
-    Dl_info di;
-    void *sym = dlsym(RTLD_DEFAULT, "MPI_Comm_rank");
-    if (!sym || !dladdr(sym, &di) || !di.dli_fname) return 0;
-    void *h = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_NOW);
-    int has = h && dlsym(h, name);
-    if (h) dlclose(h);
-    return has;
-}
-
 static void values(double *v, int n, int rank, int seed)
 {
     for (int i = 0; i < n; i++) v[i] = i * 0.5 + rank * 1000.0 + seed;

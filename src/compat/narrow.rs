@@ -1,15 +1,14 @@
 //! MPI-4's large-count (`_c`) functions on a library that lacks them.
 //!
-//! cudampi exports every `_c` name it interposes, so a program that looks for them by symbol
-//! (mpi4py binds them weakly and uses them when present) calls them on an MPI-3 library too.
 //! Such a call goes to the library's int-count function (`or BASE` in the table) when every
-//! count fits in an int, and fails with `MPI_ERR_COUNT` when one does not. The blocking v and w
-//! collectives (`or BASE via FAMILY`) narrow their count and displacement arrays into
-//! temporary copies, as long as the communicator says; their nonblocking and persistent forms
-//! would need the copies until completion and are not served this way.
+//! count fits in an int, and fails with `MPI_ERR_COUNT` when one does not. The v and w
+//! collectives (`or BASE via FAMILY`) narrow their count and displacement arrays into copies,
+//! as long as the communicator says: a blocking call's copies live for the call, a nonblocking
+//! call's with the request of cudampi's own that it becomes (`requests::once`).
 
 use std::ffi::{c_int, c_void};
 
+use super::requests::{self, Owned};
 use crate::abi::{self, Handle};
 use crate::collectives::{group, neighbors};
 use crate::{errors, log};
@@ -41,7 +40,7 @@ macro_rules! unchanged {
 }
 
 // Handles are `usize`. Count arrays (`*const i64`) have no impl on purpose: their functions
-// have no `or BASE` in the table.
+// name a FAMILY that narrows them.
 unchanged!(c_int, usize, *const c_void, *mut c_void, *const c_int, *mut c_int);
 
 #[cold]
@@ -161,4 +160,104 @@ pub fn neighbor_alltoallw(name: &str, base: Option<NeighborAlltoallw>, sendbuf: 
     let (sources, destinations) = match neighbors(comm) { Ok(n) => n, Err(rc) => return rc };
     narrowed!(name, base, [sendcounts: destinations, recvcounts: sources],
               |f: NeighborAlltoallw| f(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm))
+}
+
+/// Narrows `$arr` arrays of `$n` entries into copies the new request owns, then posts `$base`
+/// with them into the request's one inner request.
+macro_rules! narrowed_nb {
+    ($name:expr, $base:expr, $request:expr, [$($arr:ident : $n:expr),*], $call:expr) => {{
+        let Some(f) = $base else { return crate::real::missing($name) };
+        $( let Some($arr) = ints($arr, $n) else { return too_large($name) }; )*
+        let ptrs = [$(at(&$arr)),*];
+        let owned = Owned { ints: vec![$($arr),*], bytes: Vec::new() };
+        requests::once($request, 1, owned, |inner| {
+            // SAFETY: the library's int-count twin with the arrays narrowed into copies that
+            // live as long as the request.
+            unsafe { $call(f, &ptrs, (&mut inner[0] as *mut Handle).cast::<c_void>()) }
+        })
+    }};
+}
+
+type Igatherv = unsafe extern "C" fn(*const c_void, c_int, Handle, *mut c_void, *const c_int, *const c_int, Handle, c_int, Handle, *mut c_void) -> c_int;
+type Iscatterv = unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, Handle, *mut c_void, c_int, Handle, c_int, Handle, *mut c_void) -> c_int;
+type Iallgatherv = unsafe extern "C" fn(*const c_void, c_int, Handle, *mut c_void, *const c_int, *const c_int, Handle, Handle, *mut c_void) -> c_int;
+type Ialltoallv = unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, Handle, *mut c_void, *const c_int, *const c_int, Handle, Handle, *mut c_void) -> c_int;
+type Ialltoallw = unsafe extern "C" fn(*const c_void, *const c_int, *const c_int, *const c_void, *mut c_void, *const c_int, *const c_int, *const c_void, Handle, *mut c_void) -> c_int;
+type IreduceScatter = unsafe extern "C" fn(*const c_void, *mut c_void, *const c_int, Handle, Handle, Handle, *mut c_void) -> c_int;
+type IneighborAlltoallw = unsafe extern "C" fn(*const c_void, *const c_int, *const i64, *const c_void, *mut c_void, *const c_int, *const i64, *const c_void, Handle, *mut c_void) -> c_int;
+
+#[allow(clippy::too_many_arguments)]
+pub fn igatherv(name: &str, base: Option<Igatherv>, sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void,
+                recvcounts: *const i64, displs: *const i64, recvtype: Handle, root: c_int, comm: Handle, request: *mut c_void) -> c_int {
+    let Some(sendcount) = sendcount.narrow() else { return too_large(name) };
+    let n = match at_root(comm, root) { Ok(n) => n, Err(rc) => return rc };
+    narrowed_nb!(name, base, request, [recvcounts: n, displs: n],
+                 |f: Igatherv, a: &[*const c_int; 2], r| f(sendbuf, sendcount, sendtype, recvbuf, a[0], a[1], recvtype, root, comm, r))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn iscatterv(name: &str, base: Option<Iscatterv>, sendbuf: *const c_void, sendcounts: *const i64, displs: *const i64, sendtype: Handle,
+                 recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle, request: *mut c_void) -> c_int {
+    let Some(recvcount) = recvcount.narrow() else { return too_large(name) };
+    let n = match at_root(comm, root) { Ok(n) => n, Err(rc) => return rc };
+    narrowed_nb!(name, base, request, [sendcounts: n, displs: n],
+                 |f: Iscatterv, a: &[*const c_int; 2], r| f(sendbuf, a[0], a[1], sendtype, recvbuf, recvcount, recvtype, root, comm, r))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn iallgatherv(name: &str, base: Option<Iallgatherv>, sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void,
+                   recvcounts: *const i64, displs: *const i64, recvtype: Handle, comm: Handle, request: *mut c_void) -> c_int {
+    let Some(sendcount) = sendcount.narrow() else { return too_large(name) };
+    let n = match group(comm) { Ok(g) => g.peers, Err(rc) => return rc };
+    narrowed_nb!(name, base, request, [recvcounts: n, displs: n],
+                 |f: Iallgatherv, a: &[*const c_int; 2], r| f(sendbuf, sendcount, sendtype, recvbuf, a[0], a[1], recvtype, comm, r))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn ialltoallv(name: &str, base: Option<Ialltoallv>, sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtype: Handle,
+                  recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtype: Handle, comm: Handle, request: *mut c_void) -> c_int {
+    let n = match group(comm) { Ok(g) => g.peers, Err(rc) => return rc };
+    narrowed_nb!(name, base, request, [sendcounts: n, sdispls: n, recvcounts: n, rdispls: n],
+                 |f: Ialltoallv, a: &[*const c_int; 4], r| f(sendbuf, a[0], a[1], sendtype, recvbuf, a[2], a[3], recvtype, comm, r))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn ialltoallw(name: &str, base: Option<Ialltoallw>, sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtypes: *const c_void,
+                  recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtypes: *const c_void, comm: Handle, request: *mut c_void) -> c_int {
+    let n = match group(comm) { Ok(g) => g.peers, Err(rc) => return rc };
+    narrowed_nb!(name, base, request, [sendcounts: n, sdispls: n, recvcounts: n, rdispls: n],
+                 |f: Ialltoallw, a: &[*const c_int; 4], r| f(sendbuf, a[0], a[1], sendtypes, recvbuf, a[2], a[3], recvtypes, comm, r))
+}
+
+pub fn ireduce_scatter(name: &str, base: Option<IreduceScatter>, sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64,
+                       datatype: Handle, op: Handle, comm: Handle, request: *mut c_void) -> c_int {
+    let n = match group(comm) { Ok(g) => g.size, Err(rc) => return rc };
+    narrowed_nb!(name, base, request, [recvcounts: n], |f: IreduceScatter, a: &[*const c_int; 1], r| f(sendbuf, recvbuf, a[0], datatype, op, comm, r))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn ineighbor_allgatherv(name: &str, base: Option<Iallgatherv>, sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void,
+                            recvcounts: *const i64, displs: *const i64, recvtype: Handle, comm: Handle, request: *mut c_void) -> c_int {
+    let Some(sendcount) = sendcount.narrow() else { return too_large(name) };
+    let n = match neighbors(comm) { Ok((sources, _)) => sources, Err(rc) => return rc };
+    narrowed_nb!(name, base, request, [recvcounts: n, displs: n],
+                 |f: Iallgatherv, a: &[*const c_int; 2], r| f(sendbuf, sendcount, sendtype, recvbuf, a[0], a[1], recvtype, comm, r))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn ineighbor_alltoallv(name: &str, base: Option<Ialltoallv>, sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtype: Handle,
+                           recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtype: Handle, comm: Handle, request: *mut c_void) -> c_int {
+    let (sources, destinations) = match neighbors(comm) { Ok(n) => n, Err(rc) => return rc };
+    narrowed_nb!(name, base, request, [sendcounts: destinations, sdispls: destinations, recvcounts: sources, rdispls: sources],
+                 |f: Ialltoallv, a: &[*const c_int; 4], r| f(sendbuf, a[0], a[1], sendtype, recvbuf, a[2], a[3], recvtype, comm, r))
+}
+
+/// Its displacements are `MPI_Aint` in both forms: only the counts narrow.
+#[allow(clippy::too_many_arguments)]
+pub fn ineighbor_alltoallw(name: &str, base: Option<IneighborAlltoallw>, sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64,
+                           sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtypes: *const c_void,
+                           comm: Handle, request: *mut c_void) -> c_int {
+    let (sources, destinations) = match neighbors(comm) { Ok(n) => n, Err(rc) => return rc };
+    narrowed_nb!(name, base, request, [sendcounts: destinations, recvcounts: sources],
+                 |f: IneighborAlltoallw, a: &[*const c_int; 2], r| f(sendbuf, a[0], sdispls, sendtypes, recvbuf, a[1], rdispls, recvtypes, comm, r))
 }
