@@ -85,8 +85,17 @@ pub fn query_cuda_support(_name: &'static str, _call: impl FnOnce() -> c_int) ->
 /// MPICH's `MPIX_GPU_query_support(gpu_type, &is_supported)`; type 0 is CUDA.
 pub fn gpu_query_support(_name: &'static str, gpu_type: c_int, is_supported: *mut c_int, call: impl FnOnce() -> c_int) -> c_int {
     const MPIX_GPU_SUPPORT_CUDA: c_int = 0;
-    if gpu_type != MPIX_GPU_SUPPORT_CUDA || is_supported.is_null() {
+    if is_supported.is_null() {
         return call();
+    }
+    if gpu_type != MPIX_GPU_SUPPORT_CUDA {
+        // Other GPU kinds are the library's to answer; one without the function supports none.
+        if crate::real::get().MPIX_GPU_query_support.is_some() {
+            return call();
+        }
+        // SAFETY: non-null out-pointer from the caller.
+        unsafe { *is_supported = 0 };
+        return 0;
     }
     // SAFETY: non-null out-pointer from the caller.
     unsafe { *is_supported = 1 };
