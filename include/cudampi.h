@@ -42,10 +42,10 @@ typedef struct cudampi_stats {
   // Fortran calls cudampi served itself (a device buffer, a tracked request, or request
   // indices to return); the others went to the library's Fortran routine.
   uint64_t fortran_calls;
-  // Bytes of device messages sent and received GPU to GPU over CUDA IPC (`CUDAMPI_IPC=1`).
+  // Bytes of device messages sent and received GPU to GPU over CUDA IPC (on unless `CUDAMPI_IPC=0`).
   uint64_t ipc_bytes_sent;
   uint64_t ipc_bytes_received;
-  // Bytes of device messages sent and received in chunks (`CUDAMPI_PIPELINE=1`).
+  // Bytes of device messages sent and received in chunks (on unless `CUDAMPI_PIPELINE=0`).
   uint64_t chunked_bytes_sent;
   uint64_t chunked_bytes_received;
   // Of `bytes_to_device`, the bytes of small copies written by the GPU's stream memory

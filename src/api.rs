@@ -35,10 +35,10 @@ pub struct CudampiStats {
     /// Fortran calls cudampi served itself (a device buffer, a tracked request, or request
     /// indices to return); the others went to the library's Fortran routine.
     pub fortran_calls: u64,
-    /// Bytes of device messages sent and received GPU to GPU over CUDA IPC (`CUDAMPI_IPC=1`).
+    /// Bytes of device messages sent and received GPU to GPU over CUDA IPC.
     pub ipc_bytes_sent: u64,
     pub ipc_bytes_received: u64,
-    /// Bytes of device messages sent and received in chunks (`CUDAMPI_PIPELINE=1`).
+    /// Bytes of device messages sent and received in chunks.
     pub chunked_bytes_sent: u64,
     pub chunked_bytes_received: u64,
     /// Of `bytes_to_device`, the bytes of small copies written by the GPU's stream memory

@@ -22,8 +22,9 @@ pub struct Config {
     /// way `cudaMemcpy` from pageable memory puts them there: ordered on the legacy default
     /// stream, not waited for (see `InContext::runs_to_device`). 0, the default, waits for every copy.
     pub ordered_recv_bytes: usize,
-    /// `CUDAMPI_IPC=1`: device messages between ranks of one node go GPU to GPU over CUDA IPC
-    /// (`ipc/`). Every rank of the job must set it alike: it adds a collective to `MPI_Init`.
+    /// On unless `CUDAMPI_IPC=0` (or `CUDAMPI_DISABLE=1`): device messages between ranks of one
+    /// node go GPU to GPU over CUDA IPC (`ipc/`). Every rank of the job must set it alike: the
+    /// handshake at `MPI_Init` stops a job whose ranks differ.
     pub ipc: bool,
     /// `CUDAMPI_IPC_BYTES`: smallest message that takes the IPC path.
     pub ipc_bytes: usize,
@@ -32,9 +33,9 @@ pub struct Config {
     pub ipc_same_gpu_bytes: usize,
     /// `CUDAMPI_IPC_POOL_BYTES`: most device memory a rank exports for IPC at once.
     pub ipc_pool_bytes: usize,
-    /// `CUDAMPI_PIPELINE=1`: large device messages to ranks that also set it cross in chunks,
-    /// so that the copies out of and into device memory overlap the transfer (`ipc/pipeline.rs`).
-    /// Like `CUDAMPI_IPC`, every rank must set it alike.
+    /// On unless `CUDAMPI_PIPELINE=0` (or `CUDAMPI_DISABLE=1`): large device messages cross in
+    /// chunks, so that the copies out of and into device memory overlap the transfer
+    /// (`ipc/pipeline.rs`). Like `CUDAMPI_IPC`, every rank must set it alike.
     pub pipeline: bool,
     /// `CUDAMPI_PIPELINE_BYTES`: smallest message sent in chunks.
     pub pipeline_bytes: usize,
@@ -43,6 +44,9 @@ pub struct Config {
     /// `CUDAMPI_PIPELINE_WAIT`: microseconds a chunked send waits for a pinned buffer while
     /// none of its chunks in flight is taken, before it stages through pageable memory.
     pub pipeline_wait_us: u64,
+    /// `CUDAMPI_HANDSHAKE_WAIT`: seconds the handshake at `MPI_Init` waits for the other ranks
+    /// before it stops the job (a rank that does not load cudampi never answers).
+    pub handshake_wait_s: u64,
 }
 
 /// 1 MiB: below it one copy each way costs less than a second message.
@@ -72,6 +76,10 @@ pub const DEFAULT_IPC_SAME_GPU_BYTES: usize = 2 << 20;
 /// 1 GiB per rank: a window of 16 messages of 64 MiB in flight.
 pub const DEFAULT_IPC_POOL_BYTES: usize = 1 << 30;
 
+/// 60 s: ranks leave the library's `MPI_Init` at nearly the same time, but an oversubscribed
+/// node or a slow file system can hold one back for seconds.
+pub const DEFAULT_HANDSHAKE_WAIT_S: u64 = 60;
+
 /// 256 MiB: enough to stage the largest messages whole on typical codes, small next to host RAM.
 pub const DEFAULT_POOL_BYTES: usize = 256 << 20;
 
@@ -81,23 +89,32 @@ pub const MAX_ORDERED_RECV_BYTES: usize = 64 << 10;
 static CONFIG: OnceLock<Config> = OnceLock::new();
 
 pub fn get() -> &'static Config {
-    CONFIG.get_or_init(|| Config {
+    CONFIG.get_or_init(|| {
+        let disabled = flag("CUDAMPI_DISABLE");
+        Config {
         debug: flag("CUDAMPI_DEBUG"),
         stats: flag("CUDAMPI_STATS"),
         pool_bytes: bytes("CUDAMPI_POOL_BYTES").unwrap_or(DEFAULT_POOL_BYTES),
-        disabled: flag("CUDAMPI_DISABLE"),
+        disabled,
         stage_managed: matches!(std::env::var("CUDAMPI_MANAGED").as_deref(), Ok("stage")),
         no_host_cache: matches!(std::env::var("CUDAMPI_HOST_CACHE").as_deref(), Ok("0" | "no" | "off")),
         ordered_recv_bytes: bytes("CUDAMPI_ORDERED_RECV_BYTES").unwrap_or(0).min(MAX_ORDERED_RECV_BYTES),
-        ipc: flag("CUDAMPI_IPC"),
+        ipc: !disabled && !off("CUDAMPI_IPC"),
         ipc_bytes: bytes("CUDAMPI_IPC_BYTES").unwrap_or(DEFAULT_IPC_BYTES),
         ipc_same_gpu_bytes: bytes("CUDAMPI_IPC_SAME_GPU_BYTES").unwrap_or(DEFAULT_IPC_SAME_GPU_BYTES),
         ipc_pool_bytes: bytes("CUDAMPI_IPC_POOL_BYTES").unwrap_or(DEFAULT_IPC_POOL_BYTES),
-        pipeline: flag("CUDAMPI_PIPELINE"),
+        pipeline: !disabled && !off("CUDAMPI_PIPELINE"),
         pipeline_bytes: bytes("CUDAMPI_PIPELINE_BYTES").unwrap_or(DEFAULT_PIPELINE_BYTES),
         pipeline_chunk: bytes("CUDAMPI_PIPELINE_CHUNK").unwrap_or(DEFAULT_PIPELINE_CHUNK).clamp(64 << 10, 1 << 30),
-        pipeline_wait_us: micros("CUDAMPI_PIPELINE_WAIT").unwrap_or(DEFAULT_PIPELINE_WAIT_US),
+        pipeline_wait_us: whole("CUDAMPI_PIPELINE_WAIT").unwrap_or(DEFAULT_PIPELINE_WAIT_US),
+        handshake_wait_s: whole("CUDAMPI_HANDSHAKE_WAIT").unwrap_or(DEFAULT_HANDSHAKE_WAIT_S).max(1),
+        }
     })
+}
+
+/// A switch that is on unless set to `0`, `no`, `false` or `off`.
+fn off(name: &str) -> bool {
+    matches!(std::env::var(name).as_deref(), Ok("0" | "no" | "false" | "off"))
 }
 
 fn flag(name: &str) -> bool {
@@ -114,12 +131,13 @@ fn bytes(name: &str) -> Option<usize> {
     parsed
 }
 
-/// A whole number of microseconds; anything else is reported and ignored.
-fn micros(name: &str) -> Option<u64> {
+/// A whole number (of microseconds or seconds, as the variable says); anything else is
+/// reported and ignored.
+fn whole(name: &str) -> Option<u64> {
     let text = std::env::var(name).ok()?;
     let parsed = text.trim().parse::<u64>().ok();
     if parsed.is_none() {
-        crate::log::warn(format_args!("ignoring {name}={text}: expected microseconds such as 5000"));
+        crate::log::warn(format_args!("ignoring {name}={text}: expected a whole number such as 5000"));
     }
     parsed
 }

@@ -180,6 +180,7 @@ define_pmpi! {
     irecv = "PMPI_Irecv": fn(*mut c_void, c_int, Handle, c_int, c_int, Handle, *mut Handle);
     cancel = "PMPI_Cancel": fn(*mut c_void);
     barrier = "PMPI_Barrier": fn(Handle);
+    abort = "PMPI_Abort": fn(Handle, c_int);
     status_set_elements_x = "PMPI_Status_set_elements_x": fn(*mut c_void, Handle, i64);
     status_set_cancelled = "PMPI_Status_set_cancelled": fn(*mut c_void, c_int);
     send = "PMPI_Send": fn(*const c_void, c_int, Handle, c_int, c_int, Handle);

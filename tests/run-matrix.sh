@@ -12,11 +12,12 @@
 #                the row "mpi-hello" (a host-only program: the shim must pass it through)
 #   --list       print the tests with their parsed headers and exit
 #
-# Forced fast paths: on the MPIs in FORCED_MPIS (default "ompi4 mpich4"; empty: none) every C
-# test that runs preloaded runs twice more, in mode "ipc" (CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0
+# Fast paths: the default mode "shim" runs cudampi as a user gets it, with IPC and chunks on at
+# their default thresholds. On the MPIs in FORCED_MPIS (default "ompi4 mpich4"; empty: none)
+# every C test that runs preloaded runs twice more, in mode "ipc" (CUDAMPI_IPC_BYTES=0
 # CUDAMPI_IPC_SAME_GPU_BYTES=0: every device message GPU to GPU) and mode "chunks"
-# (CUDAMPI_PIPELINE=1 CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64K: every device message
-# in chunks); a test's env= still wins, so a test that pins a path keeps it.
+# (CUDAMPI_IPC=0 CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64K: every device message in
+# chunks); a test's env= still wins, so a test that pins a path keeps it.
 #
 # Environment: SHIM (default target/release/libcudampi.so), FIXTURE_LIB (build/fixture/lib),
 # FIXTURE_INC (tests/fixture/include), CUDAMPI_* (e.g. CUDAMPI_DEBUG, CUDAMPI_STATS: forwarded
@@ -76,7 +77,7 @@ MPI_ORDER=(ompi4 mpich4 ompi5 mpich5 mpich5abi)
 read -ra FORCED <<<"${FORCED_MPIS-ompi4 mpich4}"
 # The variables of each forced mode.
 FORCE_ipc=(CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 CUDAMPI_IPC_SAME_GPU_BYTES=0)
-FORCE_chunks=(CUDAMPI_PIPELINE=1 CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64K)
+FORCE_chunks=(CUDAMPI_IPC=0 CUDAMPI_PIPELINE=1 CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64K)
 TEST_DIRS=()
 HELLO=tests/mpi/hello.c
 want_mpi=()

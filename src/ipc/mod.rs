@@ -1,6 +1,6 @@
-//! The fast paths for device messages between ranks that both run cudampi: GPU to GPU over
-//! CUDA IPC inside a node (`CUDAMPI_IPC=1`), and staging in chunks that overlap the transfer
-//! (`CUDAMPI_PIPELINE=1`, `pipeline`).
+//! The fast paths for device messages between ranks that both run cudampi, on unless turned
+//! off: GPU to GPU over CUDA IPC inside a node (`CUDAMPI_IPC`), and staging in chunks that
+//! overlap the transfer (`CUDAMPI_PIPELINE`, `pipeline`).
 //!
 //! For IPC the sender copies the message into a device buffer of its own that peers can map
 //! (`exported`) and sends, in place of the data, an envelope naming that buffer, with the
@@ -13,8 +13,9 @@
 //! A chunked message's envelope is matched the same way and announces the chunks that follow
 //! on a private communicator. Probes look inside envelope-sized messages (`held`).
 //!
-//! Both ends must agree: the handshake at `MPI_Init` (`peers`) tells which ranks take which
-//! path, share a node and can open each other's handles. Anything else (a rank with the paths
+//! Both ends must agree: the handshake at `MPI_Init` (`peers`) stops a job whose ranks do not
+//! all run cudampi with the same paths, and tells which ranks share a node and can open each
+//! other's handles. Anything else (a rank with the paths
 //! off, a GPU the receiver cannot see, a datatype with gaps, a full pool) is staged through
 //! host memory as before.
 
@@ -59,13 +60,13 @@ pub fn announced(len: usize) -> bool {
     receiving() && cfg.pipeline && len >= cfg.pipeline_bytes
 }
 
-/// After the library's `MPI_Init`: every rank takes part when a fast path is on.
+/// After the library's `MPI_Init`: every rank takes part in the handshake, which stops a job
+/// whose ranks do not all run cudampi with the same fast paths.
 pub fn init() {
-    let cfg = config::get();
-    if !cfg.ipc && !cfg.pipeline {
+    peers::handshake();
+    if peers::get().is_none() {
         return;
     }
-    peers::handshake();
     pipeline::init();
     if let Some(p) = peers::get() {
         let on = p.may_receive();

@@ -9,13 +9,14 @@
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use super::envelope::TOKEN_BYTES;
 use crate::abi::{self, Handle, UNDEFINED};
 use crate::{config, log, real};
 
 const MAX_VISIBLE: usize = 16;
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -95,12 +96,181 @@ pub fn local_ordinal(token: &[u8; TOKEN_BYTES]) -> Option<i32> {
     }
 }
 
-/// Exchanges the records and creates the private communicator. Called by every rank right
-/// after the library's `MPI_Init`, so every rank takes part; a failure leaves the fast path
-/// off.
+/// Tags of the handshake's messages on `MPI_COMM_WORLD`. They travel before `MPI_Init` returns
+/// anywhere: each rank sends its hello before any message of its own program and receives the
+/// verdict before its program runs, and MPI never lets a later message from the same rank
+/// overtake them, so even a program using the same tags or wildcards never sees them.
+const HELLO_TAG: c_int = 32_001;
+const VERDICT_TAG: c_int = 32_002;
+const HELLO_MAGIC: u32 = 0x6364_6d70;
+
+/// What each rank tells rank 0: this library, its version, and its fast paths.
+#[repr(C)]
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct Hello {
+    magic: u32,
+    version: u32,
+    ipc: u32,
+    pipeline: u32,
+}
+
+impl Hello {
+    fn settings(&self) -> String {
+        format!("CUDAMPI_IPC={} CUDAMPI_PIPELINE={}", self.ipc, self.pipeline)
+    }
+}
+
+/// Checks that every rank of the job runs cudampi with the same fast paths, then, if they are
+/// on, exchanges the records and creates the private communicator. Called by every rank right
+/// after the library's `MPI_Init`, before the program sends anything.
+///
+/// The check is point to point, never a collective: a rank without cudampi would meet a
+/// collective only in its own program's first collective and mismatch it, or never. Every rank
+/// sends rank 0 a hello and waits, for `CUDAMPI_HANDSHAKE_WAIT` seconds at most, for rank 0's
+/// verdict; rank 0 waits as long for every hello. A rank that never answers, or settings that
+/// differ, stop the job with one line naming the rank and `MPI_Abort`.
 pub fn handshake() {
     let cfg = config::get();
     let (Some(p), abi) = (real::pmpi(), abi::get()) else { return };
+    let (mut rank, mut size) = (0, 0);
+    // SAFETY: MPI is initialised; valid out-pointers.
+    if unsafe { (p.comm_rank)(abi.comm_world, &mut rank) != 0 || (p.comm_size)(abi.comm_world, &mut size) != 0 } || size < 2 {
+        return;
+    }
+    let me = Hello { magic: HELLO_MAGIC, version: VERSION, ipc: cfg.ipc as u32, pipeline: cfg.pipeline as u32 };
+    let wait = Duration::from_secs(cfg.handshake_wait_s);
+    if rank == 0 {
+        gather_hellos(p, me, size, wait);
+    } else {
+        send_hello(p, me, rank, wait);
+    }
+    if cfg.ipc || cfg.pipeline {
+        exchange_records(p, rank, size);
+    }
+}
+
+/// Rank 0: every other rank's hello, compared with its own; the verdict to each.
+fn gather_hellos(p: &real::Pmpi, me: Hello, size: c_int, wait: Duration) {
+    let abi = abi::get();
+    let n = size as usize - 1;
+    let mut hellos = vec![Hello::default(); n];
+    let mut reqs: Vec<Option<Handle>> = Vec::with_capacity(n);
+    for (i, h) in hellos.iter_mut().enumerate() {
+        let mut req: Handle = 0;
+        // SAFETY: the hello stays in `hellos` until the receive completes or the job stops.
+        let rc = unsafe { (p.irecv)((h as *mut Hello).cast(), HELLO_BYTES, abi.byte, i as c_int + 1, HELLO_TAG, abi.comm_world, &mut req) };
+        reqs.push((rc == 0).then_some(req));
+    }
+    if !complete_within(p, &mut reqs, wait) {
+        let missing: Vec<String> = reqs.iter().enumerate().filter(|(_, r)| r.is_some()).map(|(i, _)| (i + 1).to_string()).take(8).collect();
+        let more = reqs.iter().filter(|r| r.is_some()).count() - missing.len();
+        stop(p, format_args!(
+            "rank {}{} sent no handshake within {} s of MPI_Init: every rank of the job must load cudampi \
+             (LD_PRELOAD for each rank, or linked), or none",
+            missing.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() },
+            wait.as_secs()
+        ));
+    }
+    let odd = hellos.iter().position(|h| *h != me);
+    let verdict: u32 = odd.is_some() as u32;
+    let mut sends: Vec<Option<Handle>> = Vec::with_capacity(n);
+    for r in 1..size {
+        let mut req: Handle = 0;
+        // SAFETY: `verdict` outlives the sends, which complete below.
+        let rc = unsafe { (p.isend)((&verdict as *const u32).cast(), 4, abi.byte, r, VERDICT_TAG, abi.comm_world, &mut req) };
+        sends.push((rc == 0).then_some(req));
+    }
+    let Some(i) = odd else {
+        complete_within(p, &mut sends, wait);
+        return;
+    };
+    let (rank, h) = (i + 1, hellos[i]);
+    if h.magic != HELLO_MAGIC || h.version != VERSION {
+        stop(p, format_args!("rank {rank} runs another version of cudampi than rank 0; every rank of the job must load the same one"));
+    }
+    stop(p, format_args!(
+        "ranks disagree on the fast paths: rank 0 has {}, rank {rank} has {}; every rank of the job must set CUDAMPI_IPC and CUDAMPI_PIPELINE alike",
+        me.settings(),
+        h.settings()
+    ));
+}
+
+/// Every rank but 0: its hello, and rank 0's verdict.
+fn send_hello(p: &real::Pmpi, me: Hello, rank: c_int, wait: Duration) {
+    let abi = abi::get();
+    let mut verdict: u32 = u32::MAX;
+    let (mut send, mut recv): (Handle, Handle) = (0, 0);
+    // SAFETY: `me` and `verdict` outlive both requests, which complete below or the job stops.
+    let rcs = unsafe {
+        [
+            (p.isend)((&me as *const Hello).cast(), HELLO_BYTES, abi.byte, 0, HELLO_TAG, abi.comm_world, &mut send),
+            (p.irecv)((&mut verdict as *mut u32).cast(), 4, abi.byte, 0, VERDICT_TAG, abi.comm_world, &mut recv),
+        ]
+    };
+    let mut reqs = vec![(rcs[0] == 0).then_some(send), (rcs[1] == 0).then_some(recv)];
+    // Longer than rank 0 waits for the hellos, so that rank 0 names a missing rank first; one
+    // rank reports a silent rank 0 and the others follow later, so the job says it once.
+    let patience = wait + wait / 2 + Duration::from_secs(if rank == 1 { 2 } else { 7 });
+    if !complete_within(p, &mut reqs, patience) {
+        stop(p, format_args!(
+            "rank 0 did not answer cudampi's handshake within {} s of MPI_Init: every rank of the job must load cudampi \
+             (LD_PRELOAD for each rank, or linked), or none",
+            patience.as_secs()
+        ));
+    }
+    if verdict != 0 {
+        // Rank 0 reports what differs and stops the job; this rank only waits for that.
+        std::thread::sleep(wait);
+        // SAFETY: MPI is initialised.
+        unsafe { (p.abort)(abi.comm_world, 1) };
+    }
+}
+
+const HELLO_BYTES: c_int = std::mem::size_of::<Hello>() as c_int;
+
+/// Tests the requests until each is done (then `None`) or `wait` has passed; true if all are.
+fn complete_within(p: &real::Pmpi, reqs: &mut [Option<Handle>], wait: Duration) -> bool {
+    let start = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        for r in reqs.iter_mut() {
+            if let Some(req) = r {
+                let (mut flag, mut status) = (0, abi::Status::zeroed());
+                // SAFETY: a request of the handshake; its buffer lives until it completes.
+                let rc = unsafe { (p.test)((req as *mut Handle).cast(), &mut flag, status.as_mut_ptr()) };
+                if rc != 0 || flag != 0 {
+                    *r = None;
+                }
+            }
+        }
+        if reqs.iter().all(Option::is_none) {
+            return true;
+        }
+        if start.elapsed() > wait {
+            return false;
+        }
+        // Ranks of one job arrive within microseconds of each other unless one is held back.
+        spins += 1;
+        if spins > 1000 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+}
+
+/// Reports why the job cannot go on, and stops it.
+fn stop(p: &real::Pmpi, why: std::fmt::Arguments) -> ! {
+    log::error(why);
+    // SAFETY: MPI is initialised.
+    unsafe { (p.abort)(abi::get().comm_world, 1) };
+    std::process::exit(1)
+}
+
+/// Exchanges the records over a duplicate of `MPI_COMM_WORLD` (every rank is known to take
+/// part by now) and keeps it as the private communicator; a failure leaves the fast paths off.
+fn exchange_records(p: &real::Pmpi, rank: c_int, size: c_int) {
+    let cfg = config::get();
+    let abi = abi::get();
     let mut me = Record { version: VERSION, ipc: cfg.ipc as u32, pipeline: cfg.pipeline as u32, _pad: 0, node: node_id(), sees_all: 0, visible: 0, tokens: [[0; TOKEN_BYTES]; MAX_VISIBLE] };
     match visible_devices() {
         None => me.sees_all = 1,
@@ -111,29 +281,22 @@ pub fn handshake() {
             }
         }
     }
-    let (mut rank, mut size) = (0, 0);
     let mut shadow: Handle = 0;
     let mut world_group: Handle = 0;
     let bytes = std::mem::size_of::<Record>() as c_int;
+    let mut all = vec![me; size as usize];
     // SAFETY: MPI is initialised; valid buffers and out-pointers; every rank makes the same calls.
     let ok = unsafe {
-        (p.comm_rank)(abi.comm_world, &mut rank) == 0
-            && (p.comm_size)(abi.comm_world, &mut size) == 0
-            && {
-                let mut all = vec![me; size as usize];
-                let rc = (p.allgather)((&me as *const Record).cast(), bytes, abi.byte, all.as_mut_ptr().cast(), bytes, abi.byte, abi.comm_world);
-                if rc == 0 && (p.comm_dup)(abi.comm_world, &mut shadow) == 0 && (p.comm_group)(abi.comm_world, &mut world_group) == 0 {
-                    let shared_gpu = all.iter().map(|_| AtomicBool::new(false)).collect();
-                    let _ = PEERS.set(Peers { rank, records: all, shadow, world_group, shared_gpu });
-                    true
-                } else {
-                    false
-                }
-            }
+        (p.comm_dup)(abi.comm_world, &mut shadow) == 0
+            && (p.allgather)((&me as *const Record).cast(), bytes, abi.byte, all.as_mut_ptr().cast(), bytes, abi.byte, shadow) == 0
+            && (p.comm_group)(abi.comm_world, &mut world_group) == 0
     };
     if !ok {
         log::warn(format_args!("the CUDA IPC handshake failed; device messages are staged through host memory"));
+        return;
     }
+    let shared_gpu = all.iter().map(|_| AtomicBool::new(false)).collect();
+    let _ = PEERS.set(Peers { rank, records: all, shadow, world_group, shared_gpu });
 }
 
 impl Peers {

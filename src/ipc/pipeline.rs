@@ -1,4 +1,4 @@
-//! Large device messages in chunks (`CUDAMPI_PIPELINE=1`), so that the copy out of the
+//! Large device messages in chunks (on unless `CUDAMPI_PIPELINE=0`), so that the copy out of the
 //! sender's GPU, the transfer and the copy into the receiver's GPU overlap instead of following
 //! one another.
 //!
