@@ -342,6 +342,30 @@ impl Abi {
         unsafe { status.cast::<u8>().add(self.status_error_offset).cast::<c_int>().write_unaligned(error) }
     }
 
+    /// The bytes a status says arrived, read from the family's own fields: Open MPI's
+    /// `_ucount` (a `size_t` after the four `int`s), MPICH's `count_lo` and
+    /// `count_hi_and_cancelled` (the cancelled flag in its lowest bit), both counting bytes.
+    /// `None` for the standard ABI, whose remaining fields belong to the library.
+    ///
+    /// # Safety
+    /// `status` points to a full status.
+    #[inline]
+    pub unsafe fn status_bytes(&self, status: *const c_void) -> Option<usize> {
+        let at = status.cast::<u8>();
+        // SAFETY: per the caller; both layouts lie within the family's status size.
+        unsafe {
+            match self.family {
+                Family::OpenMpi => Some(at.add(16).cast::<usize>().read_unaligned()),
+                Family::Mpich => {
+                    let lo = at.cast::<u32>().read_unaligned() as usize;
+                    let hi = (at.add(4).cast::<u32>().read_unaligned() >> 1) as usize;
+                    Some(lo | hi << 32)
+                }
+                Family::StandardAbi => None,
+            }
+        }
+    }
+
     /// The `MPI_ERROR` field of a status.
     ///
     /// # Safety

@@ -10,7 +10,7 @@ use std::ffi::{c_int, c_void};
 
 use crate::abi::{self, Handle, UNDEFINED};
 use crate::errors;
-use crate::ipc::held;
+use crate::ipc::{held, watch};
 use crate::p2p::{self, Matching};
 use crate::requests::{self, Kind};
 
@@ -23,21 +23,29 @@ fn outcome(rc: c_int, copies: Result<(), c_int>) -> c_int {
 }
 
 /// The statuses MPI fills: the caller's, or ours when the caller ignores them, since a staged
-/// receive needs its status to know how much arrived.
+/// receive needs its status to know how much arrived. A few of our own stay inline.
 struct Statuses {
-    /// Our storage, which `base` points into; empty when the caller's statuses are used.
-    _own: Vec<u32>,
-    base: *mut c_void,
+    inline: std::cell::UnsafeCell<std::mem::MaybeUninit<[u64; INLINE_STATUS_WORDS]>>,
+    /// Our storage beyond the inline words.
+    own: Vec<u64>,
+    /// The caller's statuses, unless ours are used.
+    caller: *mut c_void,
+    mine: bool,
 }
+
+/// Four statuses of any family.
+const INLINE_STATUS_WORDS: usize = 16;
 
 impl Statuses {
     fn new(caller: *mut c_void, n: usize, ignored: bool) -> Statuses {
         if !ignored {
-            return Statuses { _own: Vec::new(), base: caller };
+            let inline = std::cell::UnsafeCell::new(std::mem::MaybeUninit::uninit());
+            return Statuses { inline, own: Vec::new(), caller, mine: false };
         }
-        let mut own = vec![0u32; n.max(1) * abi::get().status_size / 4];
-        let base = own.as_mut_ptr().cast();
-        Statuses { _own: own, base }
+        let inline = std::cell::UnsafeCell::new(std::mem::MaybeUninit::zeroed());
+        let words = (n.max(1) * abi::get().status_size).div_ceil(8);
+        let own = if words > INLINE_STATUS_WORDS { vec![0u64; words] } else { Vec::new() };
+        Statuses { inline, own, caller, mine: true }
     }
 
     fn single(caller: *mut c_void) -> Statuses {
@@ -49,7 +57,14 @@ impl Statuses {
     }
 
     fn at(&self, k: usize) -> *mut c_void {
-        self.base.cast::<u8>().wrapping_add(k * abi::get().status_size).cast()
+        let base: *mut c_void = if !self.mine {
+            self.caller
+        } else if !self.own.is_empty() {
+            self.own.as_ptr().cast_mut().cast()
+        } else {
+            self.inline.get().cast()
+        };
+        base.cast::<u8>().wrapping_add(k * abi::get().status_size).cast()
     }
 }
 
@@ -80,29 +95,38 @@ fn complete(
     call: impl FnOnce(*mut c_void) -> c_int,
     done: impl Fn(c_int, &Statuses, usize) -> Option<*mut c_void>,
 ) -> c_int {
-    if !requests::any() {
-        return call(caller);
+    let tracked = requests::any();
+    if !tracked {
+        if !watch::any() {
+            return call(caller);
+        }
+        return complete_watched(reqs, n, caller, multi, statuses, call, done);
     }
-    requests::progress_orphans();
-    let taken = requests::take(reqs, n);
-    if taken.is_empty() {
+    let taken = match tracked {
+        true => {
+            requests::progress_orphans();
+            requests::take(reqs, n)
+        }
+        false => Vec::new(),
+    };
+    let watched = if watch::any() { watch::take(reqs, n) } else { watch::Taken::default() };
+    if taken.is_empty() && watched.is_empty() {
         return call(caller);
     }
     let abi = abi::get();
     // A null request's status is MPI's to leave or empty, even when the call fails.
-    let null: Vec<bool> = match multi {
-        // SAFETY: the caller passes n requests.
-        true => (0..n as usize).map(|k| abi.same(unsafe { abi.request_at(reqs, k) }, abi.request_null)).collect(),
-        false => Vec::new(),
-    };
+    let null = Nulls::of(reqs, if multi { n } else { 0 });
     let st = statuses(caller);
     let rc = call(st.at(0));
-    let failed = requests::settle(taken, reqs, rc, |k| done(rc, &st, k));
+    let mut failed = requests::settle(taken, reqs, rc, |k| done(rc, &st, k));
+    if !watched.is_empty() {
+        failed.extend(watch::settle(watched, reqs, rc, |k| done(rc, &st, k)));
+    }
     let Some(&(_, first)) = failed.first() else { return rc };
     if !multi || rc != 0 {
         return outcome(rc, Err(first));
     }
-    for k in (0..n as usize).filter(|&k| !null[k]) {
+    for k in (0..n as usize).filter(|&k| !null.has(k)) {
         if let Some(status) = done(rc, &st, k) {
             let error = failed.iter().find(|f| f.0 == k).map_or(0, |f| f.1);
             // SAFETY: a status of the array, filled by MPI for a completed request.
@@ -110,6 +134,68 @@ fn complete(
         }
     }
     abi.err_in_status
+}
+
+/// [`complete`] when the only requests cudampi knows of are watched host receives (`watch`):
+/// the common case of a program on host buffers, kept lean.
+#[inline(never)]
+fn complete_watched(
+    reqs: *mut c_void,
+    n: c_int,
+    caller: *mut c_void,
+    multi: bool,
+    statuses: impl FnOnce(*mut c_void) -> Statuses,
+    call: impl FnOnce(*mut c_void) -> c_int,
+    done: impl Fn(c_int, &Statuses, usize) -> Option<*mut c_void>,
+) -> c_int {
+    let watched = watch::take(reqs, n);
+    if watched.is_empty() {
+        return call(caller);
+    }
+    let null = Nulls::of(reqs, if multi { n } else { 0 });
+    let st = statuses(caller);
+    let rc = call(st.at(0));
+    let failed = watch::settle(watched, reqs, rc, |k| done(rc, &st, k));
+    let Some(&(_, first)) = failed.first() else { return rc };
+    if !multi || rc != 0 {
+        return outcome(rc, Err(first));
+    }
+    let abi = abi::get();
+    for k in (0..n as usize).filter(|&k| !null.has(k)) {
+        if let Some(status) = done(rc, &st, k) {
+            let error = failed.iter().find(|f| f.0 == k).map_or(0, |f| f.1);
+            // SAFETY: a status of the array, filled by MPI for a completed request.
+            unsafe { abi.set_status_error(status, error) };
+        }
+    }
+    abi.err_in_status
+}
+
+/// Which requests of an array were `MPI_REQUEST_NULL` before the call; without allocating for
+/// up to 64.
+struct Nulls {
+    bits: u64,
+    more: Vec<bool>,
+}
+
+impl Nulls {
+    fn of(reqs: *const c_void, n: c_int) -> Nulls {
+        let abi = abi::get();
+        let n = n.max(0) as usize;
+        // SAFETY (the closure): the caller passes n requests.
+        let is_null = |k: usize| abi.same(unsafe { abi.request_at(reqs, k) }, abi.request_null);
+        match n <= 64 {
+            true => Nulls { bits: (0..n).filter(|&k| is_null(k)).fold(0, |b, k| b | 1 << k), more: Vec::new() },
+            false => Nulls { bits: 0, more: (0..n).map(is_null).collect() },
+        }
+    }
+
+    fn has(&self, k: usize) -> bool {
+        match self.more.is_empty() {
+            true => k < 64 && self.bits & (1 << k) != 0,
+            false => self.more[k],
+        }
+    }
 }
 
 /// The status of request `k` if it is the one a single-completion call reported as `index`.
@@ -330,6 +416,9 @@ fn inspect(
     call: impl FnOnce(*mut c_void) -> c_int,
     done: impl Fn(c_int, &Statuses, usize) -> Option<*mut c_void>,
 ) -> c_int {
+    if !reqs.is_null() {
+        watch::promote(reqs, n);
+    }
     if !requests::any() || reqs.is_null() || n <= 0 {
         return call(caller);
     }
@@ -429,6 +518,9 @@ fn reported<'a>(incount: c_int, outcount: *const c_int, indices: *const c_int) -
 }
 
 pub fn request_free(_name: &'static str, request: *mut c_void, call: impl FnOnce() -> c_int) -> c_int {
+    if !request.is_null() {
+        watch::promote(request, 1);
+    }
     if !requests::any() || request.is_null() {
         return call();
     }

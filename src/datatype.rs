@@ -55,6 +55,35 @@ pub fn query(datatype: Handle) -> Result<TypeInfo, c_int> {
     Ok(t)
 }
 
+/// The size of a datatype, asking MPI only once per thread for a predefined one (and once
+/// for the size alone of a derived one, whose handle is remembered as such).
+#[inline]
+pub fn size(datatype: Handle) -> Option<i64> {
+    let known = NAMED.with_borrow(|(slots, _)| slots.iter().find(|(h, t)| *h == datatype && t.named).map(|(_, t)| t.size));
+    if known.is_some() {
+        return known;
+    }
+    if DERIVED.with_borrow(|(slots, _)| slots.contains(&datatype)) {
+        let p = real::pmpi()?;
+        let mut size = 0i64;
+        // SAFETY: valid out-pointer; the caller's datatype.
+        return (unsafe { (p.type_size_x)(datatype, &mut size) } == 0).then_some(size);
+    }
+    let t = query(datatype).ok()?;
+    if !t.named {
+        // A derived datatype's handle names a derived one even after it is freed and reused.
+        DERIVED.with_borrow_mut(|(slots, next)| {
+            slots[*next % NAMED_SLOTS] = datatype;
+            *next += 1;
+        });
+    }
+    Some(t.size)
+}
+
+thread_local! {
+    static DERIVED: std::cell::RefCell<([Handle; NAMED_SLOTS], usize)> = const { std::cell::RefCell::new(([0; NAMED_SLOTS], 0)) };
+}
+
 fn ask(datatype: Handle) -> Result<TypeInfo, c_int> {
     let p = real::pmpi().ok_or(abi::get().err_intern)?;
     let (mut size, mut lb, mut extent, mut true_lb, mut true_extent) = (0i64, 0i64, 0i64, 0i64, 0i64);

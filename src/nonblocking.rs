@@ -114,8 +114,8 @@ pub fn irecv(
     }
 }
 
-/// A host receive an IPC envelope may reach is tracked, so that its completion brings the
-/// data; one too small for an envelope needs nothing (the library reports the truncation).
+/// A host receive an envelope may reach is watched, so that its completion brings the data;
+/// one too small for an envelope needs nothing (the library reports the truncation).
 fn irecv_host(
     name: &'static str,
     buf: *mut c_void,
@@ -126,7 +126,10 @@ fn irecv_host(
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
     let rc = call(buf);
-    track_host(name, comm, request, None, HostRecv { buf, count, datatype }, Kind::Once, rc)
+    if rc == 0 && ipc::may_land(count, datatype) {
+        ipc::watch::insert(request, name, comm, HostRecv { buf, count, datatype });
+    }
+    rc
 }
 
 /// Tracks a posted receive into host memory that an envelope may reach (with the staged

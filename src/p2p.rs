@@ -7,7 +7,7 @@ use std::ffi::{c_int, c_void};
 
 use crate::abi::{self, Handle};
 use crate::ipc::held;
-use crate::stage::{stage, stage_pair, Direction, OwnStatus, Prepared};
+use crate::stage::{received_bytes, stage, stage_pair, Direction, OwnStatus, Prepared};
 use crate::{cuda, errors, ipc, real, stats};
 
 /// `MPI_Mrecv` has no source argument: the matched message carries it.
@@ -64,6 +64,34 @@ fn complete(
     match delivered {
         Err(e) if rc == 0 => e,
         _ => rc,
+    }
+}
+
+/// A receive into host memory with the fast paths on: MPI fills the caller's own status (or
+/// one of cudampi's when the caller ignores it), and only a message of an envelope's size is
+/// looked at further. A null status that is not `MPI_STATUS_IGNORE` goes to MPI as it is.
+#[inline]
+fn recv_host(
+    name: &'static str,
+    comm: Option<Handle>,
+    buf: *mut c_void,
+    recv: (i64, Handle),
+    status: *mut c_void,
+    call: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
+) -> c_int {
+    let abi = abi::get();
+    let mut own = abi::Status::zeroed();
+    let st = match abi.is_status_ignore(status) {
+        true => own.as_mut_ptr(),
+        false => status,
+    };
+    let rc = call(buf, st);
+    if rc != 0 || st.is_null() || received_bytes(st) != Some(ipc::ENVELOPE_BYTES) {
+        return rc;
+    }
+    match ipc::host_received(name, buf, recv.0, recv.1, comm, st) {
+        Ok(()) => rc,
+        Err(e) => e,
     }
 }
 
@@ -148,7 +176,7 @@ pub fn recv_into(
     if cuda::surely_host(buf) {
         stats::host_call();
         if ipc::receiving() {
-            return complete(name, comm, Prepared::Direct(buf), (count, datatype), status, call);
+            return recv_host(name, comm, buf, (count, datatype), status, call);
         }
         return call(buf, status);
     }
@@ -206,7 +234,7 @@ pub fn sendrecv(
         if cuda::surely_host(sendbuf) && cuda::surely_host(recvbuf) {
             stats::host_call();
             if ipc::receiving() {
-                return complete(name, Some(comm), Prepared::Direct(recvbuf), recv, status, |r, st| call(sendbuf, r, st));
+                return recv_host(name, Some(comm), recvbuf, recv, status, |r, st| call(sendbuf, r, st));
             }
             return call(sendbuf, recvbuf, status);
         }

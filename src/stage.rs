@@ -371,9 +371,14 @@ impl Window {
 }
 
 /// Bytes of the message a status describes.
+#[inline]
 pub fn received_bytes(status: *mut c_void) -> Option<usize> {
     if status.is_null() {
         return None;
+    }
+    // SAFETY: a status MPI filled (or left zeroed), of the family's full size.
+    if let Some(n) = unsafe { abi::get().status_bytes(status) } {
+        return Some(n);
     }
     let p = real::pmpi()?;
     let mut n: i64 = 0;

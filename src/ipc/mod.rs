@@ -25,6 +25,7 @@ pub mod held;
 mod imported;
 mod peers;
 mod pipeline;
+pub mod watch;
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -63,6 +64,7 @@ pub fn announced(len: usize) -> bool {
 /// After the library's `MPI_Init`: every rank takes part in the handshake, which stops a job
 /// whose ranks do not all run cudampi with the same fast paths.
 pub fn init() {
+    watch::init();
     peers::handshake();
     if peers::get().is_none() {
         return;
@@ -87,6 +89,7 @@ pub fn finalize() {
         unsafe { (p.barrier)(peers.shadow) };
     }
     held::clear();
+    watch::clear();
     imported::release_all();
     exported::release_all();
     peers.free();
@@ -327,9 +330,10 @@ pub fn host_received(name: &'static str, buf: *mut c_void, count: i64, datatype:
 
 /// Bytes a host receive of `count` elements accepts, to decide whether an envelope can land in
 /// it (smaller buffers make the library report truncation itself).
+#[inline]
 pub fn may_land(count: i64, datatype: Handle) -> bool {
-    let Some(p) = real::pmpi() else { return false };
-    let mut size: i64 = 0;
-    // SAFETY: valid out-pointer; the caller's datatype.
-    unsafe { (p.type_size_x)(datatype, &mut size) == 0 && size.saturating_mul(count) >= envelope::BYTES as i64 }
+    if count <= 0 {
+        return false;
+    }
+    datatype::size(datatype).is_some_and(|size| size.saturating_mul(count) >= envelope::BYTES as i64)
 }
