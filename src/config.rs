@@ -42,7 +42,8 @@ pub struct Config {
     /// `CUDAMPI_PIPELINE_CHUNK`: bytes per chunk.
     pub pipeline_chunk: usize,
     /// `CUDAMPI_PIPELINE_WAIT`: microseconds a chunked send waits for a pinned buffer while
-    /// none of its chunks in flight is taken, before it stages through pageable memory.
+    /// none of its chunks in flight is taken, before it stages through pageable memory; and an
+    /// IPC send for exported memory while no receiver gives a block back.
     pub pipeline_wait_us: u64,
     /// `CUDAMPI_HANDSHAKE_WAIT`: seconds the handshake at `MPI_Init` waits for the other ranks
     /// before it stops the job (a rank that does not load cudampi never answers).

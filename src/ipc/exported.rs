@@ -10,10 +10,12 @@
 //! receiver, so messages of every size share the same memory. Only cudampi's arenas are ever
 //! exported, never the program's buffers, so no mapping outlives the memory it maps. Arenas
 //! are kept, within `CUDAMPI_IPC_POOL_BYTES`, until `MPI_Finalize`; a message that finds no
-//! room is staged through host memory as usual.
+//! room waits while receivers give blocks back (`wait_for_room`), else takes the other paths.
 
 use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use super::envelope::{self, Envelope};
 use super::peers;
@@ -173,6 +175,47 @@ impl Exported {
     }
 }
 
+impl Exported {
+    /// Waits for a block of `len` bytes while receivers keep giving blocks back: a window of
+    /// messages larger than the pool then crosses over IPC as fast as the receiver copies,
+    /// instead of the messages past the pool being staged. Blocks come back only from the
+    /// receivers' completion calls, so a receiver busy elsewhere (or sending to this rank and
+    /// waiting just as well) gives none: after `CUDAMPI_PIPELINE_WAIT` without one the send
+    /// takes the other paths, and the next waits are shorter, down to 1/64 of it, until a wait
+    /// is rewarded again. A send never waits on its peer for long.
+    fn wait_for_room(&mut self, d: &driver::Driver, ordinal: i32, len: usize) -> Option<(usize, usize)> {
+        if self.out.is_empty() || len > config::get().ipc_pool_bytes {
+            return None;
+        }
+        let full = config::get().pipeline_wait_us;
+        let patience = match PATIENCE.load(Relaxed) {
+            0 => full,
+            p => p,
+        };
+        let wait = Duration::from_micros(patience);
+        let mut since = Instant::now();
+        loop {
+            let out = self.out.len();
+            self.collect_releases();
+            if self.out.len() < out {
+                if let Some(b) = self.block(d, ordinal, len) {
+                    PATIENCE.store(full, Relaxed);
+                    return Some(b);
+                }
+                since = Instant::now();
+            } else if self.out.is_empty() || since.elapsed() > wait {
+                PATIENCE.store((patience / 4).max(full / 64).max(1), Relaxed);
+                return None;
+            }
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// Microseconds the next send waits for exported memory without a block coming back (0: not
+/// yet set, the full `CUDAMPI_PIPELINE_WAIT`).
+static PATIENCE: AtomicU64 = AtomicU64::new(0);
+
 /// A buffer holding a copy of the message, ready to be named in an envelope.
 pub struct Outgoing {
     pub envelope: *const c_void,
@@ -186,7 +229,10 @@ pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, toke
     let mut ex = exported();
     ex.collect_releases();
     let len = round_up(bytes.max(1), BLOCK_GRAIN);
-    let (i, offset) = ex.block(d, dev.ordinal, len)?;
+    let (i, offset) = match ex.block(d, dev.ordinal, len) {
+        Some(b) => b,
+        None => ex.wait_for_room(d, dev.ordinal, len)?,
+    };
     let arena = &mut ex.arenas[i];
     let copied = (|| {
         let ctx = InContext::enter(dev)?;
