@@ -8,10 +8,11 @@
 //! program pays a slot per receive and a look among a few slots per request it completes,
 //! with no MPI call of cudampi's own and no lock unless MPI calls may overlap.
 //!
-//! Like `requests`, an entry is taken out of the map before the completion call and put back
-//! only if the request is still pending, so a handle MPI hands out again is never confused with
-//! a completed one. Requests that the inspection calls, `MPI_Request_free` or a persistent
-//! start handle are first moved into `requests` (`promote`), which knows those rules.
+//! An entry leaves the store once its completion call reports the request complete. Where MPI
+//! calls may overlap, it is taken out before the call and put back if the request is still
+//! pending, as `requests` does, so that a handle MPI hands another thread meanwhile is never
+//! taken for it. Requests that the inspection calls or `MPI_Request_free` handle are first
+//! moved into `requests` (`promote`), which knows their rules.
 
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
