@@ -79,7 +79,7 @@ static size_t parse_size(const char *s)
 /* -d as the OSU micro-benchmarks take it: "-d cuda [D|H] [D|H]" (default D D) or "-d host": where
  * ranks 0 and 1 keep the buffers of the column that goes through MPI as the program sees it.
  * The letters after "cuda" are taken from argv here, so call this from getopt's 'd' case. */
-static int parse_placement(const char *arg, int argc, char **argv, char place[2])
+static inline int parse_placement(const char *arg, int argc, char **argv, char place[2])
 {
     if (!strcmp(arg, "host")) {
         place[0] = place[1] = 'H';
