@@ -467,12 +467,16 @@ fn stage_plan(
     let mut out = Staging { ptrs: [bufs[0] as *mut c_void, bufs[1] as *mut c_void], staged: [None, None] };
     for i in 0..2 {
         let Some(a) = plan[i] else { continue };
-        let dev = match locs[i] {
-            Location::Host => continue,
-            Location::Device(d) => d,
-            Location::FreedDevice => return Err(errors::freed(name, comm, bufs[i])),
-        };
+        if matches!(locs[i], Location::Host) {
+            continue;
+        }
         let (span, gapless) = span_of(&a)?;
+        let dev = match locs[i] {
+            Location::Device(d) => d,
+            // MPI touches nothing: the pointer goes as given.
+            _ if span.len == 0 => continue,
+            _ => return Err(errors::unreadable(name, comm, bufs[i])),
+        };
         if span.len == 0 {
             out.ptrs[i] = stage::placeholder();
             continue;

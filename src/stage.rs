@@ -111,8 +111,19 @@ pub fn prepare(
     match cuda::locate(buf) {
         Location::Host => Ok(Prepared::Direct(buf as *mut c_void)),
         Location::Device(dev) => prepare_device(name, buf, dev, count, datatype, peer, comm, dir),
-        Location::FreedDevice => Err(errors::freed(name, comm, buf)),
+        Location::Unreadable => unreadable(name, buf, count, datatype, peer, comm),
     }
+}
+
+/// A buffer MPI would crash on is refused only where MPI would touch it: a call that transfers
+/// nothing, or that the library rejects before it looks at the buffer, gets it as given.
+#[cold]
+fn unreadable(name: &'static str, buf: *const c_void, count: i64, datatype: Handle, peer: c_int, comm: Option<Handle>) -> Result<Prepared, c_int> {
+    let abi = abi::get();
+    if count <= 0 || peer == abi.proc_null || abi.same(datatype, abi.datatype_null) {
+        return Ok(Prepared::Direct(buf as *mut c_void));
+    }
+    Err(errors::unreadable(name, comm, buf))
 }
 
 #[inline(never)]

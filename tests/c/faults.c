@@ -1,0 +1,255 @@
+// cudampi-test: ranks=2 without-shim=skip timeout=120
+/* Faulty calls with device buffers, on communicators with MPI_ERRORS_RETURN. Every case behaves
+ * as the same call on host buffers (the oracle: its error class, made in the same run), or,
+ * where host memory has no analogue, returns MPI_ERR_BUFFER with one `cudampi` line on stderr.
+ * Nothing may crash, hang or be overwritten: device receive buffers are surrounded by guard
+ * bytes that must keep their poison, and after every case a normal device exchange in both
+ * directions must deliver correct bytes. Erroneous calls use tags of their own; the drain at
+ * the end reports any message they sent anyway (or consumed when they should not have).
+ *
+ *   unseen_freed  device memory freed before MPI ever saw it, and unmapped host memory:
+ *                 MPI_ERR_BUFFER (point-to-point, nonblocking, collective), not a crash inside
+ *                 MPI; count 0 succeeds as on host memory
+ *
+ * Shim-only cases (no host analogue) are skipped without the shim and in CUDAMPI_TEST_MEM=host
+ * mode. */
+#include "common.h"
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define TAG_OK 10
+#define GUARD 256 /* poisoned bytes before and after every device receive buffer */
+
+static MPI_Comm comm;
+static int peer, shim_cases;
+
+/* ---- stderr capture: what cudampi printed during one call ---------------------------------- */
+
+static int cap_pipe[2] = {-1, -1}, cap_saved = -1;
+
+static void capture_begin(void)
+{
+    fflush(stderr);
+    if (pipe(cap_pipe) != 0) DIE("pipe: %s", strerror(errno));
+    fcntl(cap_pipe[0], F_SETFL, O_NONBLOCK);
+    cap_saved = dup(2);
+    dup2(cap_pipe[1], 2);
+}
+
+/* Restores stderr, passes the captured text on to it, and returns how many of its lines start
+ * with "cudampi". */
+static int capture_end(void)
+{
+    char buf[16384];
+    fflush(stderr);
+    dup2(cap_saved, 2);
+    close(cap_saved);
+    close(cap_pipe[1]);
+    ssize_t n = read(cap_pipe[0], buf, sizeof buf - 1);
+    close(cap_pipe[0]);
+    if (n < 0) n = 0;
+    buf[n] = 0;
+    if (n) fputs(buf, stderr);
+    int lines = 0;
+    for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (strncmp(l, "cudampi", 7) == 0) lines++;
+    return lines;
+}
+
+/* ---- guarded device receive buffers -------------------------------------------------------- */
+
+struct guarded {
+    char *base; /* the allocation: GUARD bytes, n bytes, GUARD bytes */
+    void *p;    /* what the receive is given */
+    size_t n;
+};
+
+static struct guarded guarded_new(int kind, size_t n)
+{
+    struct guarded g;
+    g.base = (char *)mem_alloc(kind, n + 2 * GUARD);
+    g.p = g.base + GUARD;
+    g.n = n;
+    mem_poison(g.base, n + 2 * GUARD);
+    return g;
+}
+
+/* The guards still hold the poison, and so does the body when `body` is set (a failed call). */
+static void guarded_check(struct guarded *g, int body, const char *what)
+{
+    size_t all = g->n + 2 * GUARD;
+    unsigned char *h = mem_fetch(g->base, all);
+    unsigned char *e = (unsigned char *)xmalloc(all);
+    poison_fill(e, all);
+    check_bytes(h, e, GUARD, "%s: guard bytes before the receive buffer", what);
+    check_bytes(h + GUARD + g->n, e, GUARD, "%s: guard bytes after the receive buffer", what);
+    if (body) check_bytes(h + GUARD, e, g->n, "%s: receive buffer of a failed call", what);
+    free(h);
+    free(e);
+}
+
+static void guarded_free(struct guarded *g) { mem_free(g->base); }
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+
+static int seq;
+/* A normal device exchange in both directions, checked. */
+static void exchange_ok(const char *after)
+{
+    size_t n = 3000 * sizeof(int);
+    int seed = 500 + (++seq);
+    void *s = mem_alloc(MEM_DEVICE, n);
+    struct guarded r = guarded_new(MEM_DEVICE, n);
+    mem_pattern(s, n, t_rank, seed);
+    MPI_Status st;
+    for (int dir = 0; dir < 2; dir++) {
+        if (t_rank == dir)
+            MPI_CHECK(MPI_Send(s, 3000, MPI_INT, peer, TAG_OK, comm));
+        else
+            MPI_CHECK(MPI_Recv(r.p, 3000, MPI_INT, peer, TAG_OK, comm, &st));
+    }
+    check_status(&st, MPI_INT, peer, TAG_OK, 3000, "exchange after %s", after);
+    unsigned char *h = mem_fetch(r.p, n), *e = pattern_new(n, peer, seed);
+    check_bytes(h, e, n, "device exchange after %s", after);
+    guarded_check(&r, 0, after);
+    free(h);
+    free(e);
+    mem_free(s);
+    guarded_free(&r);
+}
+
+/* A call with no host analogue: MPI_ERR_BUFFER and one cudampi line. */
+static void expect_refused(const char *what, int rc, int lines)
+{
+    CHECK(error_class(rc) == MPI_ERR_BUFFER, "%s: class %s, expected MPI_ERR_BUFFER %s", what,
+          error_name(error_class(rc)), error_name(MPI_ERR_BUFFER));
+    CHECK(lines == 1, "%s: %d lines from cudampi on stderr, expected 1", what, lines);
+}
+
+/* Messages that must be left for the drain (the peer sent them for a receive that failed). */
+#define MAX_LEFT 16
+static int left_tags[MAX_LEFT], n_left;
+
+/* The peer sends one int with `tag` that a failing receive here must not consume. */
+static void leave_message(int tag, int receiver)
+{
+    static int one = 1;
+    if (t_rank != receiver)
+        MPI_CHECK(MPI_Send(&one, 1, MPI_INT, peer, tag, comm));
+    else if (n_left < MAX_LEFT)
+        left_tags[n_left++] = tag;
+    MPI_CHECK(MPI_Barrier(comm));
+}
+
+/* Receives whatever is left: each expected message once; anything else was sent by a call that
+ * should have failed. */
+static void drain(void)
+{
+    MPI_CHECK(MPI_Barrier(comm));
+    int found[MAX_LEFT] = {0};
+    for (int idle = 0; idle < 20;) {
+        int flag = 0;
+        MPI_Status st;
+        MPI_Iprobe(peer, MPI_ANY_TAG, comm, &flag, &st);
+        if (!flag) {
+            idle++;
+            usleep(2000);
+            continue;
+        }
+        int bytes = 0;
+        MPI_Get_count(&st, MPI_BYTE, &bytes);
+        void *tmp = xmalloc((size_t)bytes + 1);
+        MPI_Recv(tmp, bytes, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, comm, MPI_STATUS_IGNORE);
+        free(tmp);
+        int expected = 0;
+        for (int i = 0; i < n_left; i++)
+            if (left_tags[i] == st.MPI_TAG && !found[i]) found[i] = expected = 1;
+        CHECK(expected, "an erroneous call (tag %d) sent a message of %d bytes anyway", st.MPI_TAG,
+              bytes);
+    }
+    for (int i = 0; i < n_left; i++)
+        CHECK(found[i], "the message with tag %d was consumed by a receive that failed",
+              left_tags[i]);
+}
+
+/* ---- unseen_freed -------------------------------------------------------------------------- */
+
+/* Device memory freed before any MPI call saw it: the shim cannot have remembered its range.
+ * Runs first, before any other device buffer reaches MPI. */
+static void unseen_freed(void)
+{
+    if (!shim_cases) return;
+    int rc, lines;
+    void *f = mem_alloc(MEM_DEVICE, 4096);
+    mem_free(f);
+
+    capture_begin();
+    rc = MPI_Send(f, 1024, MPI_INT, peer, 101, comm);
+    lines = capture_end();
+    expect_refused("MPI_Send from device memory freed before MPI saw it", rc, lines);
+
+    capture_begin();
+    rc = MPI_Send((char *)f + 512, 16, MPI_INT, peer, 102, comm);
+    lines = capture_end();
+    expect_refused("MPI_Send from inside freed device memory", rc, lines);
+
+    MPI_Request q = MPI_REQUEST_NULL;
+    capture_begin();
+    rc = MPI_Isend(f, 1024, MPI_INT, peer, 103, comm, &q);
+    lines = capture_end();
+    expect_refused("MPI_Isend from freed device memory", rc, lines);
+    if (rc == MPI_SUCCESS) MPI_Wait(&q, MPI_STATUS_IGNORE);
+
+    leave_message(104, 0);
+    if (t_rank == 0) {
+        capture_begin();
+        rc = MPI_Recv(f, 1024, MPI_INT, peer, 104, comm, MPI_STATUS_IGNORE);
+        lines = capture_end();
+        expect_refused("MPI_Recv into freed device memory", rc, lines);
+    }
+
+    /* nothing to transfer: as on host memory */
+    rc = MPI_Send(f, 0, MPI_INT, peer, 105, comm);
+    CHECK(rc == MPI_SUCCESS, "MPI_Send of 0 elements from freed device memory: class %s",
+          error_name(error_class(rc)));
+    MPI_CHECK(MPI_Recv(NULL, 0, MPI_INT, peer, 105, comm, MPI_STATUS_IGNORE));
+
+    /* a collective, on both ranks alike */
+    int out[4];
+    capture_begin();
+    rc = MPI_Allreduce(f, out, 4, MPI_INT, MPI_SUM, comm);
+    lines = capture_end();
+    expect_refused("MPI_Allreduce from freed device memory", rc, lines);
+
+    /* host memory that is no longer mapped */
+    long page = sysconf(_SC_PAGESIZE);
+    void *m = mmap(NULL, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (CHECK(m != MAP_FAILED, "mmap: %s", strerror(errno))) {
+        munmap(m, 4 * page);
+        capture_begin();
+        rc = MPI_Send(m, 64, MPI_INT, peer, 106, comm);
+        lines = capture_end();
+        expect_refused("MPI_Send from unmapped memory", rc, lines);
+    }
+    exchange_ok("calls on freed device memory");
+}
+
+int main(int argc, char **argv)
+{
+    test_init(&argc, &argv);
+    if (t_size < 2) DIE("needs 2 ranks");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    shim_cases = shim_loaded() && !host_mode();
+    if (t_rank == 0 && !shim_cases)
+        note("shim not loaded or host mode: the cases without a host analogue are skipped");
+    if (t_rank < 2) {
+        peer = 1 - t_rank;
+        unseen_freed();
+        exchange_ok("start");
+        drain();
+    }
+    MPI_Comm_free(&comm);
+    return report_and_finalize();
+}
