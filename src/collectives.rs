@@ -477,13 +477,16 @@ fn stage_plan(
             _ if span.len == 0 => continue,
             _ => return Err(errors::unreadable(name, comm, bufs[i])),
         };
-        if span.len == 0 {
+        let writes = matches!(a.usage, Use::Write | Use::ReadWrite);
+        // A buffer read for nothing gets a harmless address; one written gets an empty staging
+        // buffer, whose untouched tail takes what a library writes past the counts.
+        if span.len == 0 && !writes {
             out.ptrs[i] = stage::placeholder();
             continue;
         }
-        let writes = matches!(a.usage, Use::Write | Use::ReadWrite);
         let runs = if writes && !gapless { runs_of(&a, span)? } else { None };
         let (fill, back) = match a.usage {
+            _ if span.len == 0 => (false, Back::Nothing),
             Use::Read => (true, Back::Nothing),
             // MPI writes every byte of every block; without the runs the gaps come along.
             Use::Write => (!gapless && runs.is_none(), Back::Span),

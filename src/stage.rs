@@ -16,8 +16,9 @@ use crate::errors;
 use crate::staging::{self, Lease};
 use crate::{config, log, real, stats};
 
-/// A readable, writable host address for calls that must not see the device pointer but will
-/// not transfer data either.
+/// A readable host address for calls that must not see the device pointer but will not
+/// transfer data either: sends of nothing, calls the library rejects. Never for a receive,
+/// which a longer message may overrun.
 pub fn placeholder() -> *mut c_void {
     static mut BYTE: u64 = 0;
     // Only the address is taken; MPI transfers nothing into it.
@@ -140,17 +141,19 @@ fn prepare_device(
 ) -> Result<Prepared, c_int> {
     let abi = abi::get();
     // Calls the real library rejects or completes without touching the buffer (negative
-    // count, the null datatype, MPI_PROC_NULL, nothing to transfer) see a harmless host
-    // address, so the caller gets exactly the real library's answer.
-    if count <= 0 || peer == abi.proc_null || abi.same(datatype, abi.datatype_null) {
+    // count, the null datatype, MPI_PROC_NULL) see a harmless host address, so the caller gets
+    // exactly the real library's answer.
+    if count < 0 || peer == abi.proc_null || abi.same(datatype, abi.datatype_null) {
         return Ok(Prepared::Direct(placeholder()));
     }
     let t = datatype::query(datatype)?;
     let span = t.span(count)?;
-    if span.len == 0 {
-        return Ok(Prepared::Direct(placeholder()));
-    }
     let (fill, back) = match dir {
+        // A send of nothing reads nothing. A receive of nothing still gets a staging buffer:
+        // a longer message is written past the posted count by Open MPI (the overrun lands in
+        // the staging buffer's untouched tail) before it reports MPI_ERR_TRUNCATE.
+        Direction::Send if span.len == 0 => return Ok(Prepared::Direct(placeholder())),
+        _ if span.len == 0 => (false, Back::Nothing),
         Direction::Send => (true, Back::Nothing),
         Direction::Recv if span.named => (false, Back::Received),
         Direction::Recv | Direction::Replace | Direction::RecvWhole => (true, Back::Span),

@@ -11,6 +11,11 @@
  *                 MPI_ERR_BUFFER (point-to-point, nonblocking, collective), not a crash inside
  *                 MPI; count 0 succeeds as on host memory
  *
+ *   count0_truncate  a device receive of 0 elements meets a 4 MiB message: MPI_ERR_TRUNCATE as
+ *                 on host memory (Open MPI writes the message past the posted count, into memory
+ *                 that follows a host buffer), blocking and nonblocking, and neither the device
+ *                 buffer, its guards nor cudampi's own memory takes any of it
+ *
  * Shim-only cases (no host analogue) are skipped without the shim and in CUDAMPI_TEST_MEM=host
  * mode. */
 #include "common.h"
@@ -173,6 +178,31 @@ static void drain(void)
               left_tags[i]);
 }
 
+/* Whether n bytes equal to `needle` lie in memory of the shim's own (its writable segments and
+ * the anonymous mapping right after them, where its .bss continues). */
+static int shim_memory_has(const void *needle, size_t n)
+{
+    Dl_info di;
+    char shim[4096];
+    void *sym = dlsym(RTLD_DEFAULT, "cudampi_version");
+    if (!sym || !dladdr(sym, &di) || !di.dli_fname || !realpath(di.dli_fname, shim)) return 0;
+    FILE *maps = fopen("/proc/self/maps", "r");
+    if (!maps) return 0;
+    char line[8192];
+    int found = 0, after_shim = 0;
+    while (!found && fgets(line, sizeof line, maps)) {
+        unsigned long lo, hi;
+        char perms[8], path[4096] = "";
+        if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %4095s", &lo, &hi, perms, path) < 3) continue;
+        int ours = strcmp(path, shim) == 0;
+        if ((ours || (after_shim && !path[0])) && perms[0] == 'r' && perms[1] == 'w')
+            found = memmem((void *)lo, hi - lo, needle, n) != NULL;
+        after_shim = ours;
+    }
+    fclose(maps);
+    return found;
+}
+
 /* ---- unseen_freed -------------------------------------------------------------------------- */
 
 /* Device memory freed before any MPI call saw it: the shim cannot have remembered its range.
@@ -235,6 +265,48 @@ static void unseen_freed(void)
     exchange_ok("calls on freed device memory");
 }
 
+/* ---- count0_truncate ----------------------------------------------------------------------- */
+
+#define BIG (4 << 20)
+
+static void count0_truncate(void)
+{
+    int tag = 200, rc_host, rc_dev;
+    unsigned char *msg = pattern_new(BIG, 0, 77);
+    /* the host oracle's overrun lands in its own buffer */
+    void *host = xmalloc(2 * BIG);
+    struct guarded d = guarded_new(MEM_DEVICE, 64);
+    for (int nonblocking = 0; nonblocking < 2; nonblocking++, tag += 10) {
+        if (t_rank == 0) {
+            MPI_CHECK(MPI_Send(msg, BIG, MPI_BYTE, peer, tag, comm));
+            MPI_CHECK(MPI_Send(msg, BIG, MPI_BYTE, peer, tag + 1, comm));
+        } else {
+            MPI_Request q;
+            MPI_Status st;
+            if (nonblocking) {
+                rc_host = MPI_Irecv(host, 0, MPI_BYTE, peer, tag, comm, &q);
+                if (rc_host == MPI_SUCCESS) rc_host = MPI_Wait(&q, &st);
+                rc_dev = MPI_Irecv(d.p, 0, MPI_BYTE, peer, tag + 1, comm, &q);
+                if (rc_dev == MPI_SUCCESS) rc_dev = MPI_Wait(&q, &st);
+            } else {
+                rc_host = MPI_Recv(host, 0, MPI_BYTE, peer, tag, comm, &st);
+                rc_dev = MPI_Recv(d.p, 0, MPI_BYTE, peer, tag + 1, comm, &st);
+            }
+            const char *what = nonblocking ? "MPI_Irecv of 0 bytes, 4 MiB arriving" : "MPI_Recv of 0 bytes, 4 MiB arriving";
+            CHECK(error_class(rc_host) != MPI_SUCCESS, "%s succeeded on host memory", what);
+            CHECK(error_class(rc_dev) == error_class(rc_host), "%s: device buffer gave class %s, host buffer %s", what,
+                  error_name(error_class(rc_dev)), error_name(error_class(rc_host)));
+            guarded_check(&d, 1, what);
+            CHECK(!shim_memory_has(msg, 256), "%s: the message was written into cudampi's own memory", what);
+        }
+        MPI_CHECK(MPI_Barrier(comm));
+        exchange_ok("a truncated receive of 0 elements");
+    }
+    guarded_free(&d);
+    free(host);
+    free(msg);
+}
+
 int main(int argc, char **argv)
 {
     test_init(&argc, &argv);
@@ -248,6 +320,7 @@ int main(int argc, char **argv)
         peer = 1 - t_rank;
         unseen_freed();
         exchange_ok("start");
+        count0_truncate();
         drain();
     }
     MPI_Comm_free(&comm);
