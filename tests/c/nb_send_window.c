@@ -1,17 +1,18 @@
-// cudampi-test: ranks=2 without-shim=crash timeout=30
-/* A window of many device sends outstanding at once (issue 27, item 1). Rank 0 posts NSEND
- * device MPI_Isend's of BYTES bytes (each from its own slice of one device buffer, each slice
- * its own pattern) and completes them with one MPI_Waitall; rank 1 receives them one by one
- * with MPI_Recv into a poisoned device buffer, checks every message and its status, and goes
- * straight to MPI_Finalize: no collective call after the window, since one would let rank 1
- * progress what rank 0 still waits for. Each rank reports its own checks and exits non-zero on
- * a failure; a rank stuck in MPI_Waitall makes the run time out.
+// cudampi-test: ranks=2 without-shim=crash timeout=120
+/* A window of many device sends outstanding at once. Rank 0 posts NSEND device MPI_Isend's of
+ * BYTES bytes (each from its own slice of one device buffer, each slice its own pattern) and
+ * completes them with one MPI_Waitall; rank 1 receives them one by one with MPI_Recv into a
+ * poisoned device buffer, checks every message and its status, and goes straight to
+ * MPI_Finalize: no collective call after the window, since one would let rank 1 progress what
+ * rank 0 still waits for. Each rank reports its own checks and exits non-zero on a failure; a
+ * rank stuck in MPI_Waitall makes the run time out.
  *
- * 300 sends of 100,000 bytes hung rank 0 in the real MPI_Waitall on the MPICH 5 wheel while
- * rank 1 sat in MPI_Finalize: MPICH's finalize blocks in a PMI barrier without progressing the
- * shared-memory acknowledgements rank 1 still held for rank 0 (cudampi's MPI_Finalize now
- * makes a barrier first). A round with the receives posted first (device MPI_Irecv's completed
- * by one MPI_Waitall) and blocking sends runs before the window.
+ * 300 sends of 100,000 bytes hung rank 0 in the real MPI_Waitall on MPICH 5.0 while rank 1 sat
+ * in MPI_Finalize: MPICH's finalize waits in a PMI barrier without progressing the
+ * shared-memory acknowledgements rank 1 still held for rank 0 (host programs without cudampi
+ * hang the same way when their sends are posted 20 us apart; cudampi's MPI_Finalize makes a
+ * barrier first on MPICH). A round with the receives posted first (device MPI_Irecv's
+ * completed by one MPI_Waitall) and blocking sends runs before the window.
  * CUDAMPI_SEND_WINDOW=N,BYTES overrides the window. */
 #include "common.h"
 
