@@ -40,6 +40,7 @@ pub fn finalize(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
     requests::finish_orphans();
     crate::compat::finalize();
     progress_until_all_finalize();
+    crate::datatype::quiet::release();
     ipc::finalize();
     let rc = call();
     // After the library is done with any staging buffer it may have registered.

@@ -109,10 +109,22 @@ pub fn prepare(
     comm: Option<Handle>,
     dir: Direction,
 ) -> Result<Prepared, c_int> {
-    match cuda::locate(buf) {
+    let at = if buf.is_null() && count > 0 { absolute(datatype) } else { buf };
+    match cuda::locate(at) {
         Location::Host => Ok(Prepared::Direct(buf as *mut c_void)),
         Location::Device(dev) => prepare_device(name, buf, dev, count, datatype, peer, comm, dir),
         Location::Unreadable => unreadable(name, buf, count, datatype, peer, comm),
+    }
+}
+
+/// Where a datatype used with `MPI_BOTTOM` starts: its displacements are absolute addresses,
+/// located like any buffer. A datatype the library refuses locates nothing (the library
+/// answers the call itself).
+#[cold]
+pub fn absolute(datatype: Handle) -> *const c_void {
+    match datatype::query(datatype) {
+        Ok(t) => t.true_lb as usize as *const c_void,
+        Err(_) => std::ptr::null(),
     }
 }
 
@@ -146,8 +158,10 @@ fn prepare_device(
     if count < 0 || peer == abi.proc_null || abi.same(datatype, abi.datatype_null) {
         return Ok(Prepared::Direct(placeholder()));
     }
-    let t = datatype::query(datatype)?;
-    let span = t.span(count)?;
+    // The library's own failures are raised on the program's communicator.
+    let raise = |rc| errors::raise(comm, rc);
+    let t = datatype::query(datatype).map_err(raise)?;
+    let span = t.span(count).map_err(raise)?;
     let (fill, back) = match dir {
         // A send of nothing reads nothing. A receive of nothing still gets a staging buffer:
         // a longer message is written past the posted count by Open MPI (the overrun lands in
@@ -160,7 +174,7 @@ fn prepare_device(
     };
     let mut s = lease_for(name, buf, dev, span, comm, fill, back)?;
     if back == Back::Span && !span.named {
-        let element = datatype::element_runs(datatype, &t)?;
+        let element = datatype::element_runs(datatype, &t).map_err(raise)?;
         if (element.len() as i64).saturating_mul(count) <= MAX_RUNS {
             let mut runs = Vec::new();
             datatype::push_runs(&mut runs, &element, t.extent, 0, count);

@@ -46,7 +46,7 @@ pub enum Location {
 #[inline]
 pub fn locate(ptr: *const c_void) -> Location {
     match driver::get() {
-        _ if surely_host(ptr) => Location::Host,
+        _ if ptr.is_null() || surely_host(ptr) => Location::Host,
         None => Location::Host,
         Some(d) => query(d, ptr),
     }
@@ -57,9 +57,11 @@ pub fn locate(ptr: *const c_void) -> Location {
 /// entry points test this first, so host buffers cost a few comparisons.
 #[inline(always)]
 pub fn surely_host(ptr: *const c_void) -> bool {
-    // Null, MPI_BOTTOM, MPI_IN_PLACE (1 or -1) and other sentinels are never device memory.
+    // MPI_IN_PLACE (1 or -1) and other sentinels are never device memory. Null is, in a process
+    // without CUDA; in one with CUDA it may be MPI_BOTTOM with absolute device addresses in the
+    // datatype, located by the caller.
     let addr = ptr as usize;
-    addr < 4096 || addr == usize::MAX || driver::get().is_none() || hostmem::certainly_host(addr) || hostmem::remembered(addr)
+    (addr != 0 && addr < 4096) || addr == usize::MAX || driver::get().is_none() || hostmem::certainly_host(addr) || hostmem::remembered(addr)
 }
 
 const MEMORY_TYPE: c_uint = CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE as c_uint;

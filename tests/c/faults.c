@@ -16,6 +16,16 @@
  *                 that follows a host buffer), blocking and nonblocking, and neither the device
  *                 buffer, its guards nor cudampi's own memory takes any of it
  *
+ *   bad_types     an uncommitted datatype, a handle that names no datatype, MPI_DATATYPE_NULL
+ *                 and an aliased send and receive buffer, on point-to-point calls and
+ *                 MPI_Allreduce: the class the host call gets in the same run (the shim's own
+ *                 library calls must not raise through MPI_COMM_SELF's fatal handler), the
+ *                 guards and the peer's queue untouched
+ *
+ *   bottom        MPI_BOTTOM with a struct datatype holding absolute device addresses:
+ *                 MPI_Send/MPI_Recv, MPI_Isend/MPI_Irecv and MPI_Bcast deliver the bytes the
+ *                 same calls deliver on host memory
+ *
  * Shim-only cases (no host analogue) are skipped without the shim and in CUDAMPI_TEST_MEM=host
  * mode. */
 #include "common.h"
@@ -307,6 +317,177 @@ static void count0_truncate(void)
     free(msg);
 }
 
+
+/* ---- bad_types ----------------------------------------------------------------------------- */
+
+/* A handle that names no datatype: an integer no datatype has (MPICH's handles are integers
+ * whose bits say what they name) or the address of zeroed memory (Open MPI's are pointers). */
+static MPI_Datatype bogus_type(void)
+{
+    static long zeros[512];
+    MPI_Datatype t;
+    if (sizeof t == sizeof(int)) {
+        int h = (int)0x8c00fff3u; /* a direct datatype handle far past any allocated */
+        memcpy(&t, &h, sizeof h);
+    } else {
+        void *h = zeros;
+        memcpy(&t, &h, sizeof h);
+    }
+    return t;
+}
+
+static void same_class(const char *what, int rc_host, int rc_dev)
+{
+    CHECK(error_class(rc_host) != MPI_SUCCESS, "%s succeeded on host memory", what);
+    CHECK(error_class(rc_dev) == error_class(rc_host), "%s: device buffer gave class %s, host buffer %s", what,
+          error_name(error_class(rc_dev)), error_name(error_class(rc_host)));
+}
+
+static void bad_p2p(MPI_Datatype t, const char *name, int tag)
+{
+    char what[160];
+    int host[64], rc_host, rc_dev;
+    struct guarded d = guarded_new(MEM_DEVICE, sizeof host);
+    /* sends: neither may reach the peer (the drain would report it) */
+    snprintf(what, sizeof what, "MPI_Send of 4 elements of %s", name);
+    rc_host = MPI_Send(host, 4, t, peer, tag, comm);
+    rc_dev = MPI_Send(d.p, 4, t, peer, tag, comm);
+    same_class(what, rc_host, rc_dev);
+    MPI_Request q = MPI_REQUEST_NULL;
+    snprintf(what, sizeof what, "MPI_Isend of 4 elements of %s", name);
+    rc_host = MPI_Isend(host, 4, t, peer, tag, comm, &q);
+    if (rc_host == MPI_SUCCESS) rc_host = MPI_Wait(&q, MPI_STATUS_IGNORE);
+    rc_dev = MPI_Isend(d.p, 4, t, peer, tag, comm, &q);
+    if (rc_dev == MPI_SUCCESS) rc_dev = MPI_Wait(&q, MPI_STATUS_IGNORE);
+    same_class(what, rc_host, rc_dev);
+    /* receives: the peer's message stays queued */
+    leave_message(tag + 1, 0);
+    if (t_rank == 0) {
+        snprintf(what, sizeof what, "MPI_Recv of 4 elements of %s", name);
+        rc_host = MPI_Recv(host, 4, t, peer, tag + 1, comm, MPI_STATUS_IGNORE);
+        rc_dev = MPI_Recv(d.p, 4, t, peer, tag + 1, comm, MPI_STATUS_IGNORE);
+        same_class(what, rc_host, rc_dev);
+        snprintf(what, sizeof what, "MPI_Irecv of 4 elements of %s", name);
+        rc_host = MPI_Irecv(host, 4, t, peer, tag + 1, comm, &q);
+        if (rc_host == MPI_SUCCESS) MPI_Cancel(&q), MPI_Wait(&q, MPI_STATUS_IGNORE);
+        rc_dev = MPI_Irecv(d.p, 4, t, peer, tag + 1, comm, &q);
+        if (rc_dev == MPI_SUCCESS) MPI_Cancel(&q), MPI_Wait(&q, MPI_STATUS_IGNORE);
+        same_class(what, rc_host, rc_dev);
+    }
+    guarded_check(&d, 1, name);
+    guarded_free(&d);
+}
+
+static void bad_allreduce(void *send_host, void *recv_host, void *send_dev, void *recv_dev, MPI_Datatype t,
+                          const char *what)
+{
+    int rc_host = MPI_Allreduce(send_host, recv_host, 4, t, MPI_SUM, comm);
+    int rc_dev = MPI_Allreduce(send_dev, recv_dev, 4, t, MPI_SUM, comm);
+    same_class(what, rc_host, rc_dev);
+}
+
+static void bad_types(void)
+{
+    MPI_Datatype unc;
+    MPI_Type_vector(2, 1, 2, MPI_INT, &unc);
+    bad_p2p(unc, "an uncommitted vector type", 300);
+    bad_p2p(bogus_type(), "a handle that names no datatype", 310);
+    bad_p2p(MPI_DATATYPE_NULL, "MPI_DATATYPE_NULL", 320);
+    MPI_Type_free(&unc);
+    exchange_ok("calls with bad datatypes");
+
+    int host[2][16];
+    struct guarded d = guarded_new(MEM_DEVICE, sizeof host);
+    void *s = mem_alloc(MEM_DEVICE, sizeof host[0]);
+    bad_allreduce(host[0], host[1], s, d.p, MPI_DATATYPE_NULL, "MPI_Allreduce of MPI_DATATYPE_NULL");
+    bad_allreduce(host[0], host[1], s, d.p, bogus_type(), "MPI_Allreduce of a handle that names no datatype");
+    guarded_check(&d, 1, "MPI_Allreduce with bad datatypes");
+    mem_pattern(d.p, sizeof host[0], t_rank, 9);
+    unsigned char *want = pattern_new(sizeof host[0], t_rank, 9);
+    memcpy(host[0], want, sizeof host[0]);
+    bad_allreduce(host[0], host[0], d.p, d.p, MPI_INT, "MPI_Allreduce with the same send and receive buffer");
+    unsigned char *got = mem_fetch(d.p, sizeof host[0]);
+    check_bytes(got, want, sizeof host[0], "an aliased MPI_Allreduce's buffer");
+    free(got);
+    free(want);
+    mem_free(s);
+    guarded_free(&d);
+    exchange_ok("collectives with bad arguments");
+}
+
+/* ---- bottom -------------------------------------------------------------------------------- */
+
+#define BOT_INTS 10
+
+/* A struct type of two blocks at absolute addresses base + 8 and base + 64. */
+static MPI_Datatype absolute_type(void *base)
+{
+    MPI_Aint at[2];
+    int len[2] = {3, BOT_INTS - 3};
+    MPI_Datatype types[2] = {MPI_INT, MPI_INT}, t;
+    MPI_CHECK(MPI_Get_address((char *)base + 8, &at[0]));
+    MPI_CHECK(MPI_Get_address((char *)base + 64, &at[1]));
+    MPI_CHECK(MPI_Type_create_struct(2, len, at, types, &t));
+    MPI_CHECK(MPI_Type_commit(&t));
+    return t;
+}
+
+/* What the blocks of absolute_type hold when `from` fills them and the rest keeps `into`. */
+static void bottom_expect(unsigned char *into, const unsigned char *from)
+{
+    memcpy(into + 8, from + 8, 3 * sizeof(int));
+    memcpy(into + 64, from + 64, (BOT_INTS - 3) * sizeof(int));
+}
+
+static void bottom_kind(int kind, int way)
+{
+    const size_t n = 128;
+    const char *ways[3] = {"MPI_Send/MPI_Recv", "MPI_Isend/MPI_Irecv", "MPI_Bcast"};
+    char what[160];
+    snprintf(what, sizeof what, "%s of MPI_BOTTOM with absolute %s addresses", ways[way], mem_kind_name(kind));
+    struct guarded g = guarded_new(kind, n);
+    unsigned char *src = pattern_new(n, 0, 40 + way);
+    if (t_rank == 0) mem_put(g.p, src, n);
+    MPI_Datatype t = absolute_type(g.p);
+    MPI_Request q;
+    if (way == 2) {
+        MPI_CHECK(MPI_Bcast(MPI_BOTTOM, 1, t, 0, comm));
+    } else if (way == 1) {
+        if (t_rank == 0)
+            MPI_CHECK(MPI_Isend(MPI_BOTTOM, 1, t, peer, 400, comm, &q));
+        else
+            MPI_CHECK(MPI_Irecv(MPI_BOTTOM, 1, t, peer, 400, comm, &q));
+        MPI_CHECK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+    } else if (t_rank == 0) {
+        MPI_CHECK(MPI_Send(MPI_BOTTOM, 1, t, peer, 400, comm));
+    } else {
+        MPI_CHECK(MPI_Recv(MPI_BOTTOM, 1, t, peer, 400, comm, MPI_STATUS_IGNORE));
+    }
+    unsigned char *got = mem_fetch(g.p, n), *want = xmalloc(n);
+    if (t_rank == 0) {
+        memcpy(want, src, n);
+    } else {
+        poison_fill(want, n);
+        bottom_expect(want, src);
+    }
+    check_bytes(got, want, n, "%s", what);
+    guarded_check(&g, 0, what);
+    MPI_Type_free(&t);
+    free(got);
+    free(want);
+    free(src);
+    guarded_free(&g);
+}
+
+static void bottom(void)
+{
+    for (int way = 0; way < 3; way++) {
+        bottom_kind(MEM_HOST, way);
+        bottom_kind(MEM_DEVICE, way);
+    }
+    exchange_ok("MPI_BOTTOM");
+}
+
 int main(int argc, char **argv)
 {
     test_init(&argc, &argv);
@@ -321,6 +502,8 @@ int main(int argc, char **argv)
         unseen_freed();
         exchange_ok("start");
         count0_truncate();
+        bad_types();
+        bottom();
         drain();
     }
     MPI_Comm_free(&comm);
