@@ -16,7 +16,7 @@
  *                 that follows a host buffer), blocking and nonblocking, and neither the device
  *                 buffer, its guards nor cudampi's own memory takes any of it
  *
- *   bad_types     an uncommitted datatype, a handle that names no datatype, MPI_DATATYPE_NULL
+ *   bad_types     an uncommitted datatype, a handle that names no datatype (Open MPI), MPI_DATATYPE_NULL
  *                 and an aliased send and receive buffer, on point-to-point calls and
  *                 MPI_Allreduce: the class the host call gets in the same run (the shim's own
  *                 library calls must not raise through MPI_COMM_SELF's fatal handler), the
@@ -320,21 +320,19 @@ static void count0_truncate(void)
 
 /* ---- bad_types ----------------------------------------------------------------------------- */
 
-/* A handle that names no datatype: an integer no datatype has (MPICH's handles are integers
- * whose bits say what they name) or the address of zeroed memory (Open MPI's are pointers). */
+#ifdef OPEN_MPI
+/* A handle that names no datatype: the address of zeroed memory (Open MPI's handles are
+ * pointers, and its calls refuse such a datatype). MPICH's own calls crash or assert on a
+ * handle that names no datatype, so there is no baseline to compare with there. */
 static MPI_Datatype bogus_type(void)
 {
     static long zeros[512];
     MPI_Datatype t;
-    if (sizeof t == sizeof(int)) {
-        int h = (int)0x8c00fff3u; /* a direct datatype handle far past any allocated */
-        memcpy(&t, &h, sizeof h);
-    } else {
-        void *h = zeros;
-        memcpy(&t, &h, sizeof h);
-    }
+    void *h = zeros;
+    memcpy(&t, &h, sizeof h);
     return t;
 }
+#endif
 
 static void same_class(const char *what, int rc_host, int rc_dev)
 {
@@ -391,7 +389,9 @@ static void bad_types(void)
     MPI_Datatype unc;
     MPI_Type_vector(2, 1, 2, MPI_INT, &unc);
     bad_p2p(unc, "an uncommitted vector type", 300);
+#ifdef OPEN_MPI
     bad_p2p(bogus_type(), "a handle that names no datatype", 310);
+#endif
     bad_p2p(MPI_DATATYPE_NULL, "MPI_DATATYPE_NULL", 320);
     MPI_Type_free(&unc);
     exchange_ok("calls with bad datatypes");
@@ -399,8 +399,13 @@ static void bad_types(void)
     int host[2][16];
     struct guarded d = guarded_new(MEM_DEVICE, sizeof host);
     void *s = mem_alloc(MEM_DEVICE, sizeof host[0]);
+#if defined(OPEN_MPI) || (defined(MPICH_NUMVERSION) && MPICH_NUMVERSION < 50000000)
+    /* MPICH 5.0 asserts on it, on host memory too */
     bad_allreduce(host[0], host[1], s, d.p, MPI_DATATYPE_NULL, "MPI_Allreduce of MPI_DATATYPE_NULL");
+#endif
+#ifdef OPEN_MPI
     bad_allreduce(host[0], host[1], s, d.p, bogus_type(), "MPI_Allreduce of a handle that names no datatype");
+#endif
     guarded_check(&d, 1, "MPI_Allreduce with bad datatypes");
     mem_pattern(d.p, sizeof host[0], t_rank, 9);
     unsigned char *want = pattern_new(sizeof host[0], t_rank, 9);
