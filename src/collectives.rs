@@ -465,21 +465,48 @@ fn stage_plan(
     plan: Plan,
 ) -> Result<Staging, c_int> {
     let mut out = Staging { ptrs: [bufs[0] as *mut c_void, bufs[1] as *mut c_void], staged: [None, None] };
+    // The library's own failures are raised on the program's communicator.
+    let raise = |rc| errors::raise(comm, rc);
+    let abi = abi::get();
     for i in 0..2 {
         let Some(a) = plan[i] else { continue };
-        let dev = match locs[i] {
-            Location::Host => continue,
-            Location::Device(d) => d,
-            Location::FreedDevice => return Err(errors::freed(name, comm, bufs[i])),
-        };
-        let (span, gapless) = span_of(&a)?;
-        if span.len == 0 {
+        if matches!(locs[i], Location::Host) {
+            continue;
+        }
+        if abi.same(a.datatype, abi.datatype_null) && !matches!(a.blocks, Blocks::W(..)) {
+            // The library rejects the call before it looks at a buffer, with its own class.
             out.ptrs[i] = stage::placeholder();
             continue;
         }
+        let Ok((span, gapless)) = span_of(&a) else {
+            // A datatype the library refuses: it answers the call itself, each library with
+            // the class its own order of checks gives (Open MPI's checks the operation first).
+            out.ptrs[i] = stage::placeholder();
+            continue;
+        };
+        let dev = match locs[i] {
+            Location::Device(d) => d,
+            // MPI touches nothing: the pointer goes as given.
+            _ if span.len == 0 => continue,
+            _ => return Err(errors::unreadable(name, comm, bufs[i])),
+        };
         let writes = matches!(a.usage, Use::Write | Use::ReadWrite);
-        let runs = if writes && !gapless { runs_of(&a, span)? } else { None };
+        // A buffer read for nothing gets a harmless address; one written gets an empty staging
+        // buffer, whose untouched tail takes what a library writes past the counts.
+        if span.len == 0 && !writes {
+            out.ptrs[i] = stage::placeholder();
+            continue;
+        }
+        let runs = if writes && !gapless { runs_of(&a, span).map_err(raise)? } else { None };
+        // One device buffer given as both the send and the receive buffer (not MPI_IN_PLACE):
+        // the library is shown one staging buffer for both, as it would be shown one host
+        // buffer, and answers as it would there (every library refuses the aliasing).
+        let aliased = i == 1
+            && std::ptr::eq(bufs[0], bufs[1])
+            && out.staged[0].as_ref().is_some_and(|s| s.span.offset >= span.offset && s.span.offset + s.span.len as i64 <= span.offset + span.len as i64);
         let (fill, back) = match a.usage {
+            _ if aliased => (true, Back::Span),
+            _ if span.len == 0 => (false, Back::Nothing),
             Use::Read => (true, Back::Nothing),
             // MPI writes every byte of every block; without the runs the gaps come along.
             Use::Write => (!gapless && runs.is_none(), Back::Span),
@@ -492,6 +519,10 @@ fn stage_plan(
             s.fill(name, comm)?;
         }
         out.ptrs[i] = s.mpi_ptr();
+        if aliased {
+            out.ptrs[0] = out.ptrs[1];
+            out.staged[0] = None;
+        }
         out.staged[i] = Some(s);
     }
     Ok(out)
@@ -524,6 +555,21 @@ fn finish(name: &'static str, comm: Option<Handle>, mode: Mode, staging: Staging
     }
 }
 
+/// Where buffer `i` of a call lives. `MPI_BOTTOM` (null) is located by its datatype's absolute
+/// addresses, from the plan made first for it.
+fn locate(buf: *const c_void, plan: Option<&Result<Plan, c_int>>, i: usize) -> Location {
+    if !buf.is_null() {
+        return cuda::locate(buf);
+    }
+    match plan {
+        Some(Ok(p)) => match p[i] {
+            Some(Arg { blocks: Blocks::Same(count), datatype, n, .. }) if count > 0 && n > 0 => cuda::locate(stage::absolute(datatype)),
+            _ => Location::Host,
+        },
+        _ => Location::Host,
+    }
+}
+
 /// A collective with a send and a receive buffer.
 pub fn coll(
     name: &'static str,
@@ -534,12 +580,19 @@ pub fn coll(
     plan: impl FnOnce() -> Result<Plan, c_int>,
     call: impl FnOnce(*const c_void, *mut c_void) -> c_int,
 ) -> c_int {
-    let locs = [cuda::locate(sendbuf), cuda::locate(recvbuf)];
+    let bufs = [sendbuf, recvbuf.cast_const()];
+    let mut plan = Some(plan);
+    let mut made = None;
+    if bufs.iter().any(|b| b.is_null()) {
+        made = plan.take().map(|f| f());
+    }
+    let locs = [0, 1].map(|i| locate(bufs[i], made.as_ref(), i));
     if locs.iter().all(|l| matches!(l, Location::Host)) {
         stats::host_call();
         return call(sendbuf, recvbuf);
     }
-    let staging = match plan().and_then(|p| stage_plan(name, comm, mode, [sendbuf, recvbuf], locs, p)) {
+    let plan = made.or_else(|| plan.take().map(|f| f())).unwrap_or(Err(abi::get().err_intern));
+    let staging = match plan.and_then(|p| stage_plan(name, comm, mode, bufs, locs, p)) {
         Ok(s) => s,
         Err(rc) => return rc,
     };
@@ -557,12 +610,18 @@ pub fn coll1(
     plan: impl FnOnce() -> Result<Plan, c_int>,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
-    let loc = cuda::locate(buffer);
-    if matches!(loc, Location::Host) {
+    let mut plan = Some(plan);
+    let made = if buffer.is_null() { plan.take().map(|f| f()) } else { None };
+    let locs = match made {
+        Some(_) => [0, 1].map(|i| locate(buffer, made.as_ref(), i)),
+        None => [cuda::locate(buffer); 2],
+    };
+    if locs.iter().all(|l| matches!(l, Location::Host)) {
         stats::host_call();
         return call(buffer);
     }
-    let staging = match plan().and_then(|p| stage_plan(name, comm, mode, [buffer; 2], [loc; 2], p)) {
+    let plan = made.or_else(|| plan.take().map(|f| f())).unwrap_or(Err(abi::get().err_intern));
+    let staging = match plan.and_then(|p| stage_plan(name, comm, mode, [buffer; 2], locs, p)) {
         Ok(s) => s,
         Err(rc) => return rc,
     };

@@ -38,14 +38,15 @@ thread_local! {
     };
 }
 
-/// Asks the library about a datatype (once per thread for a predefined one). An `Err` carries
-/// the MPI error code of a failed query.
+/// Asks the library about a datatype (once per thread for a predefined one). An `Err` is
+/// `MPI_ERR_TYPE`, not yet raised: the library refused the handle, and the caller's call gets
+/// the class the library gives a bad datatype, raised on the caller's communicator.
 pub fn query(datatype: Handle) -> Result<TypeInfo, c_int> {
     let known = NAMED.with_borrow(|(slots, _)| slots.iter().find(|(h, t)| *h == datatype && t.named).map(|&(_, t)| t));
     if let Some(t) = known {
         return Ok(t);
     }
-    let t = ask(datatype)?;
+    let t = ask(datatype).map_err(|_| abi::get().err_type)?;
     if t.named {
         NAMED.with_borrow_mut(|(slots, next)| {
             slots[*next % NAMED_SLOTS] = (datatype, t);
@@ -78,7 +79,8 @@ impl TypeInfo {
 }
 
 /// Byte runs `(offset from the element's address, len)` that one element of a datatype
-/// consists of, found by unpacking marked bytes with the library's own `MPI_Unpack`.
+/// consists of, found by unpacking marked bytes with the library's own `MPI_Unpack`. An `Err`
+/// is the library's code (an uncommitted datatype, say), not yet raised.
 pub fn element_runs(datatype: Handle, t: &TypeInfo) -> Result<Vec<(i64, usize)>, c_int> {
     if t.named {
         return Ok(vec![(0, t.size as usize)]);
@@ -95,7 +97,7 @@ pub fn element_runs(datatype: Handle, t: &TypeInfo) -> Result<Vec<(i64, usize)>,
     let out = element.as_mut_ptr().wrapping_offset(-t.true_lb as isize);
     // SAFETY: unpacking one element writes only within its true extent, which `element` holds
     // at `out + true_lb`; `packed` holds one element's packed bytes.
-    check(unsafe { (p.unpack)(packed.as_ptr().cast(), size, &mut position, out.cast(), 1, datatype, abi.comm_self) })?;
+    check(unsafe { (p.unpack)(packed.as_ptr().cast(), size, &mut position, out.cast(), 1, datatype, quiet::comm()?) })?;
     let mut runs: Vec<(i64, usize)> = Vec::new();
     let mut i = 0;
     while i < width {
@@ -110,6 +112,48 @@ pub fn element_runs(datatype: Handle, t: &TypeInfo) -> Result<Vec<(i64, usize)>,
         runs.push((t.true_lb + start as i64, i - start));
     }
     Ok(runs)
+}
+
+/// The communicator of the library calls cudampi makes on its own behalf.
+pub mod quiet {
+    use std::ffi::c_int;
+    use std::sync::Mutex;
+
+    use crate::abi::{self, Handle};
+    use crate::real;
+
+    static COMM: Mutex<Option<Handle>> = Mutex::new(None);
+
+    /// A duplicate of `MPI_COMM_SELF` whose errors return. A call the program made must fail
+    /// through the handler of the program's communicator only: `MPI_COMM_SELF`'s is fatal by
+    /// default, and the program may have chosen `MPI_ERRORS_RETURN` elsewhere.
+    pub fn comm() -> Result<Handle, c_int> {
+        let abi = abi::get();
+        let p = real::pmpi().ok_or(abi.err_intern)?;
+        let mut held = COMM.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = *held {
+            return Ok(c);
+        }
+        let mut c: Handle = 0;
+        // SAFETY: MPI is initialised (a call the program made is in progress); valid out-pointer.
+        let rc = unsafe { (p.comm_dup)(abi.comm_self, &mut c) };
+        if rc != 0 {
+            return Err(rc);
+        }
+        // SAFETY: the communicator just made and a predefined error handler.
+        unsafe { (p.comm_set_errhandler)(c, abi.errors_return) };
+        *held = Some(c);
+        Ok(c)
+    }
+
+    /// Before the library's `MPI_Finalize`.
+    pub fn release() {
+        let mut held = COMM.lock().unwrap_or_else(|e| e.into_inner());
+        if let (Some(mut c), Some(p)) = (held.take(), real::pmpi()) {
+            // SAFETY: the communicator made by `comm`, no longer handed out.
+            unsafe { (p.comm_free)(&mut c) };
+        }
+    }
 }
 
 /// Appends the runs of `count` elements placed from byte offset `base`.

@@ -24,8 +24,10 @@ pub fn no_mem(name: &str, comm: Option<Handle>, bytes: usize) -> c_int {
     raise(comm, abi::get().err_no_mem)
 }
 
-pub fn freed(name: &str, comm: Option<Handle>, buf: *const c_void) -> c_int {
-    log::error(format_args!("{name}: buffer {buf:p} lies in device memory that has been freed"));
+/// A buffer that is neither device memory nor host memory the process can read (freed device
+/// memory, most likely), which MPI would crash on.
+pub fn unreadable(name: &str, comm: Option<Handle>, buf: *const c_void) -> c_int {
+    log::error(format_args!("{name}: buffer {buf:p} is neither device memory nor readable host memory (freed device memory?)"));
     raise(comm, abi::get().err_buffer)
 }
 

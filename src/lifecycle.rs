@@ -39,6 +39,8 @@ pub fn finalize(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
     // Requests the program freed while in flight must still deliver their data.
     requests::finish_orphans();
     crate::compat::finalize();
+    progress_until_all_finalize();
+    crate::datatype::quiet::release();
     ipc::finalize();
     let rc = call();
     // After the library is done with any staging buffer it may have registered.
@@ -47,6 +49,24 @@ pub fn finalize(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
     cuda::signal::release();
     cuda::copy::release_contexts();
     rc
+}
+
+/// MPICH 5.0's `MPI_Finalize` waits in a PMI barrier without progressing shared memory, so a
+/// rank that finalizes right after its last receive keeps the acknowledgements it could not
+/// queue yet, and a peer still in `MPI_Waitall` on its sends never returns. It takes a sender
+/// that posts slower than the receiver receives: host programs without cudampi hang with sends
+/// 20 us apart, and a staged device send takes that long to post. `MPI_Finalize` is collective
+/// over `MPI_COMM_WORLD`, so a barrier there first changes nothing a correct program may observe
+/// and keeps every rank progressing until all have arrived. Open MPI needs none.
+fn progress_until_all_finalize() {
+    let abi = abi::get();
+    if matches!(abi.family, abi::Family::OpenMpi) {
+        return;
+    }
+    if let Some(p) = real::pmpi() {
+        // SAFETY: MPI is initialised and every rank of MPI_COMM_WORLD is entering MPI_Finalize.
+        unsafe { (p.barrier)(abi.comm_world) };
+    }
 }
 
 fn report() {

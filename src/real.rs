@@ -172,6 +172,8 @@ define_pmpi! {
     dist_graph_neighbors_count = "PMPI_Dist_graph_neighbors_count": fn(Handle, *mut c_int, *mut c_int, *mut c_int);
     allgather = "PMPI_Allgather": fn(*const c_void, c_int, Handle, *mut c_void, c_int, Handle, Handle);
     comm_dup = "PMPI_Comm_dup": fn(Handle, *mut Handle);
+    comm_free = "PMPI_Comm_free": fn(*mut Handle);
+    comm_set_errhandler = "PMPI_Comm_set_errhandler": fn(Handle, Handle);
     comm_group = "PMPI_Comm_group": fn(Handle, *mut Handle);
     comm_remote_group = "PMPI_Comm_remote_group": fn(Handle, *mut Handle);
     group_translate_ranks = "PMPI_Group_translate_ranks": fn(Handle, c_int, *const c_int, Handle, *mut c_int);

@@ -16,8 +16,9 @@ use crate::errors;
 use crate::staging::{self, Lease};
 use crate::{config, log, real, stats};
 
-/// A readable, writable host address for calls that must not see the device pointer but will
-/// not transfer data either.
+/// A readable host address for calls that must not see the device pointer but will not
+/// transfer data either: sends of nothing, calls the library rejects. Never for a receive,
+/// which a longer message may overrun.
 pub fn placeholder() -> *mut c_void {
     static mut BYTE: u64 = 0;
     // Only the address is taken; MPI transfers nothing into it.
@@ -108,11 +109,34 @@ pub fn prepare(
     comm: Option<Handle>,
     dir: Direction,
 ) -> Result<Prepared, c_int> {
-    match cuda::locate(buf) {
+    let at = if buf.is_null() && count > 0 { absolute(datatype) } else { buf };
+    match cuda::locate(at) {
         Location::Host => Ok(Prepared::Direct(buf as *mut c_void)),
         Location::Device(dev) => prepare_device(name, buf, dev, count, datatype, peer, comm, dir),
-        Location::FreedDevice => Err(errors::freed(name, comm, buf)),
+        Location::Unreadable => unreadable(name, buf, count, datatype, peer, comm),
     }
+}
+
+/// Where a datatype used with `MPI_BOTTOM` starts: its displacements are absolute addresses,
+/// located like any buffer. A datatype the library refuses locates nothing (the library
+/// answers the call itself).
+#[cold]
+pub fn absolute(datatype: Handle) -> *const c_void {
+    match datatype::query(datatype) {
+        Ok(t) => t.true_lb as usize as *const c_void,
+        Err(_) => std::ptr::null(),
+    }
+}
+
+/// A buffer MPI would crash on is refused only where MPI would touch it: a call that transfers
+/// nothing, or that the library rejects before it looks at the buffer, gets it as given.
+#[cold]
+fn unreadable(name: &'static str, buf: *const c_void, count: i64, datatype: Handle, peer: c_int, comm: Option<Handle>) -> Result<Prepared, c_int> {
+    let abi = abi::get();
+    if count <= 0 || peer == abi.proc_null || abi.same(datatype, abi.datatype_null) {
+        return Ok(Prepared::Direct(buf as *mut c_void));
+    }
+    Err(errors::unreadable(name, comm, buf))
 }
 
 #[inline(never)]
@@ -129,24 +153,28 @@ fn prepare_device(
 ) -> Result<Prepared, c_int> {
     let abi = abi::get();
     // Calls the real library rejects or completes without touching the buffer (negative
-    // count, the null datatype, MPI_PROC_NULL, nothing to transfer) see a harmless host
-    // address, so the caller gets exactly the real library's answer.
-    if count <= 0 || peer == abi.proc_null || abi.same(datatype, abi.datatype_null) {
+    // count, the null datatype, MPI_PROC_NULL) see a harmless host address, so the caller gets
+    // exactly the real library's answer.
+    if count < 0 || peer == abi.proc_null || abi.same(datatype, abi.datatype_null) {
         return Ok(Prepared::Direct(placeholder()));
     }
-    let t = datatype::query(datatype)?;
-    let span = t.span(count)?;
-    if span.len == 0 {
-        return Ok(Prepared::Direct(placeholder()));
-    }
+    // The library's own failures are raised on the program's communicator.
+    let raise = |rc| errors::raise(comm, rc);
+    let t = datatype::query(datatype).map_err(raise)?;
+    let span = t.span(count).map_err(raise)?;
     let (fill, back) = match dir {
+        // A send of nothing reads nothing. A receive of nothing still gets a staging buffer:
+        // a longer message is written past the posted count by Open MPI (the overrun lands in
+        // the staging buffer's untouched tail) before it reports MPI_ERR_TRUNCATE.
+        Direction::Send if span.len == 0 => return Ok(Prepared::Direct(placeholder())),
+        _ if span.len == 0 => (false, Back::Nothing),
         Direction::Send => (true, Back::Nothing),
         Direction::Recv if span.named => (false, Back::Received),
         Direction::Recv | Direction::Replace | Direction::RecvWhole => (true, Back::Span),
     };
     let mut s = lease_for(name, buf, dev, span, comm, fill, back)?;
     if back == Back::Span && !span.named {
-        let element = datatype::element_runs(datatype, &t)?;
+        let element = datatype::element_runs(datatype, &t).map_err(raise)?;
         if (element.len() as i64).saturating_mul(count) <= MAX_RUNS {
             let mut runs = Vec::new();
             datatype::push_runs(&mut runs, &element, t.extent, 0, count);
