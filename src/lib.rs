@@ -27,27 +27,12 @@
 // MPI signatures are long; the handlers mirror them.
 #![allow(clippy::too_many_arguments)]
 
-mod abi;
-pub mod api;
+mod base;
 mod compat;
-mod config;
 mod cuda;
-mod datatype;
-mod errors;
-mod export;
-mod ffi;
-mod fortran;
+pub mod entry;
+mod fastpath;
 mod handlers;
-mod ipc;
-mod lifecycle;
-mod log;
-mod collectives;
-mod completion;
-mod nonblocking;
-mod p2p;
-mod real;
+mod mpi;
 mod requests;
-mod stage;
 mod staging;
-mod stats;
-mod table;

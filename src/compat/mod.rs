@@ -28,7 +28,7 @@ mod requests;
 mod sendrecv;
 mod status;
 
-use crate::real::{Pmpi, Real};
+use crate::mpi::real::{Pmpi, Real};
 
 /// Completes `real` where the library lacks functions. Called once, when it is resolved.
 pub fn install(real: &mut Real) {
@@ -41,7 +41,7 @@ pub fn install(real: &mut Real) {
 /// The helper functions cudampi calls for itself complete, start and free requests through the
 /// same wrappers as the program's calls.
 pub fn install_pmpi(p: &mut Pmpi) {
-    requests::wrap_pmpi(crate::real::get(), p);
+    requests::wrap_pmpi(crate::mpi::real::get(), p);
 }
 
 /// Operations still in flight that the program freed are completed (`MPI_Finalize`, before the
