@@ -20,6 +20,9 @@
 //! never report one complete before its operation is. Everything here works on whatever
 //! buffers the layer above hands it (host memory: device buffers are staged before), and calls
 //! only the library.
+//!
+//! It may use `mpi` and `base`. `real` calls [`install`] and [`install_pmpi`] through the
+//! function values that `entry` hands it at start-up, so the two do not import each other.
 
 mod fill;
 pub mod narrow;

@@ -10,7 +10,7 @@ use std::ffi::{c_int, c_void};
 
 use super::requests::{self, Owned};
 use crate::base::log;
-use crate::handlers::collectives::{group, neighbors};
+use crate::mpi::comm::{group, neighbors};
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::errors;
 

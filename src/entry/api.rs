@@ -1,13 +1,11 @@
 //! cudampi's own C API (`include/cudampi.h`): version, whether CUDA is in use, statistics.
 
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{c_char, c_int};
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::base::stats;
 use crate::staging::pool;
 use crate::{cuda, requests};
-
-pub(crate) const VERSION: &CStr = c"cudampi 0.1.0";
 
 /// Counters since start-up (see `CUDAMPI_STATS`).
 #[repr(C)]
@@ -51,7 +49,7 @@ pub struct CudampiStats {
 /// The version string, e.g. "cudampi 0.1.0".
 #[no_mangle]
 pub extern "C" fn cudampi_version() -> *const c_char {
-    VERSION.as_ptr()
+    crate::base::VERSION.as_ptr()
 }
 
 /// 1 when the process has loaded a working CUDA driver and device buffers are staged, else 0.

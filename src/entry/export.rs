@@ -33,6 +33,16 @@ macro_rules! define_exports {
             export_one!($name ($($arg : $ty),*) => $handler [$($cp),*] ($($harg),*));
             export_one!($pname ($($arg : $ty),*) => $handler [$($cp),*] ($($harg),*));
         )*
+
+        /// The addresses of the entry points above, which the MPI layer's lookups must skip.
+        pub fn own() -> crate::mpi::real::Own {
+            crate::mpi::real::Own {
+                $(
+                    $name: $name as *const () as usize,
+                    $pname: $pname as *const () as usize,
+                )*
+            }
+        }
     };
 }
 

@@ -26,7 +26,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::envelope::{self, Envelope};
 use super::peers;
-use crate::handlers::p2p::Matching;
+use crate::mpi::matching::Matching;
 use crate::mpi::abi::{self, Family, Handle};
 use crate::mpi::{datatype, errors, real};
 use crate::staging::stage::{received_bytes, OwnStatus};

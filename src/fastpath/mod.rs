@@ -17,6 +17,13 @@
 //! path, share a node and can open each other's handles. Anything else (a rank with the paths
 //! off, a GPU the receiver cannot see, a datatype with gaps, a full pool) is staged through
 //! host memory as before.
+//!
+//! This layer may use `staging`, `mpi`, `cuda` and `base`. The handlers offer it device sends
+//! and probes; the request table (above) keeps the envelope a nonblocking send still reads and
+//! hands a completed host receive to [`host_received`]. What it needs of the layers above comes
+//! as function values at [`init`] (the receives in flight, [`Waiting`], which `lifecycle` takes
+//! from the request table), and it hands staging what brings the data of an envelope that lands
+//! in a staged receive ([`stage::Envelopes`]).
 
 mod envelope;
 mod exported;
@@ -33,9 +40,10 @@ use crate::base::{config, log, stats};
 use crate::cuda::{self, Device, InContext, Location};
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::{datatype, errors, real};
-use crate::staging::stage::received_bytes;
+use crate::staging::stage::{self, received_bytes, Envelopes, Window};
 
 pub use envelope::BYTES as ENVELOPE_BYTES;
+pub use pipeline::Waiting;
 
 /// A peer may send this process envelopes, so receives look at what arrived.
 static RECEIVING: AtomicBool = AtomicBool::new(false);
@@ -60,14 +68,16 @@ pub fn announced(len: usize) -> bool {
     receiving() && cfg.pipeline && len >= cfg.pipeline_bytes
 }
 
-/// After the library's `MPI_Init`: every rank takes part when a fast path is on.
-pub fn init() {
+/// After the library's `MPI_Init`: every rank takes part when a fast path is on. `waiting`
+/// lists the device receives in flight, which chunks may begin before their completion call.
+pub fn init(waiting: Waiting) {
+    stage::envelopes(Envelopes { announced, landed });
     let cfg = config::get();
     if !cfg.ipc && !cfg.pipeline {
         return;
     }
     peers::handshake();
-    pipeline::init();
+    pipeline::init(waiting);
     if let Some(p) = peers::get() {
         let on = p.may_receive();
         RECEIVING.store(on, Relaxed);
@@ -196,6 +206,15 @@ pub struct Landing<'a> {
     pub capacity: usize,
     /// The device span the data belongs in; `None` when `at` is its final place.
     pub device: Option<(Device, *mut c_void)>,
+}
+
+/// A staged receive completed (see [`stage::Envelopes`]).
+fn landed(name: &'static str, comm: Option<Handle>, status: *mut c_void, w: Window, runs: Option<&[(usize, usize)]>) -> Option<Result<(), c_int>> {
+    if !receiving() || status.is_null() {
+        return None;
+    }
+    let capacity = runs.map(|r| r.iter().map(|x| x.1).sum()).unwrap_or(w.len);
+    incoming(name, comm, status, Landing { at: w.host, runs, capacity, device: Some((w.dev, w.user)) })
 }
 
 /// If the receive described by `status` got an envelope, brings the data where it belongs and

@@ -21,7 +21,7 @@
 use std::collections::VecDeque;
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::envelope::{self, Envelope};
@@ -31,9 +31,8 @@ use crate::cuda::copy::check;
 use crate::cuda::{CudaError, Device, InContext};
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::real;
-use crate::requests;
 use crate::staging::pool::{self, Lease};
-use crate::staging::stage::received_bytes;
+use crate::staging::stage::{received_bytes, Window};
 
 /// Chunk tags on the private communicator: 1 is the IPC releases', and wrapping below MPI's
 /// smallest allowed tag bound keeps every tag valid.
@@ -552,7 +551,8 @@ const TAKING: usize = 1;
 const MISSES: usize = 4;
 
 /// After the library's `MPI_Init`.
-pub fn init() {
+pub fn init(waiting: Waiting) {
+    let _ = WAITING.set(waiting);
     let mut provided = 0;
     // SAFETY: MPI is initialised; a valid out-pointer.
     let serial = real::pmpi().is_some_and(|p| unsafe { (p.query_thread)(&mut provided) } == 0 && provided < abi::get().thread_multiple);
@@ -576,13 +576,28 @@ fn unclaim(e: &Envelope) {
     begun().retain(|x| !x.of(e));
 }
 
+/// The program's requests in flight, as the request table (a layer above) knows them: handed
+/// down by `init`.
+pub struct Waiting {
+    /// Whether any request with a staged buffer is in flight.
+    pub any: fn() -> bool,
+    /// The device receives posted and not completed, oldest first, with their staging buffers.
+    pub receives: fn() -> Vec<(Handle, Window)>,
+}
+
+static WAITING: OnceLock<Waiting> = OnceLock::new();
+
+fn any_request() -> bool {
+    WAITING.get().is_some_and(|w| (w.any)())
+}
+
 /// A send waiting for pinned buffers takes the chunks its peers send it meanwhile: it carries
 /// on the receives begun so, and begins the oldest device receive whose chunks' envelope has
 /// arrived. Two ranks sending each other more than the pool holds then free each other's
 /// buffers by taking each other's chunks, instead of each waiting for the other. The
 /// receive's completion call carries on from there.
 fn receive_meanwhile() {
-    if !SERIAL.load(Relaxed) || !requests::any() {
+    if !SERIAL.load(Relaxed) || !any_request() {
         return;
     }
     let Some(p) = real::pmpi() else { return };
@@ -591,7 +606,7 @@ fn receive_meanwhile() {
         return;
     }
     let mut misses = 0;
-    for (h, w) in requests::waiting_device_receives() {
+    for (h, w) in WAITING.get().map_or_else(Vec::new, |w| (w.receives)()) {
         if b.iter().any(|x| x.request == h) {
             continue;
         }
@@ -625,7 +640,7 @@ fn receive_meanwhile() {
 
 /// Carries on the receives begun so far, without beginning others.
 fn step_begun() {
-    if SERIAL.load(Relaxed) && requests::any() {
+    if SERIAL.load(Relaxed) && any_request() {
         step(&mut begun());
     }
 }

@@ -9,7 +9,8 @@
 use std::ffi::{c_int, c_void};
 
 use crate::fastpath::held;
-use crate::handlers::p2p::{self, Matching};
+use crate::handlers::p2p;
+use crate::mpi::matching::Matching;
 use crate::mpi::abi::{self, Handle, UNDEFINED};
 use crate::mpi::errors;
 use crate::requests::{self, Kind};

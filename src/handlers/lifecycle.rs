@@ -23,11 +23,11 @@ pub fn init(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
             log::set_rank(rank);
         }
     }
-    fastpath::init();
+    fastpath::init(fastpath::Waiting { any: requests::any, receives: requests::waiting_device_receives });
     if cfg.debug {
         log::debug(format_args!(
             "{} on {}; CUDA {}",
-            crate::entry::api::VERSION.to_str().unwrap_or("?"),
+            crate::base::VERSION.to_str().unwrap_or("?"),
             abi.family.name(),
             if cuda::driver::get().is_some() { "found" } else { "not loaded (yet)" }
         ));

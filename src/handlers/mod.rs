@@ -1,4 +1,9 @@
-//! The handlers the table names, gathered for `export.rs`.
+//! The handlers the table names, gathered for `export.rs`: blocking point-to-point (`p2p`),
+//! posting nonblocking, persistent and partitioned operations (`nonblocking`), `MPI_Wait`,
+//! `MPI_Test` and the other request calls (`completion`), collectives (`collectives`), and
+//! `MPI_Init`, `MPI_Finalize` and the CUDA-support queries (`lifecycle`); the probes live with
+//! the envelopes they look into (`fastpath::held`). A handler may use every layer below; only
+//! `entry` uses the handlers.
 
 pub mod collectives;
 pub mod completion;

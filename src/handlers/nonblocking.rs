@@ -10,7 +10,8 @@ use std::ffi::{c_int, c_void};
 
 use crate::base::stats;
 use crate::fastpath::held;
-use crate::handlers::p2p::{self, Count, Matching};
+use crate::handlers::p2p::{self, Count};
+use crate::mpi::matching::Matching;
 use crate::mpi::abi::Handle;
 use crate::mpi::datatype;
 use crate::mpi::{abi, errors, real};

@@ -102,7 +102,7 @@ fn symbol(name: &CStr) -> *mut c_void {
 }
 
 fn detect() -> Abi {
-    crate::mpi::real::make_mpi_global();
+    crate::mpi::loader::make_mpi_global();
     let ompi_world = symbol(c"ompi_mpi_comm_world");
     if !ompi_world.is_null() {
         return Abi {

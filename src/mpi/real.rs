@@ -6,74 +6,7 @@ use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
 
 use crate::mpi::abi::Handle;
-
-/// Makes the MPI library visible to `RTLD_NEXT` and `RTLD_DEFAULT` lookups when it was loaded
-/// without `RTLD_GLOBAL`, as a Python extension module loads its libmpi: the loaded objects are
-/// searched once for the one defining `PMPI_Init`, which is then opened again with
-/// `RTLD_GLOBAL`. Called before any real function or family symbol is looked up.
-pub fn make_mpi_global() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: dlsym with a NUL-terminated name.
-        if !unsafe { libc::dlsym(libc::RTLD_NEXT, c"PMPI_Init".as_ptr()) }.is_null() {
-            return;
-        }
-        let ours = crate::entry::export::PMPI_Init as *const () as usize;
-        for name in loaded_objects() {
-            // SAFETY: RTLD_NOLOAD only returns objects already loaded; dladdr reads loader data.
-            unsafe {
-                let h = libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD);
-                if h.is_null() {
-                    continue;
-                }
-                let f = libc::dlsym(h, c"PMPI_Init".as_ptr());
-                let mut info: libc::Dl_info = std::mem::zeroed();
-                let found = !f.is_null() && f as usize != ours && libc::dladdr(f, &mut info) != 0 && !info.dli_fname.is_null();
-                if found {
-                    // Kept open: the library was loaded anyway, and now stays in the global scope.
-                    libc::dlopen(info.dli_fname, libc::RTLD_NOW | libc::RTLD_NOLOAD | libc::RTLD_GLOBAL);
-                }
-                if found && crate::base::config::get().debug {
-                    crate::base::log::debug(format_args!(
-                        "the MPI library {} was loaded locally; made it global",
-                        std::ffi::CStr::from_ptr(info.dli_fname).to_string_lossy()
-                    ));
-                }
-                libc::dlclose(h);
-                if found {
-                    return;
-                }
-            }
-        }
-    });
-}
-
-/// The file names of the loaded shared objects, collected first: dlopen must not run inside
-/// `dl_iterate_phdr`, which holds the loader's lock.
-fn loaded_objects() -> Vec<std::ffi::CString> {
-    unsafe extern "C" fn each(info: *mut libc::dl_phdr_info, _: libc::size_t, out: *mut c_void) -> c_int {
-        // SAFETY: glibc passes a valid info; out is the Vec below.
-        let name = unsafe { (*info).dlpi_name };
-        if !name.is_null() && unsafe { *name } != 0 {
-            let out = unsafe { &mut *out.cast::<Vec<std::ffi::CString>>() };
-            out.push(unsafe { std::ffi::CStr::from_ptr(name) }.to_owned());
-        }
-        0
-    }
-    let mut out: Vec<std::ffi::CString> = Vec::new();
-    // SAFETY: the callback only reads the headers and appends to `out`.
-    unsafe { libc::dl_iterate_phdr(Some(each), (&mut out as *mut Vec<std::ffi::CString>).cast()) };
-    out
-}
-
-/// `name` ends in NUL.
-fn next(name: &str, ours: usize) -> usize {
-    debug_assert!(name.ends_with('\0'));
-    // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT searches the objects after this one.
-    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr().cast()) } as usize;
-    // Never hand back our own entry point: that would recurse forever.
-    if f == ours { 0 } else { f }
-}
+use crate::mpi::loader::{self, make_mpi_global, next};
 
 macro_rules! define_real {
     ($( $name:ident, $pname:ident $(or $base:ident, $pbase:ident $(via $family:ident)?)? $(starts $start:ident)? $(fortran $fortran:tt)? ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*); )*) => {
@@ -87,25 +20,58 @@ macro_rules! define_real {
             )*
         }
 
+        /// The addresses of cudampi's own definitions of the table's functions, which a lookup
+        /// must never return: the entry point would call itself.
+        #[allow(non_snake_case)]
+        pub struct Own {
+            $(
+                pub $name: usize,
+                pub $pname: usize,
+            )*
+        }
+
         fn resolve() -> Real {
             make_mpi_global();
+            let own = OWN.get();
             let mut real = Real {
                 $(
                     // SAFETY: a non-null result is the library's function of this C signature.
                     $name: unsafe { std::mem::transmute::<usize, Option<unsafe extern "C" fn($($ty),*) -> c_int>>(
-                        next(concat!(stringify!($name), "\0"), crate::entry::export::$name as *const () as usize)) },
+                        next(concat!(stringify!($name), "\0"), own.map_or(0, |o| o.$name))) },
                     // SAFETY: as above.
                     $pname: unsafe { std::mem::transmute::<usize, Option<unsafe extern "C" fn($($ty),*) -> c_int>>(
-                        next(concat!(stringify!($pname), "\0"), crate::entry::export::$pname as *const () as usize)) },
+                        next(concat!(stringify!($pname), "\0"), own.map_or(0, |o| o.$pname))) },
                 )*
             };
-            crate::compat::install(&mut real);
+            if let Some(c) = COMPLETE.get() {
+                (c.0)(&mut real);
+            }
             real
         }
     };
 }
 
 crate::mpi_functions!(define_real);
+
+/// What the layers above hand down at start-up, before the first lookup: cudampi's own entry
+/// points, which a lookup must never return, and what completes the tables where the library
+/// lacks functions (`compat`, which builds them from these very tables).
+pub struct Start {
+    pub own: Own,
+    pub complete: fn(&mut Real),
+    pub complete_pmpi: fn(&mut Pmpi),
+}
+
+/// Takes what the layers above hand down; the first call counts.
+pub fn start(s: Start) {
+    loader::start(s.own.PMPI_Init);
+    let _ = OWN.set(s.own);
+    let _ = COMPLETE.set((s.complete, s.complete_pmpi));
+}
+
+static OWN: OnceLock<Own> = OnceLock::new();
+
+static COMPLETE: OnceLock<(fn(&mut Real), fn(&mut Pmpi))> = OnceLock::new();
 
 static REAL: OnceLock<Real> = OnceLock::new();
 
@@ -141,7 +107,9 @@ macro_rules! define_pmpi {
                     },
                 )*
             };
-            crate::compat::install_pmpi(&mut p);
+            if let Some(c) = COMPLETE.get() {
+                (c.1)(&mut p);
+            }
             Some(p)
         }
     };

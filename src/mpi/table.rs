@@ -47,9 +47,9 @@ macro_rules! mpi_functions {
             MPI_Rsend, PMPI_Rsend fortran(rsend, RSEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
                 => send [buf, count, datatype] (buf, count as i64, datatype, dest, comm);
             MPI_Recv, PMPI_Recv fortran(recv, RECV, ts) (buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut c_void)
-                => recv [buf, status] (buf, count as i64, datatype, $crate::handlers::p2p::Matching::Tag(source, tag, comm), status);
+                => recv [buf, status] (buf, count as i64, datatype, $crate::mpi::matching::Matching::Tag(source, tag, comm), status);
             MPI_Mrecv, PMPI_Mrecv fortran(mrecv, MRECV, ts) (buf: *mut c_void, count: c_int, datatype: Handle, message: *mut c_void, status: *mut c_void)
-                => recv [buf, status] (buf, count as i64, datatype, $crate::handlers::p2p::Matching::Message(message), status);
+                => recv [buf, status] (buf, count as i64, datatype, $crate::mpi::matching::Matching::Message(message), status);
             MPI_Sendrecv, PMPI_Sendrecv fortran(sendrecv, SENDRECV, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int,
                                          recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int,
                                          comm: Handle, status: *mut c_void)
@@ -78,9 +78,9 @@ macro_rules! mpi_functions {
             MPI_Rsend_c, PMPI_Rsend_c or MPI_Rsend, PMPI_Rsend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
                 => send [buf, count, datatype] (buf, count, datatype, dest, comm);
             MPI_Recv_c, PMPI_Recv_c or MPI_Recv, PMPI_Recv (buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut c_void)
-                => recv [buf, status] (buf, count, datatype, $crate::handlers::p2p::Matching::Tag(source, tag, comm), status);
+                => recv [buf, status] (buf, count, datatype, $crate::mpi::matching::Matching::Tag(source, tag, comm), status);
             MPI_Mrecv_c, PMPI_Mrecv_c or MPI_Mrecv, PMPI_Mrecv (buf: *mut c_void, count: i64, datatype: Handle, message: *mut c_void, status: *mut c_void)
-                => recv [buf, status] (buf, count, datatype, $crate::handlers::p2p::Matching::Message(message), status);
+                => recv [buf, status] (buf, count, datatype, $crate::mpi::matching::Matching::Message(message), status);
             MPI_Sendrecv_c, PMPI_Sendrecv_c or MPI_Sendrecv, PMPI_Sendrecv (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
                                              recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, source: c_int, recvtag: c_int,
                                              comm: Handle, status: *mut c_void)
@@ -99,9 +99,9 @@ macro_rules! mpi_functions {
             MPI_Irsend, PMPI_Irsend fortran(irsend, IRSEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
                 => isend [buf, count, datatype] (buf, count as i64, datatype, dest, comm, request);
             MPI_Irecv, PMPI_Irecv fortran(irecv, IRECV, ts) (buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => irecv [buf] (buf, count as i64, datatype, $crate::handlers::p2p::Matching::Tag(source, tag, comm), request);
+                => irecv [buf] (buf, count as i64, datatype, $crate::mpi::matching::Matching::Tag(source, tag, comm), request);
             MPI_Imrecv, PMPI_Imrecv fortran(imrecv, IMRECV, ts) (buf: *mut c_void, count: c_int, datatype: Handle, message: *mut c_void, request: *mut c_void)
-                => irecv [buf] (buf, count as i64, datatype, $crate::handlers::p2p::Matching::Message(message), request);
+                => irecv [buf] (buf, count as i64, datatype, $crate::mpi::matching::Matching::Message(message), request);
             MPI_Isendrecv, PMPI_Isendrecv fortran(isendrecv, ISENDRECV, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int,
                                            recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int,
                                            comm: Handle, request: *mut c_void)
@@ -118,9 +118,9 @@ macro_rules! mpi_functions {
             MPI_Irsend_c, PMPI_Irsend_c or MPI_Irsend, PMPI_Irsend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
                 => isend [buf, count, datatype] (buf, count, datatype, dest, comm, request);
             MPI_Irecv_c, PMPI_Irecv_c or MPI_Irecv, PMPI_Irecv (buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => irecv [buf] (buf, count, datatype, $crate::handlers::p2p::Matching::Tag(source, tag, comm), request);
+                => irecv [buf] (buf, count, datatype, $crate::mpi::matching::Matching::Tag(source, tag, comm), request);
             MPI_Imrecv_c, PMPI_Imrecv_c or MPI_Imrecv, PMPI_Imrecv (buf: *mut c_void, count: i64, datatype: Handle, message: *mut c_void, request: *mut c_void)
-                => irecv [buf] (buf, count, datatype, $crate::handlers::p2p::Matching::Message(message), request);
+                => irecv [buf] (buf, count, datatype, $crate::mpi::matching::Matching::Message(message), request);
             MPI_Isendrecv_c, PMPI_Isendrecv_c or MPI_Isendrecv, PMPI_Isendrecv (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
                                                recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, source: c_int, recvtag: c_int,
                                                comm: Handle, request: *mut c_void)

@@ -13,6 +13,9 @@
 //!
 //! A host-only program never creates an entry, and every completion call checks one atomic
 //! counter before anything else.
+//!
+//! This layer may use `fastpath` (a receive that got an envelope, the envelope a send still
+//! reads), `staging`, `mpi` and `base`; the handlers and cudampi's C API use it.
 
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};

@@ -7,7 +7,7 @@
 //! [`Staged::deliver`] copies back what MPI wrote (on return, or at completion).
 
 use std::ffi::{c_int, c_void};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::base::{config, log, stats};
 use crate::cuda::{self, Device, InContext, Location};
@@ -16,6 +16,24 @@ use crate::mpi::datatype::{self, Span};
 use crate::mpi::errors;
 use crate::mpi::real;
 use crate::staging::pool::{self, Lease};
+
+/// What the fast paths (`fastpath`, a layer above) hand down when they start: a device
+/// message may arrive as an envelope in place of its data, which they then bring.
+pub struct Envelopes {
+    /// Whether device receives of this many bytes come as envelopes from every sender, so that
+    /// the staging buffer need only hold the envelope and may be pageable.
+    pub announced: fn(usize) -> bool,
+    /// A staged receive completed: if it got an envelope, brings the data to the device span
+    /// and sets the status to the message's true size. `None`: an ordinary message.
+    pub landed: fn(&'static str, Option<Handle>, *mut c_void, Window, Option<&[(usize, usize)]>) -> Option<Result<(), c_int>>,
+}
+
+static ENVELOPES: OnceLock<Envelopes> = OnceLock::new();
+
+/// Takes the fast paths' part of a receive; the first call counts.
+pub fn envelopes(e: Envelopes) {
+    let _ = ENVELOPES.set(e);
+}
 
 /// A readable, writable host address for calls that must not see the device pointer but will
 /// not transfer data either.
@@ -180,7 +198,7 @@ pub fn lease_for(
     stats::device_call(name);
     let user = buf.cast::<u8>().wrapping_offset(span.offset as isize) as *mut c_void;
     let ctx = InContext::enter(&dev).map_err(|e| errors::cuda(name, comm, e, buf, span.len, &dev))?;
-    let lease = match !fill && back == Back::Received && crate::fastpath::announced(span.len) {
+    let lease = match !fill && back == Back::Received && ENVELOPES.get().is_some_and(|e| (e.announced)(span.len)) {
         true => pool::lease_unpinned(span.len),
         false => pool::lease(span.len, &ctx),
     };
@@ -282,12 +300,8 @@ pub fn deliver(
     if back == Back::Nothing || (!status.is_null() && cancelled(status)) {
         return Ok(());
     }
-    if crate::fastpath::receiving() && !status.is_null() {
-        let capacity = runs.map(|r| r.iter().map(|x| x.1).sum()).unwrap_or(w.len);
-        let to = crate::fastpath::Landing { at: w.host, runs, capacity, device: Some((w.dev, w.user)) };
-        if let Some(r) = crate::fastpath::incoming(name, comm, status, to) {
-            return r;
-        }
+    if let Some(r) = ENVELOPES.get().and_then(|e| (e.landed)(name, comm, status, w, runs)) {
+        return r;
     }
     if let (Back::Span, Some(runs)) = (back, runs) {
         return w.runs_to_device(name, comm, runs);

@@ -266,8 +266,8 @@ impl<V, const SEND: bool> Arg<V> for Types<SEND> {
             return Types::Same(raw);
         }
         let peers = match (ctx.type_arrays, ctx.comm) {
-            (TypeArrays::All, Some(comm)) => crate::handlers::collectives::group(comm).map(|g| g.peers),
-            (TypeArrays::Neighbor, Some(comm)) => crate::handlers::collectives::neighbors(comm).map(|(sources, destinations)| if SEND { destinations } else { sources }),
+            (TypeArrays::All, Some(comm)) => crate::mpi::comm::group(comm).map(|g| g.peers),
+            (TypeArrays::Neighbor, Some(comm)) => crate::mpi::comm::neighbors(comm).map(|(sources, destinations)| if SEND { destinations } else { sources }),
             _ => Err(abi::get().err_intern),
         };
         match peers {

@@ -56,7 +56,7 @@ impl Entry {
     pub unsafe fn next<F: Copy>(&self, ours: usize) -> Option<F> {
         let mut f = self.next.load(Relaxed);
         if f == UNRESOLVED {
-            crate::mpi::real::make_mpi_global();
+            crate::mpi::loader::make_mpi_global();
             // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT searches the objects after this one.
             let found = unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr().cast()) } as usize;
             f = if found == 0 || found == ours { ABSENT } else { found };
