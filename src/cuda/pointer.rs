@@ -142,7 +142,7 @@ fn query_known(d: &Driver, ptr: *const c_void) -> Option<Location> {
     let ordinal = ordinal as u32 as i32;
     if managed & 0xff != 0 {
         // Managed memory is host-accessible; the driver migrates pages on demand.
-        return Some(if crate::config::get().stage_managed { Location::Device(Device { ctx, ordinal, managed: true }) } else { Location::Host });
+        return Some(if crate::base::config::get().stage_managed { Location::Device(Device { ctx, ordinal, managed: true }) } else { Location::Host });
     }
     match mem_type & 0xffff_ffff {
         TYPE_DEVICE => {
