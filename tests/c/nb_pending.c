@@ -18,7 +18,9 @@
 #include "common.h"
 
 #define MSG 1024
-#define MAX_RATIO 5.0
+/* 3.0-3.4x measured on an idle 2-core machine, up to 5.5x while other jobs ran on it: the bound
+ * leaves room for a busy CI machine and still fails any growth of the old kind (hundreds of times) */
+#define MAX_RATIO 8.0
 #define MAX_GROWTH 3.0
 
 /* The stand-in CUDA driver of the tests names its devices so. */
