@@ -44,33 +44,21 @@
 
 #include "machine.h"
 
-/* cuda.h names the current entry point cuIpcOpenMemHandle_v2 behind a macro; the stand-in
- * driver's header declares it by that name alone. */
-
 typedef int (*send_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
 typedef int (*recv_fn)(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Status *);
 static send_fn real_send;
 static recv_fn real_recv;
 static const char *real_lib = "(not found: MPI_* used instead)";
 
-/* The MPI library's own functions: the library that defines MPI_Comm_rank (cudampi does not
- * intercept it), opened again with RTLD_NOLOAD, then dlsym in that handle alone. */
 static void find_real(void)
 {
-    Dl_info di;
-    void *sym = dlsym(RTLD_DEFAULT, "MPI_Comm_rank");
-    real_send = (send_fn)MPI_Send;
-    real_recv = (recv_fn)MPI_Recv;
-    if (!sym || !dladdr(sym, &di) || !di.dli_fname) return;
-    void *h = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_NOW);
-    if (!h) return;
-    send_fn s = (send_fn)dlsym(h, "PMPI_Send");
-    recv_fn r = (recv_fn)dlsym(h, "PMPI_Recv");
-    if (s && r) {
-        real_send = s;
-        real_recv = r;
-        real_lib = di.dli_fname;
-    }
+    const char *path = NULL;
+    void *h = real_mpi_library(&path);
+    send_fn s = h ? (send_fn)dlsym(h, "PMPI_Send") : NULL;
+    recv_fn r = h ? (recv_fn)dlsym(h, "PMPI_Recv") : NULL;
+    real_send = s && r ? s : (send_fn)MPI_Send;
+    real_recv = s && r ? r : (recv_fn)MPI_Recv;
+    if (s && r) real_lib = path;
 }
 
 #define CU(call)                                                                                 \
@@ -81,13 +69,6 @@ static void find_real(void)
             MPI_Abort(MPI_COMM_WORLD, 1);                                                        \
         }                                                                                        \
     } while (0)
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 static int me, peer;
 static CUstream stream;
@@ -104,7 +85,7 @@ enum shape { COPY, MSG, WINDOW, PINGPONG };
 static double block(enum shape shape, int iters, size_t n, int w, CUdeviceptr dst, CUdeviceptr theirs)
 {
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = now();
+    double t0 = wall_seconds();
     for (int i = 0; i < iters; i++) {
         switch (shape) {
         case COPY:
@@ -142,7 +123,7 @@ static double block(enum shape shape, int iters, size_t n, int w, CUdeviceptr ds
             break;
         }
     }
-    double t = (now() - t0) / iters;
+    double t = (wall_seconds() - t0) / iters;
     double r = t;
     MPI_Bcast(&r, 1, MPI_DOUBLE, shape == COPY ? 1 : 0, MPI_COMM_WORLD);
     return shape == PINGPONG ? r / 2 : r;
@@ -212,6 +193,8 @@ int main(int argc, char **argv)
     CUipcMemHandle h, hp;
     CU(cuIpcGetMemHandle(&h, exported));
     MPI_Sendrecv(&h, sizeof h, MPI_BYTE, peer, 1, &hp, sizeof hp, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    /* cuda.h names the current entry point so behind a macro; the stand-in driver's header
+     * declares it by that name alone */
     CU(cuIpcOpenMemHandle_v2(&theirs, hp, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
 
     FILE *json = NULL;

@@ -82,25 +82,18 @@ static send_fn real_send;
 static recv_fn real_recv;
 static const char *real_lib = "(not found)";
 
+#include "machine.h"
+
 static void find_real(void)
 {
-    Dl_info di;
-    void *sym = dlsym(RTLD_DEFAULT, "MPI_Comm_rank");
-    real_send = (send_fn)MPI_Send;
-    real_recv = (recv_fn)MPI_Recv;
-    if (!sym || !dladdr(sym, &di) || !di.dli_fname) return;
-    void *h = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_NOW);
-    if (!h) return;
-    send_fn s = (send_fn)dlsym(h, "PMPI_Send");
-    recv_fn r = (recv_fn)dlsym(h, "PMPI_Recv");
-    if (s && r) {
-        real_send = s;
-        real_recv = r;
-        real_lib = di.dli_fname;
-    }
+    const char *path = NULL;
+    void *h = real_mpi_library(&path);
+    send_fn s = h ? (send_fn)dlsym(h, "PMPI_Send") : NULL;
+    recv_fn r = h ? (recv_fn)dlsym(h, "PMPI_Recv") : NULL;
+    real_send = s && r ? s : (send_fn)MPI_Send;
+    real_recv = s && r ? r : (recv_fn)MPI_Recv;
+    if (s && r) real_lib = path;
 }
-
-#include "machine.h"
 #include "nccl.h"
 
 enum way { W_HOST, W_REAL, W_DEVICE, W_PAGEABLE, W_PINNED, W_NCCL, W_N };

@@ -52,20 +52,13 @@ static const char *real_lib = "(not found: MPI_* used instead)";
 
 static void find_real(void)
 {
-    Dl_info di;
-    void *sym = dlsym(RTLD_DEFAULT, "MPI_Comm_rank");
-    real_send = (send_fn)MPI_Send;
-    real_recv = (recv_fn)MPI_Recv;
-    if (!sym || !dladdr(sym, &di) || !di.dli_fname) return;
-    void *h = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_NOW);
-    if (!h) return;
-    send_fn s = (send_fn)dlsym(h, "PMPI_Send");
-    recv_fn r = (recv_fn)dlsym(h, "PMPI_Recv");
-    if (s && r) {
-        real_send = s;
-        real_recv = r;
-        real_lib = di.dli_fname;
-    }
+    const char *path = NULL;
+    void *h = real_mpi_library(&path);
+    send_fn s = h ? (send_fn)dlsym(h, "PMPI_Send") : NULL;
+    recv_fn r = h ? (recv_fn)dlsym(h, "PMPI_Recv") : NULL;
+    real_send = s && r ? s : (send_fn)MPI_Send;
+    real_recv = s && r ? r : (recv_fn)MPI_Recv;
+    if (s && r) real_lib = path;
 }
 
 #define CU(call)                                                                                 \
@@ -143,19 +136,12 @@ static void gpu(enum op op, size_t n)
     CU(cuStreamSynchronize(s));
 }
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 /* one-way microseconds of a turn, rank 0's clock; `who`: 2 both ranks work, 1 rank 0 alone */
 static double turns(int me, enum op op, size_t n, int iters, int who)
 {
     int t = 0, peer = 1 - me, work = who == 2 || me == 0;
     MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = now();
+    double t0 = wall_seconds();
     for (int i = 0; i < iters; i++) {
         if (me == 0) {
             if (work) gpu(op, n);
@@ -167,7 +153,7 @@ static double turns(int me, enum op op, size_t n, int iters, int who)
             real_send(&t, 1, MPI_INT, peer, 3, MPI_COMM_WORLD);
         }
     }
-    double us = (now() - t0) / iters / 2 * 1e6;
+    double us = (wall_seconds() - t0) / iters / 2 * 1e6;
     MPI_Bcast(&us, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     return us;
 }
