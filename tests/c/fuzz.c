@@ -12,16 +12,16 @@
  *             MPI_ANY_SOURCE, MPI_ANY_TAG, truncation
  *   sendrecv  MPI_Sendrecv, MPI_Sendrecv_replace, MPI_Isendrecv(_replace) in both directions,
  *             each direction active or MPI_PROC_NULL
- *   coll      every collective of MPI_COMM_WORLD's kind with buffers, blocking, nonblocking and
- *             persistent (MPI-4), MPI_IN_PLACE where allowed, v and w forms, reductions with
- *             predefined ops, MPI_Reduce_local
+ *   coll      the intracommunicator collectives with buffers (not the neighbor ones), blocking,
+ *             nonblocking and persistent (MPI-4), MPI_IN_PLACE where allowed, v and w forms,
+ *             reductions with predefined ops, MPI_Reduce_local
  *   pack      bytes MPI_Pack'ed on the host sent and received as MPI_PACKED from and into
  *             device memory, MPI_Unpack'ed on the host
  *
  * with counts 0, small, medium (tens of KiB) and, where the call is rejected or goes to
  * MPI_PROC_NULL, negative or huge; predefined and derived (contiguous, vector, indexed, struct,
  * resized) datatypes; buffers in device, stream-ordered pool, managed or host memory, NULL or
- * MPI_IN_PLACE. A quarter of the cases carry one invalid argument (negative count,
+ * MPI_IN_PLACE. A fifth to a quarter of the cases carry one invalid argument (negative count,
  * MPI_DATATYPE_NULL, an uncommitted datatype, a rank out of range or MPI_ANY_SOURCE as a
  * destination, a negative tag, NULL with a positive count, a root out of range, MPI_OP_NULL,
  * an op undefined for the type, the same buffer as send and receive buffer): only arguments
@@ -30,6 +30,10 @@
  *
  * Both ranks draw every case from the same generator, so their calls pair up. The host run and
  * the device run use communicators of their own; a message left over in either is reported.
+ * One difference is expected: a huge count with an invalid rank or root over a device buffer
+ * reaches past the allocation, which cudampi refuses (MPI_ERR_BUFFER, one `cudampi` line)
+ * before the library sees the other argument; host memory has no such check. What the plain
+ * MPIs crash, hang or vary on with host memory is left out where it is drawn, with the reason.
  *
  * Environment: CUDAMPI_FUZZ_SEED (default: drawn from the clock by rank 0, printed),
  * CUDAMPI_FUZZ_CASES (default 300), CUDAMPI_FUZZ_ONLY=N (run case N only: the generator of a
