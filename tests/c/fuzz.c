@@ -338,7 +338,8 @@ static void gen_p2p(struct fcase *c)
             c->cnt = c->rcnt = 1 + pick(8);
         }
         /* MPICH checks no datatype, buffer or tag of a call that moves nothing */
-        if (c->cnt == 0) c->cnt = c->rcnt = 1 + pick(8);
+        if (c->cnt == 0) c->cnt = 1 + pick(8);
+        c->rcnt = c->cnt;
         long long *cnt = c->bad_side ? &c->rcnt : &c->cnt;
         int *ty = c->bad_side ? &c->rty : &c->ty;
         c->rty = c->ty;
@@ -497,6 +498,9 @@ static void gen_sendrecv(struct fcase *c)
     c->rtag = chance(30) ? MPI_ANY_TAG : c->tag;
     /* a receive expects what the peer sends, sometimes more, sometimes less (truncation) */
     c->rcnt = chance(8) ? -2 : chance(30) ? 3 : 0; /* added to the peer's count */
+    /* Open MPI 5's MPI_Isendrecv reports no truncation (host memory: the message is written
+     * past the posted count and the call succeeds) */
+    if (is_ompi && c->op >= SR_ISENDRECV && c->rcnt < 0) c->rcnt = 0;
     c->bad = BAD_NONE;
     if (chance(20)) { /* on both ranks: each refuses its call before sending */
         static const int bads[] = {BAD_COUNT, BAD_TYPE_NULL, BAD_TYPE_UNCOMMITTED, BAD_RANK, BAD_TAG, BAD_NULLBUF};
