@@ -35,8 +35,9 @@
  * before the library sees the other argument; host memory has no such check. What the plain
  * MPIs crash, hang or vary on with host memory is left out where it is drawn, with the reason.
  *
- * Environment: CUDAMPI_FUZZ_SEED (default: drawn from the clock by rank 0, printed),
- * CUDAMPI_FUZZ_CASES (default 300), CUDAMPI_FUZZ_ONLY=N (run case N only: the generator of a
+ * Environment: CUDAMPI_FUZZ_SEED (default 1, so that make test runs the same cases each time;
+ * "clock" draws one from the clock on rank 0, printed),
+ * CUDAMPI_FUZZ_CASES (default 2000: a second or two on the stand-in), CUDAMPI_FUZZ_ONLY=N (run case N only: the generator of a
  * case depends on the seed and N alone), CUDAMPI_FUZZ_FIRST=N (start at case N),
  * CUDAMPI_FUZZ_VERBOSE=1 (a note per case and call).
  * Device runs need the shim: without it (or with CUDAMPI_TEST_MEM=host) both runs use host
@@ -1075,9 +1076,11 @@ int main(int argc, char **argv)
 #endif
     verbose = atoi(t_env("CUDAMPI_FUZZ_VERBOSE", "0"));
     const char *s = getenv("CUDAMPI_FUZZ_SEED");
-    seed = s && *s ? strtoull(s, NULL, 0) : (unsigned long long)time(NULL) * 1000003ull ^ (unsigned long long)getpid();
+    seed = !s || !*s ? 1ull
+         : strcmp(s, "clock") == 0 ? (unsigned long long)time(NULL) * 1000003ull ^ (unsigned long long)getpid()
+                                   : strtoull(s, NULL, 0);
     MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
-    int ncases = atoi(t_env("CUDAMPI_FUZZ_CASES", "300"));
+    int ncases = atoi(t_env("CUDAMPI_FUZZ_CASES", "2000"));
     int only = atoi(t_env("CUDAMPI_FUZZ_ONLY", "-1"));
     int first = atoi(t_env("CUDAMPI_FUZZ_FIRST", "0"));
     if (t_rank == 0)
