@@ -203,6 +203,13 @@ impl Peers {
             if (p.comm_test_inter)(comm, &mut inter) != 0 {
                 return None;
             }
+            // A rank out of range is the library's to refuse: Open MPI 4.1 translates it
+            // without a check (and crashes).
+            let mut size = 0;
+            let rc = if inter != 0 { (p.comm_remote_size)(comm, &mut size) } else { (p.comm_size)(comm, &mut size) };
+            if rc != 0 || !(0..size).contains(&rank) {
+                return None;
+            }
             let rc = if inter != 0 { (p.comm_remote_group)(comm, &mut group) } else { (p.comm_group)(comm, &mut group) };
             if rc != 0 {
                 return None;

@@ -58,6 +58,8 @@ pub struct Abi {
     pub err_pending: c_int,
     pub request_null: Handle,
     pub message_null: Handle,
+    /// What a matched probe of `MPI_PROC_NULL` returns: receiving it transfers nothing.
+    pub message_no_proc: Handle,
     /// Bytes of one handle in an array: 4 for MPICH's `int` handles.
     pub request_size: usize,
     pub statuses_ignore: usize,
@@ -134,6 +136,7 @@ fn detect() -> Abi {
             err_pending: 19,
             request_null: symbol(c"ompi_request_null") as Handle,
             message_null: symbol(c"ompi_message_null") as Handle,
+            message_no_proc: symbol(c"ompi_message_no_proc") as Handle,
             request_size: 8,
             statuses_ignore: 0,
             in_place: 1,
@@ -172,6 +175,7 @@ fn detect() -> Abi {
             err_pending: 18,
             request_null: 0x180,
             message_null: 0x128,
+            message_no_proc: 0x129,
             request_size: 8,
             statuses_ignore: 0,
             in_place: 1,
@@ -209,6 +213,7 @@ fn detect() -> Abi {
         err_pending: 18,
         request_null: 0x2c00_0000,
         message_null: 0x2c00_0000,
+        message_no_proc: 0x6c00_0000,
         request_size: 4,
         statuses_ignore: 1,
         in_place: usize::MAX,

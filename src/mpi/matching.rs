@@ -3,7 +3,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use crate::mpi::abi::Handle;
+use crate::mpi::abi::{self, Handle};
 
 /// `MPI_Mrecv` has no source argument: the matched message carries it.
 pub const SOURCE_IN_MESSAGE: c_int = c_int::MIN;
@@ -17,9 +17,14 @@ pub enum Matching {
 }
 
 impl Matching {
+    /// The source a receive names; `MPI_PROC_NULL` for the message a probe of it returned,
+    /// whose receive transfers nothing.
     pub fn source(self) -> c_int {
+        let abi = abi::get();
         match self {
             Matching::Tag(source, _, _) => source,
+            // SAFETY: a message argument points to the caller's `MPI_Message`.
+            Matching::Message(m) if !m.is_null() && abi.same(unsafe { abi.request_at(m, 0) }, abi.message_no_proc) => abi.proc_null,
             Matching::Message(_) => SOURCE_IN_MESSAGE,
         }
     }

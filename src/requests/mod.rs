@@ -442,7 +442,12 @@ pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(u
                 (e.complete(), Some(e), arrived)
             }
             None if status.is_some() => {
-                with(t.handle, |e| (e.complete(), e.arrived.take())).map_or(((None, None), None, None), |(d, a)| (d, None, a))
+                let (d, a) = with(t.handle, |e| (e.complete(), e.arrived.take())).unwrap_or(((None, None), None));
+                // A persistent request that MPI freed as it completed (Open MPI 4.1 does after
+                // a truncated receive) takes its entry along: the handle is free for reuse.
+                // SAFETY: the same array the call was given.
+                let freed = abi.same(unsafe { abi.request_at(reqs, t.index) }, abi.request_null);
+                (d, if freed { remove(t.handle) } else { None }, a)
             }
             None => ((None, None), None, None),
         };
