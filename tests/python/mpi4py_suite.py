@@ -61,6 +61,9 @@ class Result(unittest.TextTestResult):
     def _why(self, err):
         text = "".join(traceback.format_exception_only(err[0], err[1])).strip()
         self._write("  ! " + text.replace("\n", "\n  ! "))
+        frames = traceback.extract_tb(err[2])
+        if frames:
+            self._write(f"  @ {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}")
 
     def addError(self, test, err):
         super().addError(test, err)
@@ -100,10 +103,36 @@ class Result(unittest.TextTestResult):
         )
 
 
+def array_library_fixes():
+    """Two faults of the GPU array libraries against mpi4py 4.1.2's test/arrayimpl.py, where no
+    MPI call is involved, mended so that the CuPy and Numba runs test MPI (see docs/python.md):
+    CuPy 14 under NumPy 2 refuses a Python -1 (alone or in a list) for an unsigned array (the
+    NumPy arrays of arrayimpl cast first, the CuPy ones do not), and numba-cuda 0.68 calls
+    numpy.row_stack, which NumPy 2.5 removed (it was vstack under another name)."""
+    numpy = sys.modules.get("numpy")
+    if "numba" in sys.modules and numpy is not None and not hasattr(numpy, "row_stack"):
+        numpy.row_stack = numpy.vstack
+    arrayimpl = sys.modules.get("arrayimpl")
+    cupy_array = getattr(arrayimpl, "GPUArrayCuPy", None)
+    if cupy_array is not None and numpy is not None:
+        init = cupy_array.__init__
+
+        def cast_then_init(self, arg, typecode, *args, **kwargs):
+            scalar = isinstance(arg, (int, float, complex))
+            if isinstance(arg, (list, tuple, range)):
+                arg = numpy.asarray(arg).astype(typecode)
+            init(self, 0 if scalar else arg, typecode, *args, **kwargs)
+            if scalar:
+                self.array.fill(numpy.asarray(arg).astype(typecode)[()])
+
+        cupy_array.__init__ = cast_then_init
+
+
 class Runner(unittest.TextTestRunner):
     resultclass = Result
 
     def __init__(self, *args, **kwargs):
+        array_library_fixes()
         from mpi4py import MPI
 
         rank = MPI.COMM_WORLD.Get_rank()
