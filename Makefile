@@ -3,8 +3,9 @@
 #   make [build]        cargo build --release; build/lib/libcudampi.so{,.0} -> target/release
 #   make fixture        the stand-in CUDA driver for GPU-less tests (tests/fixture/fixture.mk)
 #   make mpis           every MPI the tests run on (tests/mpi/setup.sh; no root needed)
-#   make test           cargo test --release, then every C test on every MPI
+#   make test           the layer check, cargo test --release, then every C test on every MPI
 #                       (tests/run-matrix.sh; its last line is "N passed, N failed")
+#   make layers         scripts/layers.py: src/ imports only downward, no import circle
 #   make demo           scripts/demo.sh
 #   make install        PREFIX=/usr/local (and DESTDIR=): lib/libcudampi.so.0, lib/libcudampi.so,
 #                       include/cudampi.h, lib/pkgconfig/cudampi.pc, bin/cudampi-run
@@ -35,7 +36,7 @@ fixture:
 	@echo "make fixture: tests/fixture/fixture.mk does not exist yet" >&2; exit 1
 endif
 
-.PHONY: all build fixture mpis test demo install header clean distclean
+.PHONY: all build fixture mpis test layers demo install header clean distclean
 
 all: build
 
@@ -48,9 +49,13 @@ build:
 mpis:
 	tests/mpi/setup.sh
 
+# A lower layer of src/ that imports a higher one, or an import circle, fails the build.
+layers:
+	python3 scripts/layers.py
+
 # cargo test runs first and its result is handed to the harness, which counts it and prints
 # "N passed, N failed" as the last line; the recipe fails when either failed.
-test: build fixture mpis
+test: layers build fixture mpis
 	@mkdir -p build/logs
 	$(MAKE) --no-print-directory fixture-selftest
 	@rc=0; $(CARGO) test --release 2>&1 | tee build/logs/cargo-test.log || rc=$$?; \

@@ -86,36 +86,26 @@ static send_fn real_send;
 static recv_fn real_recv;
 static const char *real_lib = "(not found: MPI_* used instead)";
 
-/* The real library's PMPI functions: the library that defines MPI_Comm_rank (the shim does not
- * intercept it) opened again with RTLD_NOLOAD, then dlsym in that handle alone. */
+#include "machine.h"
+
+/* The real library's PMPI functions (real_mpi_library), else the MPI_* ones. */
 static void find_real(void)
 {
-    Dl_info di;
-    void *sym = dlsym(RTLD_DEFAULT, "MPI_Comm_rank");
-    real_isend = (isend_fn)MPI_Isend;
-    real_irecv = (irecv_fn)MPI_Irecv;
-    real_waitall = (waitall_fn)MPI_Waitall;
-    real_send = (send_fn)MPI_Send;
-    real_recv = (recv_fn)MPI_Recv;
-    if (!sym || !dladdr(sym, &di) || !di.dli_fname) return;
-    void *h = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_NOW);
-    if (!h) return;
-    isend_fn is = (isend_fn)dlsym(h, "PMPI_Isend");
-    irecv_fn ir = (irecv_fn)dlsym(h, "PMPI_Irecv");
-    waitall_fn wa = (waitall_fn)dlsym(h, "PMPI_Waitall");
-    send_fn s = (send_fn)dlsym(h, "PMPI_Send");
-    recv_fn r = (recv_fn)dlsym(h, "PMPI_Recv");
-    if (is && ir && wa && s && r) {
-        real_isend = is;
-        real_irecv = ir;
-        real_waitall = wa;
-        real_send = s;
-        real_recv = r;
-        real_lib = di.dli_fname;
-    }
+    const char *path = NULL;
+    void *h = real_mpi_library(&path);
+    isend_fn is = h ? (isend_fn)dlsym(h, "PMPI_Isend") : NULL;
+    irecv_fn ir = h ? (irecv_fn)dlsym(h, "PMPI_Irecv") : NULL;
+    waitall_fn wa = h ? (waitall_fn)dlsym(h, "PMPI_Waitall") : NULL;
+    send_fn s = h ? (send_fn)dlsym(h, "PMPI_Send") : NULL;
+    recv_fn r = h ? (recv_fn)dlsym(h, "PMPI_Recv") : NULL;
+    int found = is && ir && wa && s && r;
+    real_isend = found ? is : (isend_fn)MPI_Isend;
+    real_irecv = found ? ir : (irecv_fn)MPI_Irecv;
+    real_waitall = found ? wa : (waitall_fn)MPI_Waitall;
+    real_send = found ? s : (send_fn)MPI_Send;
+    real_recv = found ? r : (recv_fn)MPI_Recv;
+    if (found) real_lib = path;
 }
-
-#include "machine.h"
 #include "nccl.h"
 
 /* ---- data pattern for -c ----

@@ -1,6 +1,7 @@
 /* bench/machine.h: what the benchmarks record about the machine they ran on, and their shared
- * option parsing and medians. Included by bench/pingpong.c, bench/bw.c and bench/coll.c after <mpi.h>, <cuda_runtime.h> and,
- * with FAKECUDA_FIXTURE, <cuda.h>. */
+ * option parsing, medians, clock and lookup of the MPI library's own functions. Included by
+ * bench/pingpong.c, bw.c, coll.c, floor.c and turns.c after <mpi.h>, <cuda_runtime.h>,
+ * <dlfcn.h>, <time.h> and, with FAKECUDA_FIXTURE, <cuda.h>. */
 #ifndef CUDAMPI_BENCH_MACHINE_H
 #define CUDAMPI_BENCH_MACHINE_H
 
@@ -10,6 +11,27 @@ struct rankinfo {
     int dev;
     int pad;
 };
+
+/* The MPI library's own handle: the library that defines MPI_Comm_rank (cudampi does not
+ * intercept it) opened again with RTLD_NOLOAD, so that dlsym in that handle alone finds the
+ * real PMPI functions under a preloaded cudampi too. NULL when not found; else *path names it. */
+static inline void *real_mpi_library(const char **path)
+{
+    Dl_info di;
+    void *sym = dlsym(RTLD_DEFAULT, "MPI_Comm_rank");
+    if (!sym || !dladdr(sym, &di) || !di.dli_fname) return NULL;
+    void *h = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_NOW);
+    if (h) *path = di.dli_fname;
+    return h;
+}
+
+/* Seconds on the monotonic clock. */
+static inline double wall_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
 
 static inline int cmp_double(const void *a, const void *b)
 {
@@ -79,7 +101,7 @@ static size_t parse_size(const char *s)
 /* -d as the OSU micro-benchmarks take it: "-d cuda [D|H] [D|H]" (default D D) or "-d host": where
  * ranks 0 and 1 keep the buffers of the column that goes through MPI as the program sees it.
  * The letters after "cuda" are taken from argv here, so call this from getopt's 'd' case. */
-static int parse_placement(const char *arg, int argc, char **argv, char place[2])
+static inline int parse_placement(const char *arg, int argc, char **argv, char place[2])
 {
     if (!strcmp(arg, "host")) {
         place[0] = place[1] = 'H';

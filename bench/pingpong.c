@@ -52,6 +52,7 @@
  *   MPICH: mpirun -np 2 -genv LD_PRELOAD $PWD/target/release/libcudampi.so build/pingpong ...
  *
  * -S adds sizes to the sweep (e.g. -S 8 for the 8-byte latency); sizes take k/M/G suffixes.
+ * -W host,real,device,pageable,pinned,nccl sweeps only the ways named (default: all).
  * -f runs the device column without the shim (crashes a non-CUDA-aware MPI).
  * Defaults: sizes 1 B .. 16 MiB by powers of 4, ITERS 1000 (a tenth above 64 KiB, at least
  * 10), WARMUP 100 (likewise), REPS 11, OVERHEAD_ITERS 20000. Latencies are one-way (half the
@@ -81,31 +82,25 @@ static send_fn real_send;
 static recv_fn real_recv;
 static const char *real_lib = "(not found)";
 
+#include "machine.h"
+
 static void find_real(void)
 {
-    Dl_info di;
-    void *sym = dlsym(RTLD_DEFAULT, "MPI_Comm_rank");
-    real_send = (send_fn)MPI_Send;
-    real_recv = (recv_fn)MPI_Recv;
-    if (!sym || !dladdr(sym, &di) || !di.dli_fname) return;
-    void *h = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_NOW);
-    if (!h) return;
-    send_fn s = (send_fn)dlsym(h, "PMPI_Send");
-    recv_fn r = (recv_fn)dlsym(h, "PMPI_Recv");
-    if (s && r) {
-        real_send = s;
-        real_recv = r;
-        real_lib = di.dli_fname;
-    }
+    const char *path = NULL;
+    void *h = real_mpi_library(&path);
+    send_fn s = h ? (send_fn)dlsym(h, "PMPI_Send") : NULL;
+    recv_fn r = h ? (recv_fn)dlsym(h, "PMPI_Recv") : NULL;
+    real_send = s && r ? s : (send_fn)MPI_Send;
+    real_recv = s && r ? r : (recv_fn)MPI_Recv;
+    if (s && r) real_lib = path;
 }
-
-#include "machine.h"
 #include "nccl.h"
 
 enum way { W_HOST, W_REAL, W_DEVICE, W_PAGEABLE, W_PINNED, W_NCCL, W_N };
 static const char *way_key[W_N] = {"host_shim_us", "host_real_us", "device_shim_us",
                                    "manual_pageable_us", "manual_pinned_us", "nccl_us"};
 static const char *way_name[W_N] = {"host(shim)", "host(real)", "device(shim)", "manual-page", "manual-pin", "nccl"};
+static const char *way_arg[W_N] = {"host", "real", "device", "pageable", "pinned", "nccl"};
 
 static char place[2] = {'D', 'D'}; /* -d: ways (c) and (d): buffers on ranks 0 and 1 */
 
@@ -393,13 +388,13 @@ static void usage(void)
 {
     if (rank == 0)
         fprintf(stderr, "usage: pingpong [-d cuda [D|H] [D|H] | -d host] [-m MIN:MAX] [-S SIZES] [-i ITERS] "
-                        "[-x WARMUP] [-r REPS] [-n OVERHEAD_ITERS] [-c] [-o out.json] [-f]\n");
+                        "[-x WARMUP] [-r REPS] [-n OVERHEAD_ITERS] [-W WAYS] [-c] [-o out.json] [-f]\n");
 }
 
 int main(int argc, char **argv)
 {
     size_t minsz = 1, maxsz = 16u << 20;
-    int iters = 1000, warmup = 100, reps = 11, oiters = 20000, force_dev = 0, check = 0;
+    int iters = 1000, warmup = 100, reps = 11, oiters = 20000, force_dev = 0, check = 0, ways = (1 << W_N) - 1;
     const char *out = NULL, *extra = NULL;
 
     MPI_Init(&argc, &argv);
@@ -407,7 +402,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
     int opt;
-    while ((opt = getopt(argc, argv, "d:m:S:i:x:r:n:o:cfh")) != -1) {
+    while ((opt = getopt(argc, argv, "d:m:S:i:x:r:n:o:W:cfh")) != -1) {
         switch (opt) {
         case 'd':
             if (parse_placement(optarg, argc, argv, place)) break;
@@ -430,6 +425,12 @@ int main(int argc, char **argv)
         case 'r': reps = atoi(optarg); break;
         case 'n': oiters = atoi(optarg); break;
         case 'o': out = optarg; break;
+        case 'W':
+            ways = 0;
+            for (char *t = strtok(optarg, ","); t; t = strtok(NULL, ","))
+                for (int w = 0; w < W_N; w++)
+                    if (!strcmp(t, way_arg[w])) ways |= 1 << w;
+            break;
         case 'c': check = 1; break;
         case 'f': force_dev = 1; break;
         default:
@@ -588,6 +589,7 @@ int main(int argc, char **argv)
         if (wu < 2) wu = 2;
         for (int w = 0; w < W_N; w++) {
             res[i][w] = NAN;
+            if (!(ways >> w & 1)) continue;
             if (w == W_DEVICE && !dev_ok) continue;
             if ((w == W_PAGEABLE || w == W_PINNED) && !have_dev) continue;
             if (w == W_PINNED && !have_pinned) continue;

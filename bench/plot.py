@@ -3,10 +3,11 @@
 
     bench/plot.py DIR
 
-Reads DIR/latency.json, bw.json, bibw.json and coll.json (whichever exist; bw-chunks.json,
-bw-ipc.json, bibw-chunks.json and bibw-ipc.json join bw and bibw as curves of their own), writes
-DIR/latency.png, bandwidth.png and coll.png when matplotlib is installed, and prints the
-table: selected sizes of every benchmark, each way side by side.
+Reads DIR/latency.json, bw.json, bibw.json and coll.json (whichever exist; the runs with the
+fast paths off, latency-staged.json, bw-staged.json and bibw-staged.json, and the floor of
+floor.json join them as curves of their own), writes DIR/latency.png, bandwidth.png and coll.png
+when matplotlib is installed, and prints the table: selected sizes of every benchmark, each way
+side by side, then cudampi's figures as ratios of the floor.
 """
 import json
 import math
@@ -18,13 +19,16 @@ WAYS = [  # (suffix of the JSON key, label)
     ("manual_pageable", "manual, pageable"),
     ("manual_pinned", "manual, pinned"),
     ("device_shim", "cudampi"),
-    ("device_chunks", "cudampi, chunks"),
-    ("device_ipc", "cudampi, IPC"),
+    ("device_staged", "cudampi, staging"),
     ("nccl", "NCCL"),
+    ("floor", "IPC floor"),
 ]
 
-# bench/suite.sh's runs of cudampi's device way with a fast path on: (file suffix, way)
-PATHS = [("chunks", "device_chunks"), ("ipc", "device_ipc")]
+# bench/suite.sh's runs of cudampi's device way alone: (file suffix, way)
+PATHS = [("staged", "device_staged")]
+
+# floor.json's figure that bounds each benchmark: (benchmark, floor key, unit)
+FLOORS = [("latency", "pingpong_us", "us"), ("bw", "window_mbs", "mbs")]
 
 
 def load(folder, name):
@@ -35,13 +39,13 @@ def load(folder, name):
         return json.load(f)
 
 
-def merge(main, extra, way, unit):
-    """Adds the device way of a fast-path run (`extra`) to `main`'s rows as `way`."""
+def merge(main, extra, way, unit, key=None):
+    """Adds `extra`'s figure `key` (default: its device way) to `main`'s rows as `way`."""
     if not main or not extra:
         return
     rows = {r["size"]: r for r in main["results"]}
     for r in extra["results"]:
-        v = r.get("device_shim_" + unit)
+        v = r.get(key or "device_shim_" + unit)
         if v is None:
             continue
         if r["size"] not in rows:
@@ -84,6 +88,25 @@ def table(title, rows, unit, sizes, fmt):
             v = r.get(k + "_" + unit)
             cells.append(" %16s" % ("-" if v is None else fmt % v))
         print("  %-8s" % human(s) + "".join(cells))
+
+
+def ratios(title, rows, unit, sizes):
+    """cudampi's figures over the floor's: bandwidth shares (1.0 = the floor) or times (x)."""
+    rows = {r["size"]: r for r in rows}
+    if not any(r.get("floor_" + unit) for r in rows.values()):
+        return
+    print("\n%s, of the IPC floor" % title)
+    print("  %-8s %16s %16s %16s" % ("size", "floor", "cudampi", "cudampi, staging"))
+    for s in sizes:
+        r = rows.get(s)
+        if r is None or not r.get("floor_" + unit):
+            continue
+        f = r["floor_" + unit]
+        cells = []
+        for k in ("device_shim", "device_staged"):
+            v = r.get(k + "_" + unit)
+            cells.append(" %16s" % ("-" if v is None else "%.2fx" % (v / f)))
+        print("  %-8s %16s" % (human(s), ("%.2f us" if unit == "us" else "%.0f MB/s") % f) + "".join(cells))
 
 
 def machine_line(d):
@@ -149,9 +172,12 @@ def plots(folder, lat, bw, bibw, coll):
 def main():
     folder = sys.argv[1] if len(sys.argv) > 1 else "."
     lat, bw, bibw, coll = (load(folder, n) for n in ("latency", "bw", "bibw", "coll"))
-    for name, d in (("bw", bw), ("bibw", bibw)):
+    for name, d, unit in (("latency", lat, "us"), ("bw", bw, "mbs"), ("bibw", bibw, "mbs")):
         for suffix, way in PATHS:
-            merge(d, load(folder, "%s-%s" % (name, suffix)), way, "mbs")
+            merge(d, load(folder, "%s-%s" % (name, suffix)), way, unit)
+    floor = load(folder, "floor")
+    for name, key, unit in FLOORS:
+        merge({"latency": lat, "bw": bw}[name], floor, "floor", unit, key)
     made = plots(folder, lat, bw, bibw, coll)
     if made:
         print("plots: " + ", ".join(os.path.join(folder, m) for m in made))
@@ -183,7 +209,11 @@ def main():
             rows = [r for r in coll["results"] if r["collective"] == c]
             if rows:
                 table("MPI_%s, us per call" % c.capitalize(), rows, "us", [8, 4096, 65536, 1 << 20, 16 << 20, 64 << 20], "%.2f")
-    bad = sum(d.get("check_errors", 0) for d in (lat, bw, bibw, coll) if d)
+    if lat:
+        ratios("one-way latency (times)", lat["results"], "us", [8, 4096, 32768, 1 << 20, 4 << 20, 16 << 20, 64 << 20])
+    if bw:
+        ratios("bandwidth (shares)", bw["results"], "mbs", [65536, 1 << 20, 4 << 20, 16 << 20, 64 << 20])
+    bad = sum(d.get("check_errors", 0) for d in (lat, bw, bibw, coll, floor) if d)
     return 1 if bad else 0
 
 

@@ -2,13 +2,15 @@
 # bench/suite.sh — the whole benchmark suite in one call, on 2 ranks with the shim preloaded:
 #   latency     bench/pingpong   (osu_latency; plus the shim's host-buffer cost and the 8-byte
 #                                 breakdown of where a device message's time goes)
-#   bw, bibw    bench/bw, -b     (osu_bw, osu_bibw); then cudampi's device way again with chunked
-#                                 staging (CUDAMPI_PIPELINE=1) and with CUDA IPC (CUDAMPI_IPC=1),
-#                                 drawn as curves of their own
+#   bw, bibw    bench/bw, -b     (osu_bw, osu_bibw)
 #   coll        bench/coll       (osu_allreduce, osu_bcast, osu_alltoall)
+#   floor       bench/floor      what the GPU allows: a manual CUDA IPC copy per message (one at a
+#                                 time, a window, a ping-pong) with MPI carrying tokens only
 # each with its ways side by side in the same run: host buffers on the plain MPI, the manual
-# recipe through pageable and through pinned memory, device buffers through cudampi, and NCCL
-# where it loads. Writes one JSON per benchmark and, where matplotlib is installed, PNG plots
+# recipe through pageable and through pinned memory, device buffers through cudampi as
+# configured (the defaults, unless CUDAMPI_* say otherwise), and NCCL where it loads; then
+# cudampi's device way again with the fast paths off (CUDAMPI_IPC=0 CUDAMPI_PIPELINE=0: plain
+# staging) as a column of its own. The table gives cudampi's figures also as ratios of the floor. Writes one JSON per benchmark and, where matplotlib is installed, PNG plots
 # (bench/plot.py) into the results folder, then prints a short table last.
 #
 #   bench/suite.sh [--check] [--quick] [-o DIR]
@@ -63,7 +65,7 @@ else
     # the driver's libcuda at run time; the toolkit's stub only satisfies the link
     cflags=(-I"$cuda/include") libs=(-L"$cl" -Wl,-rpath,"$cl" -L"$cl/stubs" -lcudart -lcuda)
 fi
-for b in pingpong bw coll; do
+for b in pingpong bw coll floor; do
     if ! $MPICC -O2 -Wall "${cflags[@]}" -o "$out/bin/$b" "$ROOT/bench/$b.c" "${libs[@]}" -ldl -lm >"$out/$b.build.log" 2>&1; then
         echo "suite: building bench/$b.c failed:"
         tail -20 "$out/$b.build.log"
@@ -116,29 +118,33 @@ if [ $check = 1 ]; then
     run check-bw "$B/bw" -c -m 1:256k -i 10 -x 2 -w 16
     run check-bibw "$B/bw" -b -c -m 1:256k -i 10 -x 2 -w 16
     run check-coll "$B/coll" -c -m 8:256k -i 10 -x 2
+    run check-floor "$B/floor" -c -m 1:256k -i 10 -x 2 -r 1
     # the fast paths for every size, so that these small sizes take them too
     CUDAMPI_IPC=0 CUDAMPI_PIPELINE=1 CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64k run check-bw-chunks "$B/bw" -b -c -m 1k:256k -i 10 -x 2 -w 16 -W device
     CUDAMPI_PIPELINE=0 CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 CUDAMPI_IPC_SAME_GPU_BYTES=0 run check-bw-ipc "$B/bw" -b -c -m 1k:256k -i 10 -x 2 -w 16 -W device
 fi
-# paths NAME ARGS...: bench/bw's device way with chunks, then with IPC (NAME-chunks, NAME-ipc)
-paths() {
+# staged NAME ARGS...: cudampi's device way alone with the fast paths off (NAME-staged)
+staged() {
     local name=$1
     shift
-    CUDAMPI_IPC=0 CUDAMPI_PIPELINE=1 run "$name-chunks" "$@" -W device -o "$out/$name-chunks.json"
-    CUDAMPI_PIPELINE=0 CUDAMPI_IPC=1 run "$name-ipc" "$@" -W device -o "$out/$name-ipc.json"
+    CUDAMPI_IPC=0 CUDAMPI_PIPELINE=0 run "$name-staged" "$@" -W device -o "$out/$name-staged.json"
 }
 if [ $quick = 1 ]; then
+    run floor "$B/floor" -m 1:64k -i 10 -x 1 -r 1 -o "$out/floor.json"
     run latency "$B/pingpong" -m 1:64k -S 8 -i 20 -x 2 -r 3 -n 200 -o "$out/latency.json"
+    staged latency "$B/pingpong" -m 1:64k -S 8 -i 20 -x 2 -r 1 -n 10
     run bw "$B/bw" -m 1:64k -i 5 -x 1 -w 16 -o "$out/bw.json"
+    staged bw "$B/bw" -m 1:64k -i 5 -x 1 -w 16
     run bibw "$B/bw" -b -m 1:64k -i 5 -x 1 -w 16 -o "$out/bibw.json"
-    paths bw "$B/bw" -m 1M:2M -i 5 -x 1 -w 4
     run coll "$B/coll" -m 8:64k -i 5 -x 1 -o "$out/coll.json"
 else
+    run floor "$B/floor" -m 1:64M -o "$out/floor.json"
     run latency "$B/pingpong" -m 1:64M -S 8 -o "$out/latency.json"
+    staged latency "$B/pingpong" -m 1:64M -S 8 -r 3 -n 10
     run bw "$B/bw" -m 1:64M -o "$out/bw.json"
+    staged bw "$B/bw" -m 1:64M
     run bibw "$B/bw" -b -m 1:64M -o "$out/bibw.json"
-    paths bw "$B/bw" -m 64k:64M
-    paths bibw "$B/bw" -b -m 64k:64M
+    staged bibw "$B/bw" -b -m 1:64M
     run coll "$B/coll" -m 8:64M -o "$out/coll.json"
 fi
 

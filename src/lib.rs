@@ -6,48 +6,34 @@
 //! real function (the next definition in the search order, found with `dlsym(RTLD_NEXT)`) does
 //! the communication.
 //!
-//! Module map:
-//! - `table`: the one table of interposed functions; `export` and `real` expand it.
-//! - `handlers`: what each table entry calls: `p2p` (blocking), `nonblocking` (posting
-//!   nonblocking, persistent and partitioned operations), `completion` (Wait/Test and the
-//!   other request calls), `collectives`, `lifecycle`.
-//! - `stage`: one buffer argument, passed through or staged; `requests`: the requests that own
-//!   staged buffers until completion.
-//! - `abi`: which MPI family is loaded and its constants; `datatype`: spans of typed buffers.
-//! - `real`: the library's functions; `compat`: the ones it lacks, built from those it has.
-//! - `cuda`: the driver the process loaded, pointer classification, copies in context.
-//! - `staging`: the pinned host buffer pool.
-//! - `ipc`: device messages inside a node, GPU to GPU over CUDA IPC.
-//! - `config`, `log`, `stats`, `errors`, `ffi`: environment, diagnostics, the C boundary.
-//! - `fortran`: the Fortran entry points, from the same table.
-//! - `api`: the library's own C API (`include/cudampi.h`).
+//! The modules are layers; each uses only those below it (`scripts/layers.py` checks this,
+//! and `docs/design.md` draws it). From the bottom:
+//! - `base`: settings from the environment, the `cudampi:` lines, the counters.
+//! - `cuda`: the driver the process loaded, where a buffer lives, copies in context.
+//! - `mpi`: the loaded MPI family and its constants, the one table of interposed functions,
+//!   the library's real functions, datatypes, errors, the C boundary.
+//! - `compat`: the MPI functions the library lacks, built from those it has.
+//! - `staging`: the pinned host buffer pool, and one buffer argument passed through or staged.
+//! - `fastpath`: device messages between ranks that both run cudampi, over CUDA IPC or in
+//!   chunks, sent as envelopes that the receive side recognises.
+//! - `requests`: the requests that own staged buffers until completion.
+//! - `handlers`: what each table entry calls, named after what it serves.
+//! - `entry`: the C and Fortran entry points expanded from the table, and cudampi's own C API.
+//!
+//! Where a lower layer needs something of a higher one, it is handed down as a function value
+//! when the higher one starts, never imported.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![allow(non_snake_case)]
 // MPI signatures are long; the handlers mirror them.
 #![allow(clippy::too_many_arguments)]
 
-mod abi;
-pub mod api;
+mod base;
 mod compat;
-mod config;
 mod cuda;
-mod datatype;
-mod errors;
-mod export;
-mod ffi;
-mod fortran;
+pub mod entry;
+mod fastpath;
 mod handlers;
-mod ipc;
-mod lifecycle;
-mod log;
-mod collectives;
-mod completion;
-mod nonblocking;
-mod p2p;
-mod real;
+mod mpi;
 mod requests;
-mod stage;
 mod staging;
-mod stats;
-mod table;

@@ -4,8 +4,8 @@
 use std::ffi::{c_int, c_void};
 
 use super::narrow::{self, Narrow};
-use crate::abi::Handle;
-use crate::real::Real;
+use crate::mpi::abi::Handle;
+use crate::mpi::real::Real;
 
 /// Builds the persistent collective's start: its nonblocking twin called with the arguments
 /// of the `_init` function but `info` (always the last but one), `request` replaced by the
@@ -13,10 +13,10 @@ use crate::real::Real;
 macro_rules! persistent {
     ($name:ident $start:ident [$($done:ident),*] $info:ident : $ti:ty, $request:ident : $tr:ty) => {{
         let _ = $info;
-        super::persistent::collective(stringify!($name), $request, move |inner: *mut c_void| match crate::real::get().$start {
+        super::persistent::collective(stringify!($name), $request, move |inner: *mut c_void| match crate::mpi::real::get().$start {
             // SAFETY: the nonblocking twin, with the arguments the program gave at init.
             Some(g) => unsafe { g($($done,)* inner) },
-            None => crate::real::missing(stringify!($name)),
+            None => crate::mpi::real::missing(stringify!($name)),
         })
     }};
     ($name:ident $start:ident [$($done:ident),*] $a:ident : $ta:ty, $($rest:tt)*) => {
@@ -29,16 +29,16 @@ macro_rules! fill_one {
     ($real:ident, $own:ident, $name:ident [$base:ident] [] ($($arg:ident : $ty:ty),*)) => {
         if $real.$name.is_none() {
             unsafe extern "C" fn f($($arg: $ty),*) -> c_int {
-                crate::ffi::guard(stringify!($name), || {
+                crate::mpi::ffi::guard(stringify!($name), || {
                     $(
                         let Some($arg) = Narrow::narrow($arg) else {
                             return narrow::too_large(stringify!($name));
                         };
                     )*
-                    match crate::real::get().$base {
+                    match crate::mpi::real::get().$base {
                         // SAFETY: the int-count twin, with the same arguments narrowed to its types.
                         Some(g) => unsafe { g($($arg),*) },
-                        None => crate::real::missing(stringify!($name)),
+                        None => crate::mpi::real::missing(stringify!($name)),
                     }
                 })
             }
@@ -48,7 +48,7 @@ macro_rules! fill_one {
     ($real:ident, $own:ident, $name:ident [$base:ident via $family:ident] [] ($($arg:ident : $ty:ty),*)) => {
         if $real.$name.is_none() {
             unsafe extern "C" fn f($($arg: $ty),*) -> c_int {
-                crate::ffi::guard(stringify!($name), || narrow::$family(stringify!($name), crate::real::get().$base, $($arg),*))
+                crate::mpi::ffi::guard(stringify!($name), || narrow::$family(stringify!($name), crate::mpi::real::get().$base, $($arg),*))
             }
             $real.$name = Some(f);
             $own = true;

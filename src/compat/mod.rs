@@ -20,6 +20,9 @@
 //! never report one complete before its operation is. Everything here works on whatever
 //! buffers the layer above hands it (host memory: device buffers are staged before), and calls
 //! only the library.
+//!
+//! It may use `mpi` and `base`. `real` calls [`install`] and [`install_pmpi`] through the
+//! function values that `entry` hands it at start-up, so the two do not import each other.
 
 mod fill;
 pub mod narrow;
@@ -28,7 +31,7 @@ mod requests;
 mod sendrecv;
 mod status;
 
-use crate::real::{Pmpi, Real};
+use crate::mpi::real::{Pmpi, Real};
 
 /// Completes `real` where the library lacks functions. Called once, when it is resolved.
 pub fn install(real: &mut Real) {
@@ -41,7 +44,7 @@ pub fn install(real: &mut Real) {
 /// The helper functions cudampi calls for itself complete, start and free requests through the
 /// same wrappers as the program's calls.
 pub fn install_pmpi(p: &mut Pmpi) {
-    requests::wrap_pmpi(crate::real::get(), p);
+    requests::wrap_pmpi(crate::mpi::real::get(), p);
 }
 
 /// Operations still in flight that the program freed are completed (`MPI_Finalize`, before the

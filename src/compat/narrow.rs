@@ -9,9 +9,10 @@
 use std::ffi::{c_int, c_void};
 
 use super::requests::{self, Owned};
-use crate::abi::{self, Handle};
-use crate::collectives::{group, neighbors};
-use crate::{errors, log};
+use crate::base::log;
+use crate::mpi::comm::{group, neighbors};
+use crate::mpi::abi::{self, Handle};
+use crate::mpi::errors;
 
 /// An argument of a `_c` function, as its int-count twin takes it.
 pub trait Narrow: Sized {
@@ -67,7 +68,7 @@ fn at(v: &[c_int]) -> *const c_int {
 /// Narrows `$arr` arrays of `$n` entries, then calls `$base` with them in place of the originals.
 macro_rules! narrowed {
     ($name:expr, $base:expr, [$($arr:ident : $n:expr),*], $call:expr) => {{
-        let Some(f) = $base else { return crate::real::missing($name) };
+        let Some(f) = $base else { return crate::mpi::real::missing($name) };
         $( let Some($arr) = ints($arr, $n) else { return too_large($name) }; let $arr = at(&$arr); )*
         // SAFETY: the library's int-count twin with the arrays narrowed.
         unsafe { $call(f) }
@@ -166,7 +167,7 @@ pub fn neighbor_alltoallw(name: &str, base: Option<NeighborAlltoallw>, sendbuf: 
 /// with them into the request's one inner request.
 macro_rules! narrowed_nb {
     ($name:expr, $base:expr, $request:expr, [$($arr:ident : $n:expr),*], $call:expr) => {{
-        let Some(f) = $base else { return crate::real::missing($name) };
+        let Some(f) = $base else { return crate::mpi::real::missing($name) };
         $( let Some($arr) = ints($arr, $n) else { return too_large($name) }; )*
         let ptrs = [$(at(&$arr)),*];
         let owned = Owned { ints: vec![$($arr),*], bytes: Vec::new() };

@@ -13,13 +13,13 @@ use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
 use super::requests::{self, Op, Starter};
-use crate::abi::{self, Handle};
-use crate::real;
+use crate::mpi::abi::{self, Handle};
+use crate::mpi::real;
 
 /// An `MPI_<collective>_init`: `start` posts the nonblocking collective into the request it
 /// is given.
 pub fn collective(name: &'static str, request: *mut c_void, start: impl Fn(*mut c_void) -> c_int + 'static) -> c_int {
-    crate::ffi::guard(name, || {
+    crate::mpi::ffi::guard(name, || {
         let abi = abi::get();
         let Some(send_init) = real::get().PMPI_Send_init else { return real::missing(name) };
         let mut carrier: Handle = abi.request_null;
@@ -59,11 +59,11 @@ fn partitioned(
     request: *mut c_void,
     send: bool,
 ) -> c_int {
-    crate::ffi::guard(name, || {
+    crate::mpi::ffi::guard(name, || {
         let abi = abi::get();
         let Some(total) = whole(partitions, count) else {
-            crate::log::error(format_args!("{name}: {partitions} partitions of {count} elements are not a count the loaded MPI library takes"));
-            return crate::errors::raise(Some(comm), abi.err_count);
+            crate::base::log::error(format_args!("{name}: {partitions} partitions of {count} elements are not a count the loaded MPI library takes"));
+            return crate::mpi::errors::raise(Some(comm), abi.err_count);
         };
         let r = real::get();
         let rc = match (send, r.PMPI_Send_init, r.PMPI_Recv_init) {
@@ -118,7 +118,7 @@ pub unsafe extern "C" fn precv_init(
 
 /// Marks partitions ready; the send starts with the last one.
 fn ready(name: &'static str, request: Handle, partitions: impl Iterator<Item = c_int>) -> c_int {
-    crate::ffi::guard(name, || {
+    crate::mpi::ffi::guard(name, || {
         let abi = abi::get();
         let start = requests::with(request, |op| match op {
             Op::PartSend { ready, active: true, starting, started: false, .. } => {
@@ -136,12 +136,12 @@ fn ready(name: &'static str, request: Handle, partitions: impl Iterator<Item = c
         });
         match start {
             None => {
-                crate::log::error(format_args!("{name}: the request is not a partitioned send"));
-                crate::errors::raise(None, abi.err_other)
+                crate::base::log::error(format_args!("{name}: the request is not a partitioned send"));
+                crate::mpi::errors::raise(None, abi.err_other)
             }
             Some(Err(i)) => {
-                crate::log::error(format_args!("{name}: partition {i} is out of range"));
-                crate::errors::raise(None, abi.err_other)
+                crate::base::log::error(format_args!("{name}: partition {i} is out of range"));
+                crate::mpi::errors::raise(None, abi.err_other)
             }
             Some(Ok(true)) => all_ready(request),
             Some(Ok(false)) => 0,
@@ -180,15 +180,15 @@ pub unsafe extern "C" fn pready_list(length: c_int, partitions: *const c_int, re
 
 /// A partition has arrived once the whole receive has.
 pub unsafe extern "C" fn parrived(request: Handle, partition: c_int, flag: *mut c_int) -> c_int {
-    crate::ffi::guard("MPI_Parrived", || {
+    crate::mpi::ffi::guard("MPI_Parrived", || {
         let abi = abi::get();
         let in_range = requests::with(request, |op| match op {
             Op::PartRecv { partitions } => usize::try_from(partition).is_ok_and(|p| p < *partitions),
             _ => false,
         });
         if in_range != Some(true) {
-            crate::log::error(format_args!("MPI_Parrived: partition {partition} of a request that is not a partitioned receive with that many"));
-            return crate::errors::raise(None, abi.err_other);
+            crate::base::log::error(format_args!("MPI_Parrived: partition {partition} of a request that is not a partitioned receive with that many"));
+            return crate::mpi::errors::raise(None, abi.err_other);
         }
         let Some(get_status) = real::get().PMPI_Request_get_status else { return real::missing("MPI_Parrived") };
         let mut status = abi::Status::zeroed();

@@ -19,8 +19,8 @@ use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use crate::abi::{self, Handle, Status, UNDEFINED};
-use crate::real::{self, Pmpi, Real};
+use crate::mpi::abi::{self, Handle, Status, UNDEFINED};
+use crate::mpi::real::{self, Pmpi, Real};
 
 type Test = unsafe extern "C" fn(*mut c_void, *mut c_int, *mut c_void) -> c_int;
 type Wait = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
@@ -692,7 +692,7 @@ macro_rules! wrap {
         type F = unsafe extern "C" fn($($t),*) -> c_int;
         static ORIG: OnceLock<F> = OnceLock::new();
         unsafe extern "C" fn w($($a: $t),*) -> c_int {
-            crate::ffi::guard(stringify!($imp), || match ORIG.get() {
+            crate::mpi::ffi::guard(stringify!($imp), || match ORIG.get() {
                 // SAFETY: the library's function the wrapper replaced, with the caller's arguments.
                 Some(&o) => unsafe { $imp(o, $($a),*) },
                 None => abi::get().err_intern,

@@ -4,8 +4,8 @@
 use std::ffi::{c_int, c_void};
 
 use super::requests::{self, Owned};
-use crate::abi::{self, Handle};
-use crate::real;
+use crate::mpi::abi::{self, Handle};
+use crate::mpi::real;
 
 /// `MPI_Isendrecv`: the receive is posted first, as the library's own send-receives do.
 pub unsafe extern "C" fn isendrecv(
@@ -22,7 +22,7 @@ pub unsafe extern "C" fn isendrecv(
     comm: Handle,
     request: *mut c_void,
 ) -> c_int {
-    crate::ffi::guard("MPI_Isendrecv", || {
+    crate::mpi::ffi::guard("MPI_Isendrecv", || {
         requests::once(request, 2, Owned::default(), |inner| {
             // SAFETY: the caller's arguments, and the two request handles to fill.
             unsafe { post(recvbuf, recvcount, recvtype, source, recvtag, sendbuf, sendcount, sendtype, dest, sendtag, comm, inner) }
@@ -43,7 +43,7 @@ pub unsafe extern "C" fn isendrecv_replace(
     comm: Handle,
     request: *mut c_void,
 ) -> c_int {
-    crate::ffi::guard("MPI_Isendrecv_replace", || {
+    crate::mpi::ffi::guard("MPI_Isendrecv_replace", || {
         let abi = abi::get();
         let Some(p) = real::pmpi() else { return abi.err_intern };
         let mut size: c_int = 0;

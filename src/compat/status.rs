@@ -3,8 +3,8 @@
 
 use std::ffi::{c_int, c_void};
 
-use crate::abi::{self, Status, UNDEFINED};
-use crate::real;
+use crate::mpi::abi::{self, Status, UNDEFINED};
+use crate::mpi::real;
 
 /// Each request's (index, complete, status); null requests are left out.
 fn each(count: c_int, requests: *mut c_void) -> Result<Vec<(usize, bool, Status)>, c_int> {
@@ -59,7 +59,7 @@ fn put(p: *mut c_int, v: c_int) {
 }
 
 pub unsafe extern "C" fn any(count: c_int, requests: *mut c_void, index: *mut c_int, flag: *mut c_int, status: *mut c_void) -> c_int {
-    crate::ffi::guard("MPI_Request_get_status_any", || {
+    crate::mpi::ffi::guard("MPI_Request_get_status_any", || {
         let ignore = abi::get().is_status_ignore(status);
         let found = match each(count, requests) {
             Ok(f) => f,
@@ -87,7 +87,7 @@ pub unsafe extern "C" fn any(count: c_int, requests: *mut c_void, index: *mut c_
 }
 
 pub unsafe extern "C" fn all(count: c_int, requests: *mut c_void, flag: *mut c_int, statuses: *mut c_void) -> c_int {
-    crate::ffi::guard("MPI_Request_get_status_all", || {
+    crate::mpi::ffi::guard("MPI_Request_get_status_all", || {
         let ignore = abi::get().is_statuses_ignore(statuses);
         let found = match each(count, requests) {
             Ok(f) => f,
@@ -114,7 +114,7 @@ pub unsafe extern "C" fn all(count: c_int, requests: *mut c_void, flag: *mut c_i
 }
 
 pub unsafe extern "C" fn some(incount: c_int, requests: *mut c_void, outcount: *mut c_int, indices: *mut c_int, statuses: *mut c_void) -> c_int {
-    crate::ffi::guard("MPI_Request_get_status_some", || {
+    crate::mpi::ffi::guard("MPI_Request_get_status_some", || {
         let ignore = abi::get().is_statuses_ignore(statuses);
         let found = match each(incount, requests) {
             Ok(f) => f,

@@ -115,7 +115,7 @@ impl<'a> InContext<'a> {
     pub fn runs_to_device(&self, dst: *mut c_void, src: *const c_void, runs: &[(usize, usize)]) -> Result<(), CudaError> {
         use cudarc::driver::sys::CUmemorytype;
         if let [(at, len)] = *runs {
-            if len <= crate::config::get().ordered_recv_bytes {
+            if len <= crate::base::config::get().ordered_recv_bytes {
                 // SAFETY: the run lies within both buffers (the caller's staged span).
                 return self.ordered_to_device(unsafe { dst.cast::<u8>().add(at) }.cast(), unsafe { src.cast::<u8>().add(at) }.cast(), len);
             }

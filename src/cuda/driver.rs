@@ -223,7 +223,7 @@ pub fn load() -> Option<&'static Driver> {
 
 #[cold]
 fn probe() -> Option<&'static Driver> {
-    if crate::config::get().disabled {
+    if crate::base::config::get().disabled {
         return None;
     }
     let mut pin = PROBE.lock().unwrap_or_else(|e| e.into_inner());
@@ -248,8 +248,8 @@ fn probe() -> Option<&'static Driver> {
                 }
                 return Some(d);
             }
-            Ok(_) => crate::log::warn(format_args!("libcuda is loaded but cuInit failed; treating every buffer as host memory")),
-            Err(sym) => crate::log::warn(format_args!("libcuda lacks {sym}; treating every buffer as host memory")),
+            Ok(_) => crate::base::log::warn(format_args!("libcuda is loaded but cuInit failed; treating every buffer as host memory")),
+            Err(sym) => crate::base::log::warn(format_args!("libcuda lacks {sym}; treating every buffer as host memory")),
         }
     }
     remember_tail(&mut pin);

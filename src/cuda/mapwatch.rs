@@ -165,7 +165,7 @@ const DT_JMPREL: i64 = 23;
 /// Redirects libcuda's imports of the mapping functions. `lib` is the handle of the loaded
 /// libcuda. Called once, when the driver is found.
 pub fn watch(lib: *mut c_void) {
-    if crate::config::get().no_host_cache {
+    if crate::base::config::get().no_host_cache {
         return;
     }
     // SAFETY: reads the loaded object's own dynamic section and relocation tables, which the

@@ -1,4 +1,6 @@
-//! The CUDA side: the loaded driver, where buffers live, and copies in the right context.
+//! The CUDA side: the loaded driver, where buffers live, and copies in the right context. It
+//! may use `base` and nothing else, and knows nothing of MPI; every layer above reaches the GPU
+//! through it.
 
 pub mod copy;
 pub mod driver;

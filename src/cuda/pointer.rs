@@ -36,15 +36,17 @@ pub enum Location {
     /// Plain, pinned, registered or managed memory: MPI may read it directly.
     Host,
     Device(Device),
-    /// The address once held device memory that has since been freed.
-    FreedDevice,
+    /// Neither memory the driver knows nor host memory the process can read: device memory
+    /// that has been freed (the driver keeps the range reserved, unreadable by the CPU) or no
+    /// memory at all. MPI would crash on it.
+    Unreadable,
 }
 
 /// Decides where `ptr` lives. Host-only processes (no libcuda loaded) return at the first check.
 #[inline]
 pub fn locate(ptr: *const c_void) -> Location {
     match driver::get() {
-        _ if surely_host(ptr) => Location::Host,
+        _ if ptr.is_null() || surely_host(ptr) => Location::Host,
         None => Location::Host,
         Some(d) => query(d, ptr),
     }
@@ -55,9 +57,11 @@ pub fn locate(ptr: *const c_void) -> Location {
 /// entry points test this first, so host buffers cost a few comparisons.
 #[inline(always)]
 pub fn surely_host(ptr: *const c_void) -> bool {
-    // Null, MPI_BOTTOM, MPI_IN_PLACE (1 or -1) and other sentinels are never device memory.
+    // MPI_IN_PLACE (1 or -1) and other sentinels are never device memory. Null is, in a process
+    // without CUDA; in one with CUDA it may be MPI_BOTTOM with absolute device addresses in the
+    // datatype, located by the caller.
     let addr = ptr as usize;
-    addr < 4096 || addr == usize::MAX || driver::get().is_none() || hostmem::certainly_host(addr) || hostmem::remembered(addr)
+    (addr != 0 && addr < 4096) || addr == usize::MAX || driver::get().is_none() || hostmem::certainly_host(addr) || hostmem::remembered(addr)
 }
 
 const MEMORY_TYPE: c_uint = CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE as c_uint;
@@ -91,16 +95,25 @@ fn query(d: &Driver, ptr: *const c_void) -> Location {
     let rc = unsafe { (d.pointer_get_attributes)(1, attr.as_mut_ptr(), slot.as_mut_ptr(), ptr as u64) };
     if rc != CUDA_SUCCESS || !matches!(mem_type & 0xffff_ffff, TYPE_DEVICE | TYPE_HOST | TYPE_UNIFIED) {
         // INVALID_VALUE / NOT_INITIALIZED, or no type: not memory the driver knows.
-        let loc = host_or_freed(ptr);
-        // Freed device memory the shim never saw is unknown to the driver too, and the driver
-        // may hand it out again without a new mapping: only a page the host can read is plain
-        // host memory.
-        if matches!(loc, Location::Host) && mapwatch::watching() && host_readable(ptr) {
-            hostmem::remember(ptr as usize, generation);
-        }
-        return loc;
+        return unknown(ptr, generation);
     }
-    query_known(d, ptr).unwrap_or_else(|| host_or_freed(ptr))
+    query_known(d, ptr).unwrap_or_else(|| unknown(ptr, generation))
+}
+
+/// Memory the driver does not know: plain host memory when the process can read it. Freed
+/// device memory is unknown to the driver too (it answers as for host memory), but its range
+/// stays reserved and unreadable, whether or not the shim saw the allocation; and the driver
+/// may hand it out again without a new mapping, so only a readable page is remembered as host
+/// memory (`generation` was read before the driver was asked).
+fn unknown(ptr: *const c_void, generation: u64) -> Location {
+    // Where the kernel will not say (a sandbox refusing the call), the page counts as readable.
+    if host_readable(ptr) == Some(false) {
+        return Location::Unreadable;
+    }
+    if mapwatch::watching() {
+        hostmem::remember(ptr as usize, generation);
+    }
+    Location::Host
 }
 
 /// Every attribute of memory the driver knows; `None` when it refuses the query or reports no
@@ -129,7 +142,7 @@ fn query_known(d: &Driver, ptr: *const c_void) -> Option<Location> {
     let ordinal = ordinal as u32 as i32;
     if managed & 0xff != 0 {
         // Managed memory is host-accessible; the driver migrates pages on demand.
-        return Some(if crate::config::get().stage_managed { Location::Device(Device { ctx, ordinal, managed: true }) } else { Location::Host });
+        return Some(if crate::base::config::get().stage_managed { Location::Device(Device { ctx, ordinal, managed: true }) } else { Location::Host });
     }
     match mem_type & 0xffff_ffff {
         TYPE_DEVICE => {
@@ -159,9 +172,8 @@ fn vmm_device(d: &Driver, ptr: *const c_void) -> Option<Device> {
         .then_some(Device::primary(prop.location_id))
 }
 
-/// Ranges that recently held device memory. The driver keeps a freed range reserved, so a host
-/// pointer inside one that the host cannot read is a use of freed device memory: report it
-/// instead of letting MPI crash on it.
+/// Ranges that recently held device memory: a pointer inside one is most likely device memory,
+/// asked about with every attribute at once.
 const RANGES: usize = 64;
 static RANGE_START_TABLE: [AtomicU64; RANGES] = [const { AtomicU64::new(0) }; RANGES];
 static RANGE_END_TABLE: [AtomicU64; RANGES] = [const { AtomicU64::new(0) }; RANGES];
@@ -196,20 +208,17 @@ fn in_device_range(ptr: *const c_void) -> bool {
         })
 }
 
-fn host_or_freed(ptr: *const c_void) -> Location {
-    if in_device_range(ptr) && !host_readable(ptr) {
-        Location::FreedDevice
-    } else {
-        Location::Host
-    }
-}
-
-/// Asks the kernel whether one byte at `ptr` is readable, without touching it.
-fn host_readable(ptr: *const c_void) -> bool {
+/// Whether the byte at `ptr` is readable, asked of the kernel without touching it: `None`
+/// when the kernel refuses to say.
+fn host_readable(ptr: *const c_void) -> Option<bool> {
     let mut byte = 0u8;
     let local = libc::iovec { iov_base: (&mut byte as *mut u8).cast(), iov_len: 1 };
     let remote = libc::iovec { iov_base: ptr as *mut c_void, iov_len: 1 };
     // SAFETY: reads one byte of our own address space into a local; faults come back as EFAULT.
     let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-    n == 1 || (n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM))
+    match n {
+        1 => Some(true),
+        _ if std::io::Error::last_os_error().raw_os_error() == Some(libc::EFAULT) => Some(false),
+        _ => None,
+    }
 }

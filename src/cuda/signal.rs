@@ -153,7 +153,7 @@ pub fn write_to_device(d: &Driver, dst: u64, src: *const u8, runs: &[(usize, usi
         WRITES.store(false, Ordering::Relaxed);
         return None;
     }
-    crate::stats::add(&crate::stats::BYTES_STREAM_WRITTEN, runs.iter().map(|r| r.1).sum());
+    crate::base::stats::add(&crate::base::stats::BYTES_STREAM_WRITTEN, runs.iter().map(|r| r.1).sum());
     Some(spin(s, i, want))
 }
 

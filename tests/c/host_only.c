@@ -2,12 +2,19 @@
 /* A plain host-memory MPI program (no CUDA calls, no CUDA headers): point-to-point in all
  * send modes, ANY_SOURCE receives, MPI_PROC_NULL, a Sendrecv ring, Sendrecv_replace, probes,
  * derived datatypes (vector, indexed, struct, resized), truncation with MPI_ERRORS_RETURN.
+ * Then, with MPI_ERRORS_RETURN, bad arguments (rank, tag, count, datatype, communicator,
+ * request) and truncations completed by MPI_Wait, MPI_Test, MPI_Waitall (MPI_ERR_IN_STATUS),
+ * MPI_Testall, MPI_Waitany and MPI_Waitsome are made twice: through the library's own symbols
+ * (the MPI library's handle, which a preloaded shim cannot stand in front of) and through the
+ * program's; return classes and status fields (source, tag, error class, count) must match one
+ * for one, and neither pass may write a line on stderr.
  * It must behave identically with and without the shim, and the shim must not load CUDA into
  * a program that does not: at the end libcuda.so.1 must not be loaded
  * (dlopen(..., RTLD_NOLOAD) returns NULL). If libcuda was already loaded at start (the link
  * line pulled it in), that last check cannot be made and is skipped with a note. */
 #define COMMON_NO_CUDA
 #include "common.h"
+#include <unistd.h>
 
 #define SLACK 16
 static MPI_Comm comm;
@@ -39,6 +46,263 @@ static void recv_check(void *buf, size_t cap, int count, MPI_Datatype dt, int sr
     poison_fill(e + n, cap - n);
     check_bytes(buf, e, cap, "%s", what);
     free(e);
+}
+
+/* ---- errors and statuses: the program's calls against the library's own ---------------------- */
+
+typedef int (*send_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
+typedef int (*recv_fn)(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Status *);
+typedef int (*isend_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+typedef int (*irecv_fn)(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+typedef int (*wait_fn)(MPI_Request *, MPI_Status *);
+typedef int (*test_fn)(MPI_Request *, int *, MPI_Status *);
+typedef int (*waitall_fn)(int, MPI_Request *, MPI_Status *);
+typedef int (*testall_fn)(int, MPI_Request *, int *, MPI_Status *);
+typedef int (*waitany_fn)(int, MPI_Request *, int *, MPI_Status *);
+typedef int (*waitsome_fn)(int, MPI_Request *, int *, int *, MPI_Status *);
+typedef int (*probe_fn)(int, int, MPI_Comm, MPI_Status *);
+
+struct calls {
+    send_fn send;
+    recv_fn recv;
+    isend_fn isend;
+    irecv_fn irecv;
+    wait_fn wait;
+    test_fn test;
+    waitall_fn waitall;
+    testall_fn testall;
+    waitany_fn waitany;
+    waitsome_fn waitsome;
+    probe_fn probe;
+};
+
+#define NSEEN 160
+struct seen {
+    int n;
+    int v[NSEEN];
+    const char *what[NSEEN];
+};
+
+static void see(struct seen *s, const char *what, int v)
+{
+    if (s->n < NSEEN) {
+        s->what[s->n] = what;
+        s->v[s->n++] = v;
+    }
+}
+
+/* A status's source, tag, count (not of a truncated receive: MPI leaves it undefined, and MPICH
+ * 4.0 gives one value or another by timing) and, where MPI sets it, its error class. */
+static void see_status(struct seen *s, const char *what, const MPI_Status *st, int truncated, int with_error)
+{
+    int c = -999;
+    MPI_Get_count(st, MPI_INT, &c);
+    see(s, what, st->MPI_SOURCE);
+    see(s, what, st->MPI_TAG);
+    if (!truncated) see(s, what, c);
+    if (with_error) see(s, what, error_class(st->MPI_ERROR));
+}
+
+/* One pass of bad arguments and truncations between ranks 0 and 1 of `c` (tags from `tag0`);
+ * every outcome goes to `s` in order. */
+static void error_pass(const struct calls *k, MPI_Comm c, int tag0, struct seen *s)
+{
+    int peer = 1 - t_rank, size = 0;
+    MPI_Comm_size(c, &size);
+    int sb[128], rb[3 * 64];
+    MPI_Status st[3];
+    MPI_Request q[3];
+    pattern_fill(sb, sizeof sb, t_rank, tag0);
+
+    /* bad arguments: nothing is sent */
+    see(s, "Send to rank size", error_class(k->send(sb, 1, MPI_INT, size, tag0, c)));
+    see(s, "Send with tag -5", error_class(k->send(sb, 1, MPI_INT, peer, -5, c)));
+    see(s, "Send of count -1", error_class(k->send(sb, -1, MPI_INT, peer, tag0, c)));
+    see(s, "Send of MPI_DATATYPE_NULL", error_class(k->send(sb, 1, MPI_DATATYPE_NULL, peer, tag0, c)));
+    see(s, "Send on MPI_COMM_NULL", error_class(k->send(sb, 1, MPI_INT, peer, tag0, MPI_COMM_NULL)));
+    see(s, "Recv from rank -7", error_class(k->recv(rb, 1, MPI_INT, -7, tag0, c, MPI_STATUS_IGNORE)));
+    see(s, "Recv of count -1", error_class(k->recv(rb, -1, MPI_INT, peer, tag0, c, MPI_STATUS_IGNORE)));
+    see(s, "Irecv with tag -5", error_class(k->irecv(rb, 1, MPI_INT, peer, -5, c, &q[0])));
+    see(s, "Probe from rank size", error_class(k->probe(size, tag0, c, &st[0])));
+    q[0] = MPI_REQUEST_NULL;
+    status_init(&st[0]);
+    see(s, "Wait on MPI_REQUEST_NULL", error_class(k->wait(&q[0], &st[0])));
+    see_status(s, "Wait on MPI_REQUEST_NULL: status", &st[0], 0, 0);
+
+    /* truncations: rank 1 sends 100 ints where 64 are expected, then 10 that fit */
+    for (int round = 0; round < 6; round++) {
+        int tag = tag0 + 1 + round;
+        if (t_rank == 1) {
+            for (int m = 0; m < (round >= 2 ? 3 : 1); m++)
+                see(s, "Send", error_class(k->send(sb, round < 2 || m == 1 ? 100 : 10 + m, MPI_INT, 0, tag, c)));
+            continue;
+        }
+        for (int m = 0; m < 3; m++) status_init(&st[m]);
+        if (round < 2) { /* Wait, Test on one truncated receive */
+            see(s, "Irecv", error_class(k->irecv(rb, 64, MPI_INT, 1, tag, c, &q[0])));
+            int flag = 0, rc = MPI_SUCCESS;
+            if (round == 0) {
+                rc = k->wait(&q[0], &st[0]);
+            } else {
+                double t0 = MPI_Wtime();
+                while (!flag && rc == MPI_SUCCESS && MPI_Wtime() - t0 < 20) rc = k->test(&q[0], &flag, &st[0]);
+                see(s, "Test: flag", flag);
+            }
+            see(s, round == 0 ? "Wait on a truncated receive" : "Test on a truncated receive", error_class(rc));
+            see_status(s, "... its status", &st[0], 1, 0);
+            see(s, "... its request freed", q[0] == MPI_REQUEST_NULL);
+            continue;
+        }
+        /* three receives (10, 100 into 64, 12 ints): Waitall, Testall, Waitany, Waitsome */
+        for (int m = 0; m < 3; m++)
+            see(s, "Irecv", error_class(k->irecv(rb + 64 * m, m == 1 ? 64 : 16, MPI_INT, 1, tag, c, &q[m])));
+        int rc = MPI_SUCCESS, flag = 0, idx = -1, out = 0, ix[3] = {-1, -1, -1};
+        switch (round) {
+        case 2:
+            rc = k->waitall(3, q, st);
+            see(s, "Waitall with one truncated receive", error_class(rc));
+            break;
+        case 3: {
+            double t0 = MPI_Wtime();
+            while (!flag && MPI_Wtime() - t0 < 20) {
+                rc = k->testall(3, q, &flag, st);
+                if (rc != MPI_SUCCESS) break;
+            }
+            see(s, "Testall with one truncated receive", error_class(rc));
+            see(s, "... flag", flag);
+            break;
+        }
+        case 4:
+        case 5: {
+            /* how many complete per call depends on timing: what is compared is each call's
+             * class, which requests completed and their statuses, by index */
+            MPI_Status by[3], one[3];
+            int mask = 0, failed = MPI_SUCCESS, in_status[3] = {0, 0, 0};
+            for (int m = 0; m < 3; m++) status_init(&by[m]);
+            for (int n = 0; n < 3 && mask != 7; n++) {
+                for (int m = 0; m < 3; m++) status_init(&one[m]);
+                if (round == 4) {
+                    rc = k->waitany(3, q, &idx, &one[0]);
+                    out = (idx >= 0 && idx < 3) ? 1 : 0;
+                    ix[0] = idx;
+                } else {
+                    rc = k->waitsome(3, q, &out, ix, one);
+                }
+                if (rc != MPI_SUCCESS && failed == MPI_SUCCESS) failed = error_class(rc);
+                if (out == MPI_UNDEFINED || out <= 0) break;
+                for (int m = 0; m < out; m++)
+                    if (ix[m] >= 0 && ix[m] < 3) {
+                        mask |= 1 << ix[m];
+                        by[ix[m]] = one[m];
+                        /* MPI sets the error fields only in a call that returns MPI_ERR_IN_STATUS */
+                        in_status[ix[m]] = error_class(rc) == MPI_ERR_IN_STATUS;
+                        /* where the library leaves a failed request active, free it as a program would */
+                        if (q[ix[m]] != MPI_REQUEST_NULL) MPI_Request_free(&q[ix[m]]);
+                    }
+            }
+            see(s, round == 4 ? "Waitany with one truncated receive: first failure" : "Waitsome with one truncated receive: first failure", failed);
+            see(s, "... completed", mask);
+            for (int m = 0; m < 3; m++)
+                /* the others' error fields: set or not by which call completed them (timing) */
+                see_status(s, "... a status by index", &by[m], m == 1, m == 1 && in_status[m]);
+            rc = MPI_SUCCESS;
+            break;
+        }
+        }
+        if (round < 4)
+            for (int m = 0; m < 3; m++) see_status(s, "... a status", &st[m], m == 1, error_class(rc) == MPI_ERR_IN_STATUS);
+        for (int m = 0; m < 3; m++) see(s, "... request freed", q[m] == MPI_REQUEST_NULL);
+    }
+    MPI_Barrier(c);
+}
+
+/* The library's own function `name`: looked up in the object that defines MPI_Comm_rank, which a
+ * preloaded shim does not export. */
+static void *library_sym(const char *name)
+{
+    Dl_info di;
+    void *sym = dlsym(RTLD_DEFAULT, "MPI_Comm_rank");
+    if (!sym || !dladdr(sym, &di) || !di.dli_fname) DIE("cannot find the MPI library");
+    void *h = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_NOW);
+    void *f = h ? dlsym(h, name) : NULL;
+    if (!f) DIE("%s: no %s", di.dli_fname, name);
+    return f;
+}
+
+/* Runs error_pass with fd 2 redirected to a file; returns what was written there (malloc'd). */
+static char *error_pass_quiet(const struct calls *k, MPI_Comm c, int tag0, struct seen *s)
+{
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *f = tmpfile();
+    if (saved < 0 || !f) DIE("cannot redirect stderr");
+    dup2(fileno(f), 2);
+    error_pass(k, c, tag0, s);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    long n = ftell(f);
+    char *text = (char *)xmalloc((size_t)(n > 0 ? n : 0) + 1);
+    rewind(f);
+    size_t got = n > 0 ? fread(text, 1, (size_t)n, f) : 0;
+    text[got] = 0;
+    fclose(f);
+    return text;
+}
+
+static void errors_and_statuses(void)
+{
+    MPI_Comm pair;
+    MPI_Comm_split(MPI_COMM_WORLD, t_rank < 2 ? 0 : MPI_UNDEFINED, t_rank, &pair);
+    if (t_rank > 1) {
+        MPI_Barrier(comm);
+        return;
+    }
+    MPI_Comm_set_errhandler(pair, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); /* errors on MPI_COMM_NULL */
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    struct calls lib = {
+        (send_fn)library_sym("MPI_Send"),         (recv_fn)library_sym("MPI_Recv"),
+        (isend_fn)library_sym("MPI_Isend"),       (irecv_fn)library_sym("MPI_Irecv"),
+        (wait_fn)library_sym("MPI_Wait"),         (test_fn)library_sym("MPI_Test"),
+        (waitall_fn)library_sym("MPI_Waitall"),   (testall_fn)library_sym("MPI_Testall"),
+        (waitany_fn)library_sym("MPI_Waitany"),   (waitsome_fn)library_sym("MPI_Waitsome"),
+        (probe_fn)library_sym("MPI_Probe"),
+    };
+    struct calls prog = {MPI_Send, MPI_Recv, MPI_Isend, MPI_Irecv, MPI_Wait, MPI_Test,
+                         MPI_Waitall, MPI_Testall, MPI_Waitany, MPI_Waitsome, MPI_Probe};
+    static struct seen a, b;
+    char *ea = error_pass_quiet(&lib, pair, 100, &a);
+    char *eb = error_pass_quiet(&prog, pair, 100, &b); /* the same tags: statuses compare */
+    CHECK(a.n == b.n, "errors: %d outcomes through the library's symbols, %d through the program's", a.n, b.n);
+    for (int i = 0, bad = 0; i < a.n && i < b.n && bad < 8; i++)
+        if (a.v[i] != b.v[i] || a.what[i] != b.what[i])
+            bad += !CHECK(a.v[i] == b.v[i] && a.what[i] == b.what[i],
+                          "errors, outcome %d (%s): %d through the library's symbols, %d (%s) through the program's",
+                          i, a.what[i], a.v[i], b.v[i], b.what[i]);
+    CHECK(strcmp(ea, eb) == 0, "errors: stderr differs; through the library's symbols:\n%s\nthrough the program's:\n%s", ea, eb);
+    CHECK(eb[0] == 0, "errors with MPI_ERRORS_RETURN printed on stderr: %s", eb);
+    /* the classes the standard names, whatever the library: a pass that saw nothing is no pass */
+    CHECK(b.n > 0 && b.v[0] == MPI_ERR_RANK, "Send to rank size: class %s", error_name(b.v[0]));
+    CHECK(b.v[1] == MPI_ERR_TAG, "Send with tag -5: class %s", error_name(b.v[1]));
+    CHECK(b.v[2] == MPI_ERR_COUNT, "Send of count -1: class %s", error_name(b.v[2]));
+    CHECK(b.v[3] == MPI_ERR_TYPE, "Send of MPI_DATATYPE_NULL: class %s", error_name(b.v[3]));
+    CHECK(b.v[4] == MPI_ERR_COMM, "Send on MPI_COMM_NULL: class %s", error_name(b.v[4]));
+    if (t_rank == 0) {
+        int in_status = 0, truncate = 0;
+        for (int i = 0; i < b.n; i++) {
+            in_status += b.v[i] == MPI_ERR_IN_STATUS;
+            truncate += b.v[i] == MPI_ERR_TRUNCATE;
+        }
+        CHECK(in_status >= 1 && truncate >= 3, "errors: MPI_ERR_IN_STATUS seen %d times, MPI_ERR_TRUNCATE %d times",
+              in_status, truncate);
+    }
+    free(ea);
+    free(eb);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_ARE_FATAL);
+    MPI_Comm_free(&pair);
+    MPI_Barrier(comm);
 }
 
 int main(int argc, char **argv)
@@ -194,6 +458,9 @@ int main(int argc, char **argv)
             recv_check(r, 200 + SLACK, 50, MPI_INT, 1, 2, seed, "after truncation");
         }
     }
+
+    /* 6. errors and statuses through the library's symbols and the program's */
+    errors_and_statuses();
 
     free(s);
     free(r);

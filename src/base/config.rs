@@ -1,0 +1,171 @@
+//! `CUDAMPI_*` environment variables, read once on the first MPI call (never before `main`).
+
+use std::sync::OnceLock;
+
+#[derive(Debug)]
+pub struct Config {
+    /// `CUDAMPI_DEBUG=1`: one line per device-buffer call on stderr.
+    pub debug: bool,
+    /// `CUDAMPI_STATS=1`: per-rank counters printed at `MPI_Finalize`.
+    pub stats: bool,
+    /// `CUDAMPI_POOL_BYTES`: most pinned host memory the staging pool may hold at once.
+    pub pool_bytes: usize,
+    /// `CUDAMPI_DISABLE=1`: never look at CUDA; every buffer goes straight to MPI.
+    pub disabled: bool,
+    /// `CUDAMPI_MANAGED=stage`: copy managed memory like device memory instead of letting MPI
+    /// read it in place (page faults migrate it then).
+    pub stage_managed: bool,
+    /// `CUDAMPI_HOST_CACHE=0`: ask the driver about every pointer outside the heap, stack and
+    /// program data instead of remembering plain host pages (see `cuda/mapwatch.rs`).
+    pub no_host_cache: bool,
+    /// `CUDAMPI_ORDERED_RECV_BYTES`: received messages up to this size reach device memory the
+    /// way `cudaMemcpy` from pageable memory puts them there: ordered on the legacy default
+    /// stream, not waited for (see `InContext::runs_to_device`). 0, the default, waits for every copy.
+    pub ordered_recv_bytes: usize,
+    /// On unless `CUDAMPI_IPC=0` (or `CUDAMPI_DISABLE=1`): device messages between ranks of one
+    /// node go GPU to GPU over CUDA IPC (`ipc/`). Every rank of the job must set it alike: the
+    /// handshake at `MPI_Init` stops a job whose ranks differ.
+    pub ipc: bool,
+    /// `CUDAMPI_IPC_BYTES`: smallest message that takes the IPC path.
+    pub ipc_bytes: usize,
+    /// `CUDAMPI_IPC_SAME_GPU_BYTES`: smallest message that takes the IPC path to a rank whose
+    /// last IPC copy ran on the sender's GPU (two processes taking turns on one GPU).
+    pub ipc_same_gpu_bytes: usize,
+    /// `CUDAMPI_IPC_POOL_BYTES`: most device memory a rank exports for IPC at once.
+    pub ipc_pool_bytes: usize,
+    /// On unless `CUDAMPI_PIPELINE=0` (or `CUDAMPI_DISABLE=1`): large device messages cross in
+    /// chunks, so that the copies out of and into device memory overlap the transfer
+    /// (`ipc/pipeline.rs`). Like `CUDAMPI_IPC`, every rank must set it alike.
+    pub pipeline: bool,
+    /// `CUDAMPI_PIPELINE_BYTES`: smallest message sent in chunks.
+    pub pipeline_bytes: usize,
+    /// `CUDAMPI_PIPELINE_CHUNK`: bytes per chunk.
+    pub pipeline_chunk: usize,
+    /// `CUDAMPI_PIPELINE_WAIT`: microseconds a chunked send waits for a pinned buffer while
+    /// none of its chunks in flight is taken, before it stages through pageable memory; and an
+    /// IPC send for exported memory while no receiver gives a block back.
+    pub pipeline_wait_us: u64,
+    /// `CUDAMPI_HANDSHAKE_WAIT`: seconds the handshake at `MPI_Init` waits for the other ranks
+    /// before it stops the job (a rank that does not load cudampi never answers).
+    pub handshake_wait_s: u64,
+}
+
+/// 1 MiB: below it one copy each way costs less than a second message.
+pub const DEFAULT_PIPELINE_BYTES: usize = 1 << 20;
+
+/// 1 MiB chunks: a 16 MiB message crosses in 16.
+pub const DEFAULT_PIPELINE_CHUNK: usize = 1 << 20;
+
+/// 20 ms: a receiver taking chunks takes one every few hundred microseconds, but one that
+/// takes them only between its own sends (two ranks sending each other windows larger than the
+/// pool) can leave them for milliseconds. On an H100 shared by two ranks (2026-11-23),
+/// `bench/bw -b` at 16 MiB reached 2.3, 3.4 and 6.3 GB/s with waits of 1, 5 and 20 ms, and
+/// one-way 16 MiB 5.4, 6.2 and 6.7 GB/s (host MPI 5.9-6.8). A receiver busy elsewhere costs a
+/// sender one such wait, not one per message.
+pub const DEFAULT_PIPELINE_WAIT_US: u64 = 20_000;
+
+/// 64 KiB: from there on a staged message costs tens of microseconds (2026-11-23, 2 x H200).
+pub const DEFAULT_IPC_BYTES: usize = 64 << 10;
+
+/// 2 MiB: two ranks sharing one GPU take turns on it, and an IPC message makes them switch.
+/// On one H100 shared by both ranks (2026-11-23, run af) an IPC ping-pong took 160 us one way
+/// at every size from 64 KiB to 4 MiB, staging 35, 72, 209 and 763 us at 64 KiB, 256 KiB,
+/// 1 MiB and 4 MiB; `bench/bw` moved 0.24, 0.96, 3.8 and 15 GB/s over IPC against 2.1, 3.9,
+/// 4.8 and 5.4 GB/s in chunks. Both cross between 1 and 2 MiB.
+pub const DEFAULT_IPC_SAME_GPU_BYTES: usize = 2 << 20;
+
+/// 1 GiB per rank: a window of 16 messages of 64 MiB in flight.
+pub const DEFAULT_IPC_POOL_BYTES: usize = 1 << 30;
+
+/// 60 s: ranks leave the library's `MPI_Init` at nearly the same time, but an oversubscribed
+/// node or a slow file system can hold one back for seconds.
+pub const DEFAULT_HANDSHAKE_WAIT_S: u64 = 60;
+
+/// 256 MiB: enough to stage the largest messages whole on typical codes, small next to host RAM.
+pub const DEFAULT_POOL_BYTES: usize = 256 << 20;
+
+/// The bounce buffer of an ordered receive is one per thread and kept for the thread's life.
+pub const MAX_ORDERED_RECV_BYTES: usize = 64 << 10;
+
+static CONFIG: OnceLock<Config> = OnceLock::new();
+
+pub fn get() -> &'static Config {
+    CONFIG.get_or_init(|| {
+        let disabled = flag("CUDAMPI_DISABLE");
+        Config {
+        debug: flag("CUDAMPI_DEBUG"),
+        stats: flag("CUDAMPI_STATS"),
+        pool_bytes: bytes("CUDAMPI_POOL_BYTES").unwrap_or(DEFAULT_POOL_BYTES),
+        disabled,
+        stage_managed: matches!(std::env::var("CUDAMPI_MANAGED").as_deref(), Ok("stage")),
+        no_host_cache: matches!(std::env::var("CUDAMPI_HOST_CACHE").as_deref(), Ok("0" | "no" | "off")),
+        ordered_recv_bytes: bytes("CUDAMPI_ORDERED_RECV_BYTES").unwrap_or(0).min(MAX_ORDERED_RECV_BYTES),
+        ipc: !disabled && !off("CUDAMPI_IPC"),
+        ipc_bytes: bytes("CUDAMPI_IPC_BYTES").unwrap_or(DEFAULT_IPC_BYTES),
+        ipc_same_gpu_bytes: bytes("CUDAMPI_IPC_SAME_GPU_BYTES").unwrap_or(DEFAULT_IPC_SAME_GPU_BYTES),
+        ipc_pool_bytes: bytes("CUDAMPI_IPC_POOL_BYTES").unwrap_or(DEFAULT_IPC_POOL_BYTES),
+        pipeline: !disabled && !off("CUDAMPI_PIPELINE"),
+        pipeline_bytes: bytes("CUDAMPI_PIPELINE_BYTES").unwrap_or(DEFAULT_PIPELINE_BYTES),
+        pipeline_chunk: bytes("CUDAMPI_PIPELINE_CHUNK").unwrap_or(DEFAULT_PIPELINE_CHUNK).clamp(64 << 10, 1 << 30),
+        pipeline_wait_us: whole("CUDAMPI_PIPELINE_WAIT").unwrap_or(DEFAULT_PIPELINE_WAIT_US),
+        handshake_wait_s: whole("CUDAMPI_HANDSHAKE_WAIT").unwrap_or(DEFAULT_HANDSHAKE_WAIT_S).max(1),
+        }
+    })
+}
+
+/// A switch that is on unless set to `0`, `no`, `false` or `off`.
+fn off(name: &str) -> bool {
+    matches!(std::env::var(name).as_deref(), Ok("0" | "no" | "false" | "off"))
+}
+
+fn flag(name: &str) -> bool {
+    matches!(std::env::var(name).as_deref(), Ok("1" | "yes" | "true" | "on"))
+}
+
+/// Accepts plain bytes or a K/M/G suffix (powers of 1024); anything else is reported and ignored.
+fn bytes(name: &str) -> Option<usize> {
+    let text = std::env::var(name).ok()?;
+    let parsed = parse_bytes(&text);
+    if parsed.is_none() {
+        crate::base::log::warn(format_args!("ignoring {name}={text}: expected a size such as 268435456 or 256M"));
+    }
+    parsed
+}
+
+/// A whole number (of microseconds or seconds, as the variable says); anything else is
+/// reported and ignored.
+fn whole(name: &str) -> Option<u64> {
+    let text = std::env::var(name).ok()?;
+    let parsed = text.trim().parse::<u64>().ok();
+    if parsed.is_none() {
+        crate::base::log::warn(format_args!("ignoring {name}={text}: expected a whole number such as 5000"));
+    }
+    parsed
+}
+
+pub fn parse_bytes(text: &str) -> Option<usize> {
+    let t = text.trim();
+    let (digits, shift) = match t.char_indices().last()? {
+        (i, 'k' | 'K') => (&t[..i], 10),
+        (i, 'm' | 'M') => (&t[..i], 20),
+        (i, 'g' | 'G') => (&t[..i], 30),
+        _ => (t, 0),
+    };
+    digits.trim().parse::<usize>().ok()?.checked_mul(1usize << shift)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_bytes;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_bytes("4096"), Some(4096));
+        assert_eq!(parse_bytes("256M"), Some(256 << 20));
+        assert_eq!(parse_bytes(" 2g "), Some(2 << 30));
+        assert_eq!(parse_bytes("1k"), Some(1024));
+        assert_eq!(parse_bytes("M"), None);
+        assert_eq!(parse_bytes("-5"), None);
+        assert_eq!(parse_bytes("lots"), None);
+    }
+}

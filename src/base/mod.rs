@@ -1,0 +1,12 @@
+//! What every layer uses: the `CUDAMPI_*` settings read from the environment (`config`), the
+//! `cudampi:` error and debug lines (`log`), and the counters behind `CUDAMPI_STATS`
+//! (`stats`). Every other layer may use it; it uses no other layer.
+
+use std::ffi::CStr;
+
+pub mod config;
+pub mod log;
+pub mod stats;
+
+/// The name and version `cudampi_version()` returns and the debug line of `MPI_Init` prints.
+pub const VERSION: &CStr = c"cudampi 0.1.0";

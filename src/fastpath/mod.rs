@@ -1,0 +1,355 @@
+//! The fast paths for device messages between ranks that both run cudampi, on unless turned
+//! off: GPU to GPU over CUDA IPC inside a node (`CUDAMPI_IPC`), and staging in chunks that
+//! overlap the transfer (`CUDAMPI_PIPELINE`, `pipeline`).
+//!
+//! For IPC the sender copies the message into a device buffer of its own that peers can map
+//! (`exported`) and sends, in place of the data, an envelope naming that buffer, with the
+//! program's own communicator, destination and tag; the send is then complete. The envelope is
+//! matched by whatever receive MPI's rules pick, so the order of messages, wildcards and
+//! cancellation of unmatched receives stay MPI's own. When a receive completes with an envelope,
+//! cudampi maps the sender's buffer (`imported`), copies the data to the receive buffer (device
+//! or host), sets the status to the true size, and releases the buffer.
+//!
+//! A chunked message's envelope is matched the same way and announces the chunks that follow
+//! on a private communicator. Probes look inside envelope-sized messages (`held`).
+//!
+//! Both ends must agree: the handshake at `MPI_Init` (`peers`) stops a job whose ranks do not
+//! all run cudampi with the same paths, and tells which ranks share a node and can open each
+//! other's handles. Anything else (a rank with the paths off, a GPU the receiver cannot see, a
+//! datatype with gaps, a full pool) is staged through host memory as before.
+//!
+//! This layer may use `staging`, `mpi`, `cuda` and `base`. The handlers offer it device sends
+//! and probes; the request table (above) keeps the envelope a nonblocking send still reads and
+//! hands a completed host receive to [`host_received`]. What it needs of the layers above comes
+//! as function values at [`init`] (the receives in flight, [`Waiting`], which `lifecycle` takes
+//! from the request table), and it hands staging what brings the data of an envelope that lands
+//! in a staged receive ([`stage::Envelopes`]).
+
+mod envelope;
+mod exported;
+pub mod held;
+mod imported;
+mod peers;
+mod pipeline;
+
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+
+use self::envelope::Envelope;
+use crate::base::{config, log, stats};
+use crate::cuda::{self, Device, InContext, Location};
+use crate::mpi::abi::{self, Handle};
+use crate::mpi::{datatype, errors, real};
+use crate::staging::stage::{self, received_bytes, Envelopes, Window};
+
+pub use envelope::BYTES as ENVELOPE_BYTES;
+pub use pipeline::Waiting;
+
+/// A peer may send this process envelopes, so receives look at what arrived.
+static RECEIVING: AtomicBool = AtomicBool::new(false);
+/// This process may send envelopes.
+static SENDING: AtomicBool = AtomicBool::new(false);
+
+#[inline(always)]
+pub fn receiving() -> bool {
+    RECEIVING.load(Relaxed)
+}
+
+#[inline(always)]
+pub fn sending() -> bool {
+    SENDING.load(Relaxed)
+}
+
+/// Whether device messages of `len` bytes to this process come as envelopes from every rank
+/// that sends them from device memory (chunks reach any rank; IPC only those of the node):
+/// a receive of that size then needs its staging buffer only for the envelope.
+pub fn announced(len: usize) -> bool {
+    let cfg = config::get();
+    receiving() && cfg.pipeline && len >= cfg.pipeline_bytes
+}
+
+/// After the library's `MPI_Init`: every rank takes part in the handshake, which stops a job
+/// whose ranks do not all run cudampi with the same fast paths. `waiting` lists the device
+/// receives in flight, which chunks may begin before their completion call.
+pub fn init(waiting: Waiting) {
+    stage::envelopes(Envelopes { announced, landed });
+    peers::handshake();
+    if peers::get().is_none() {
+        return;
+    }
+    pipeline::init(waiting);
+    if let Some(p) = peers::get() {
+        let on = p.may_receive();
+        RECEIVING.store(on, Relaxed);
+        SENDING.store(on, Relaxed);
+    }
+}
+
+/// Before the library's `MPI_Finalize`: once every rank is here, no receiver still reads an
+/// exported buffer.
+pub fn finalize() {
+    let Some(peers) = peers::get() else { return };
+    RECEIVING.store(false, Relaxed);
+    SENDING.store(false, Relaxed);
+    pipeline::finish();
+    if let Some(p) = real::pmpi() {
+        // SAFETY: the private communicator; every rank calls MPI_Finalize.
+        unsafe { (p.barrier)(peers.shadow) };
+    }
+    held::clear();
+    imported::release_all();
+    exported::release_all();
+    peers.free();
+}
+
+/// Exported bytes held and buffers out with receivers, for statistics.
+pub fn usage() -> (usize, usize) {
+    exported::usage()
+}
+
+/// A device send taking a fast path: send `envelope()` (`ENVELOPE_BYTES` of `MPI_BYTE`) in
+/// place of the data, then give the result to [`Offer::sent`].
+pub enum Offer {
+    /// The data already sits in an exported buffer.
+    Ipc(*const c_void),
+    /// The data follows in chunks once the envelope is sent.
+    Chunks(pipeline::Outgoing),
+}
+
+impl Offer {
+    pub fn envelope(&self) -> *const c_void {
+        match self {
+            Offer::Ipc(e) => *e,
+            Offer::Chunks(out) => out.envelope(),
+        }
+    }
+
+    /// The send of the envelope returned `rc`: sends the chunks that follow it. A chunked
+    /// message's envelope comes back when its send was posted: a nonblocking send must keep it
+    /// until the send completes (an IPC envelope stays with its exported block instead).
+    pub fn sent(self, name: &'static str, rc: c_int, comm: Handle) -> (c_int, Option<Kept>) {
+        match self {
+            Offer::Chunks(out) if rc == 0 => {
+                let (dev, src, bytes) = out.source();
+                let (streamed, envelope) = out.stream();
+                let rc = match streamed {
+                    Ok(()) => 0,
+                    Err(e) => errors::cuda(name, Some(comm), e, src, bytes, &dev),
+                };
+                (rc, Some(Kept(envelope)))
+            }
+            _ => (rc, None),
+        }
+    }
+}
+
+/// An envelope that a send in flight still reads.
+pub struct Kept(#[allow(dead_code)] Box<[u8; envelope::BYTES]>);
+
+/// Offers a device send to the fast paths: `Some` when it takes one.
+pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handle, dest: c_int, comm: Handle) -> Option<Offer> {
+    let peers = peers::get()?;
+    let abi = abi::get();
+    if count <= 0 || dest == abi.proc_null || abi.same(datatype, abi.datatype_null) {
+        return None;
+    }
+    let Location::Device(dev) = cuda::locate(buf) else { return None };
+    let t = datatype::query(datatype).ok()?;
+    // Packed order is memory order only for predefined datatypes.
+    if !t.named {
+        return None;
+    }
+    let span = t.span(count).ok()?;
+    let cfg = config::get();
+    if span.len < envelope::BYTES.max(cfg.ipc_bytes.min(cfg.pipeline_bytes)) {
+        return None;
+    }
+    let world = peers.world_rank(comm, dest)?;
+    let src = buf.cast::<u8>().wrapping_offset(span.offset as isize).cast();
+    let token = peers::device_token(dev.ordinal);
+    let ipc_from = match peers.shares_gpu(world) {
+        true => cfg.ipc_bytes.max(cfg.ipc_same_gpu_bytes),
+        false => cfg.ipc_bytes,
+    };
+    if span.len >= ipc_from && peers.can_map(world, &token) {
+        match exported::offer(&dev, src, span.len, peers.rank, token) {
+            Some(Ok(out)) => {
+                stats::device_call(name);
+                stats::add(&stats::IPC_BYTES_SENT, span.len);
+                if cfg.debug {
+                    log::debug(format_args!("{name}: device buffer {buf:p} (GPU {}), {} bytes over CUDA IPC", dev.ordinal, span.len));
+                }
+                return Some(Offer::Ipc(out.envelope));
+            }
+            Some(Err(e)) => log::warn(format_args!("{name}: {} failed with {}; staging the message through host memory", e.call, e.name())),
+            None => stats::add(&stats::IPC_FALLBACKS, 1),
+        }
+    }
+    if span.len >= cfg.pipeline_bytes && peers.pipelines(world) {
+        stats::device_call(name);
+        if cfg.debug {
+            log::debug(format_args!("{name}: device buffer {buf:p} (GPU {}), {} bytes in chunks", dev.ordinal, span.len));
+        }
+        return Some(Offer::Chunks(pipeline::offer(&dev, src, span.len, peers.rank, world)));
+    }
+    None
+}
+
+/// Where a completed receive put what arrived, and where its data belongs.
+pub struct Landing<'a> {
+    /// Host memory holding the message as MPI wrote it: the staging buffer or the program's
+    /// own host buffer, at the first byte of the datatype's span.
+    pub at: *mut c_void,
+    /// The datatype's byte runs within the span when it has gaps.
+    pub runs: Option<&'a [(usize, usize)]>,
+    /// Bytes the receive accepts.
+    pub capacity: usize,
+    /// The device span the data belongs in; `None` when `at` is its final place.
+    pub device: Option<(Device, *mut c_void)>,
+}
+
+/// A staged receive completed (see [`stage::Envelopes`]).
+fn landed(name: &'static str, comm: Option<Handle>, status: *mut c_void, w: Window, runs: Option<&[(usize, usize)]>) -> Option<Result<(), c_int>> {
+    if !receiving() || status.is_null() {
+        return None;
+    }
+    let capacity = runs.map(|r| r.iter().map(|x| x.1).sum()).unwrap_or(w.len);
+    incoming(name, comm, status, Landing { at: w.host, runs, capacity, device: Some((w.dev, w.user)) })
+}
+
+/// If the receive described by `status` got an envelope, brings the data where it belongs and
+/// sets the status to the message's true size. `None`: an ordinary message.
+pub fn incoming(name: &'static str, comm: Option<Handle>, status: *mut c_void, to: Landing) -> Option<Result<(), c_int>> {
+    if status.is_null() || received_bytes(status)? != envelope::BYTES {
+        return None;
+    }
+    let mut head = [0u8; envelope::BYTES];
+    gather(&mut head, to.at, to.runs);
+    // SAFETY: head holds BYTES bytes.
+    let e = unsafe { Envelope::read(head.as_ptr().cast()) }?;
+    let abi = abi::get();
+    let bytes = e.bytes as usize;
+    let result = if bytes > to.capacity {
+        log::error(format_args!("{name}: message of {bytes} bytes truncated to {} (MPI_ERR_TRUNCATE); the buffer is left unchanged", to.capacity));
+        if e.kind == envelope::CHUNKS {
+            // The sender's chunks are taken all the same, and dropped.
+            let _ = pipeline::receive(&e, std::ptr::null_mut(), None);
+        }
+        Err(errors::raise(comm, abi.err_truncate))
+    } else {
+        land(&e, &to).map_err(|err| {
+            let at = to.device.map(|d| d.1).unwrap_or(to.at);
+            errors::cuda(name, comm, err, at, bytes, &to.device.map(|d| d.0).unwrap_or(Device::primary(-1)))
+        })
+    };
+    if e.kind == envelope::IPC {
+        // Data with gaps and host receives are copied out in a context on the sender's GPU.
+        let on_senders_gpu = match (to.runs, to.device) {
+            (None, Some((dev, _))) => peers::local_ordinal(&e.token) == Some(dev.ordinal),
+            _ => true,
+        };
+        imported::release(&e, on_senders_gpu);
+    }
+    if let Some(p) = real::pmpi() {
+        // SAFETY: a status MPI filled for this receive.
+        unsafe { (p.status_set_elements_x)(status, abi.byte, bytes as i64) };
+    }
+    if result.is_ok() && e.kind == envelope::IPC {
+        stats::add(&stats::IPC_BYTES_RECEIVED, bytes);
+    }
+    Some(result)
+}
+
+fn land(e: &Envelope, to: &Landing) -> Result<(), cuda::CudaError> {
+    let bytes = e.bytes as usize;
+    if e.kind == envelope::CHUNKS {
+        return match (to.runs, to.device) {
+            (None, device) => pipeline::receive(e, to.at, device),
+            (Some(runs), device) => {
+                let mut packed = vec![0u8; bytes];
+                pipeline::receive(e, packed.as_mut_ptr().cast(), None)?;
+                scatter(&packed, to, runs, device)
+            }
+        };
+    }
+    match (to.runs, to.device) {
+        (None, Some((dev, user))) => imported::copy(e, user, Some(dev), bytes),
+        (None, None) => imported::copy(e, to.at, None, bytes),
+        (Some(runs), device) => {
+            // Packed bytes first, then spread over the datatype's runs.
+            let mut packed = vec![0u8; bytes];
+            imported::copy(e, packed.as_mut_ptr().cast(), None, bytes)?;
+            scatter(&packed, to, runs, device)
+        }
+    }
+}
+
+/// Spreads packed bytes over the datatype's runs at `to.at`, then to the device if there is one.
+fn scatter(packed: &[u8], to: &Landing, runs: &[(usize, usize)], device: Option<(Device, *mut c_void)>) -> Result<(), cuda::CudaError> {
+    let mut left = packed;
+    let mut written = Vec::new();
+    for &(at, len) in runs {
+        let n = len.min(left.len());
+        // SAFETY: each run lies within the span at `to.at`.
+        unsafe { std::ptr::copy_nonoverlapping(left.as_ptr(), to.at.cast::<u8>().add(at), n) };
+        written.push((at, n));
+        left = &left[n..];
+        if left.is_empty() {
+            break;
+        }
+    }
+    match device {
+        Some((dev, user)) => InContext::enter(&dev)?.runs_to_device(user, to.at, &written),
+        None => Ok(()),
+    }
+}
+
+/// The first `head.len()` bytes of the message, read along the runs.
+fn gather(head: &mut [u8], at: *const c_void, runs: Option<&[(usize, usize)]>) {
+    let whole = [(0, head.len())];
+    let mut filled = 0;
+    for &(off, len) in runs.unwrap_or(&whole) {
+        let n = len.min(head.len() - filled);
+        // SAFETY: the run lies within the span at `at`, which holds what MPI wrote.
+        unsafe { std::ptr::copy_nonoverlapping(at.cast::<u8>().add(off), head[filled..].as_mut_ptr(), n) };
+        filled += n;
+        if filled == head.len() {
+            break;
+        }
+    }
+}
+
+
+/// A receive into host memory completed (`status` filled by MPI): if it got an envelope, the
+/// data is brought into the buffer. Runs and capacity come from the datatype, asked only when
+/// an envelope-sized message arrived.
+pub fn host_received(name: &'static str, buf: *mut c_void, count: i64, datatype: Handle, comm: Option<Handle>, status: *mut c_void) -> Result<(), c_int> {
+    if status.is_null() || received_bytes(status) != Some(envelope::BYTES) {
+        return Ok(());
+    }
+    let Ok(t) = datatype::query(datatype) else { return Ok(()) };
+    let Ok(span) = t.span(count) else { return Ok(()) };
+    let capacity = (t.size.max(0) as usize).saturating_mul(count.max(0) as usize);
+    let mut runs = None;
+    if !span.named {
+        let Ok(element) = datatype::element_runs(datatype, &t) else { return Ok(()) };
+        let mut r = Vec::new();
+        datatype::push_runs(&mut r, &element, t.extent, 0, count);
+        runs = Some(datatype::normalize(r, span.offset));
+    }
+    let at = buf.cast::<u8>().wrapping_offset(span.offset as isize).cast();
+    match incoming(name, comm, status, Landing { at, runs: runs.as_deref(), capacity, device: None }) {
+        Some(r) => r,
+        None => Ok(()),
+    }
+}
+
+/// Bytes a host receive of `count` elements accepts, to decide whether an envelope can land in
+/// it (smaller buffers make the library report truncation itself).
+#[inline]
+pub fn may_land(count: i64, datatype: Handle) -> bool {
+    if count <= 0 {
+        return false;
+    }
+    datatype::size(datatype).is_some_and(|size| size.saturating_mul(count) >= envelope::BYTES as i64)
+}

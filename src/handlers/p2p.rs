@@ -1,0 +1,276 @@
+//! Blocking point-to-point on device buffers: stage out, call the real function, stage in.
+//!
+//! Host buffers (and every buffer of a process without CUDA) go to the real function untouched.
+
+use std::cell::Cell;
+use std::ffi::{c_int, c_void};
+
+use crate::base::stats;
+use crate::fastpath::held;
+use crate::mpi::abi::{self, Handle};
+use crate::mpi::matching::Matching;
+use crate::mpi::{errors, real};
+use crate::staging::stage::{received_bytes, stage, stage_pair, Direction, OwnStatus, Prepared};
+use crate::{cuda, fastpath};
+
+/// Runs a receive-like call on prepared buffers and delivers what arrived, even when MPI
+/// reports an error (a truncated message still fills the buffer).
+/// `recv` is the receive's count and datatype, for a host buffer that an IPC envelope may
+/// reach.
+fn complete(
+    name: &'static str,
+    comm: Option<Handle>,
+    into: Prepared,
+    recv: (i64, Handle),
+    status: *mut c_void,
+    call: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
+) -> c_int {
+    let mut own = OwnStatus::new(status);
+    let rc = call(into.mpi_ptr(), own.for_mpi());
+    let delivered = match &into {
+        Prepared::Staged(s) if rc != 0 && errors::class(rc) == abi::get().err_truncate => {
+            errors::truncated(name, s.window().user());
+            Ok(())
+        }
+        Prepared::Staged(s) => s.deliver(name, comm, own.filled()),
+        Prepared::Direct(p) if rc == 0 && fastpath::receiving() => fastpath::host_received(name, *p, recv.0, recv.1, comm, own.filled()),
+        Prepared::Direct(_) => Ok(()),
+    };
+    own.publish();
+    match delivered {
+        Err(e) if rc == 0 => e,
+        _ => rc,
+    }
+}
+
+/// A receive into host memory with the fast paths on: MPI fills the caller's own status (or
+/// one of cudampi's when the caller ignores it), and only a message of an envelope's size is
+/// looked at further. A null status that is not `MPI_STATUS_IGNORE` goes to MPI as it is.
+#[inline]
+fn recv_host(
+    name: &'static str,
+    comm: Option<Handle>,
+    buf: *mut c_void,
+    recv: (i64, Handle),
+    status: *mut c_void,
+    call: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
+) -> c_int {
+    let abi = abi::get();
+    let mut own = abi::Status::zeroed();
+    let st = match abi.is_status_ignore(status) {
+        true => own.as_mut_ptr(),
+        false => status,
+    };
+    let rc = call(buf, st);
+    if rc != 0 || st.is_null() || received_bytes(st) != Some(fastpath::ENVELOPE_BYTES) {
+        return rc;
+    }
+    match fastpath::host_received(name, buf, recv.0, recv.1, comm, st) {
+        Ok(()) => rc,
+        Err(e) => e,
+    }
+}
+
+/// The count argument of an int-count or large-count call, given back to the library as the
+/// caller passed it (the handlers hold every count as `i64`).
+pub trait Count: Copy {
+    fn from_i64(v: i64) -> Self;
+}
+
+impl Count for c_int {
+    fn from_i64(v: i64) -> c_int {
+        v as c_int
+    }
+}
+
+impl Count for i64 {
+    fn from_i64(v: i64) -> i64 {
+        v
+    }
+}
+
+/// `call(buf, count, datatype)` runs the real send; the IPC path replaces all three with its
+/// envelope.
+pub fn send<C: Count>(
+    name: &'static str,
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    dest: c_int,
+    comm: Handle,
+    call: impl FnOnce(*const c_void, C, Handle) -> c_int,
+) -> c_int {
+    if cuda::surely_host(buf) {
+        stats::host_call();
+        return call(buf, C::from_i64(count), datatype);
+    }
+    if fastpath::sending() {
+        if let Some(offer) = fastpath::offer(name, buf, count, datatype, dest, comm) {
+            let rc = call(offer.envelope(), C::from_i64(fastpath::ENVELOPE_BYTES as i64), abi::get().byte);
+            // The send is complete: the envelope may go.
+            return offer.sent(name, rc, comm).0;
+        }
+    }
+    match stage(name, buf, count, datatype, dest, Some(comm), Direction::Send) {
+        Ok(Prepared::Direct(p)) if std::ptr::eq(p, buf) => {
+            stats::host_call();
+            call(buf, C::from_i64(count), datatype)
+        }
+        Ok(p) => call(p.mpi_ptr(), C::from_i64(count), datatype),
+        Err(rc) => rc,
+    }
+}
+
+pub fn recv(
+    name: &'static str,
+    buf: *mut c_void,
+    count: i64,
+    datatype: Handle,
+    from: Matching,
+    status: *mut c_void,
+    call: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
+) -> c_int {
+    if held::any() {
+        if let Some(h) = held::take(from) {
+            return recv_into(name, buf, count, datatype, from, status, |p, st| h.unpack(p, count, datatype, st));
+        }
+    }
+    recv_into(name, buf, count, datatype, from, status, call)
+}
+
+/// A receive whose message `call` brings, from MPI or from what cudampi holds.
+pub fn recv_into(
+    name: &'static str,
+    buf: *mut c_void,
+    count: i64,
+    datatype: Handle,
+    from: Matching,
+    status: *mut c_void,
+    call: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
+) -> c_int {
+    let comm = from.comm();
+    if cuda::surely_host(buf) {
+        stats::host_call();
+        if fastpath::receiving() {
+            return recv_host(name, comm, buf, (count, datatype), status, call);
+        }
+        return call(buf, status);
+    }
+    match stage(name, buf, count, datatype, from.source(), comm, Direction::Recv) {
+        Ok(Prepared::Direct(p)) if p == buf && !fastpath::receiving() => {
+            stats::host_call();
+            call(buf, status)
+        }
+        Ok(into) => complete(name, comm, into, (count, datatype), status, call),
+        Err(rc) => rc,
+    }
+}
+
+/// The send half of a send-receive whose receive cudampi serves from a held message.
+fn send_alone(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) -> c_int {
+    let Some(p) = real::pmpi() else { return abi::get().err_other };
+    let Ok(count) = c_int::try_from(count) else { return errors::raise(Some(comm), abi::get().err_count) };
+    // SAFETY: the caller's arguments, with the buffer MPI should read.
+    unsafe { (p.send)(buf, count, datatype, dest, tag, comm) }
+}
+
+pub fn sendrecv(
+    name: &'static str,
+    sendbuf: *const c_void,
+    sendcount: i64,
+    sendtype: Handle,
+    dest: c_int,
+    recvbuf: *mut c_void,
+    recvcount: i64,
+    recvtype: Handle,
+    source: c_int,
+    (sendtag, recvtag): (c_int, c_int),
+    comm: Handle,
+    status: *mut c_void,
+    call: impl FnOnce(*const c_void, *mut c_void, *mut c_void) -> c_int,
+) -> c_int {
+    // A message a probe already received is served from there; the send goes alone, and if it
+    // fails the message goes back.
+    let held = if held::any() { held::take(Matching::Tag(source, recvtag, comm)) } else { None };
+    let unsent = Cell::new(false);
+    let call = |s: *const c_void, r: *mut c_void, st: *mut c_void| match &held {
+        Some(h) => match send_alone(s, sendcount, sendtype, dest, sendtag, comm) {
+            0 => h.unpack(r, recvcount, recvtype, st),
+            rc => {
+                unsent.set(true);
+                rc
+            }
+        },
+        None => call(s, r, st),
+    };
+    // The staged call, in a closure of its own so that the held message goes back whichever
+    // way it returns.
+    let rc = (|| {
+        let recv = (recvcount, recvtype);
+        if cuda::surely_host(sendbuf) && cuda::surely_host(recvbuf) {
+            stats::host_call();
+            if fastpath::receiving() {
+                return recv_host(name, Some(comm), recvbuf, recv, status, |r, st| call(sendbuf, r, st));
+            }
+            return call(sendbuf, recvbuf, status);
+        }
+        let send = (sendbuf, sendcount, sendtype, dest);
+        let into = (recvbuf as *const c_void, recvcount, recvtype, source);
+        let (out, into) = match stage_pair(name, comm, send, into, Direction::Recv) {
+            Ok(pair) => pair,
+            Err(rc) => return rc,
+        };
+        let sendptr = out.mpi_ptr() as *const c_void;
+        let rc = complete(name, Some(comm), into, recv, status, |r, st| call(sendptr, r, st));
+        drop(out);
+        rc
+    })();
+    restore_unsent(held, &unsent);
+    rc
+}
+
+/// Gives back a held message whose send-receive failed in its send.
+fn restore_unsent(held: Option<held::Held>, unsent: &Cell<bool>) {
+    if let (Some(h), true) = (held, unsent.get()) {
+        held::restore(h);
+    }
+}
+
+pub fn sendrecv_replace(
+    name: &'static str,
+    buf: *mut c_void,
+    count: i64,
+    datatype: Handle,
+    dest: c_int,
+    source: c_int,
+    (sendtag, recvtag): (c_int, c_int),
+    comm: Handle,
+    status: *mut c_void,
+    call: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
+) -> c_int {
+    let held = if held::any() { held::take(Matching::Tag(source, recvtag, comm)) } else { None };
+    let unsent = Cell::new(false);
+    let call = |b: *mut c_void, st: *mut c_void| match &held {
+        Some(h) => match send_alone(b, count, datatype, dest, sendtag, comm) {
+            0 => h.unpack(b, count, datatype, st),
+            rc => {
+                unsent.set(true);
+                rc
+            }
+        },
+        None => call(b, st),
+    };
+    // Only a PROC_NULL on both sides makes the call transfer nothing.
+    let abi = abi::get();
+    let peer = if dest == abi.proc_null && source == abi.proc_null { abi.proc_null } else { 0 };
+    let rc = match stage(name, buf, count, datatype, peer, Some(comm), Direction::Replace) {
+        Ok(Prepared::Direct(p)) if p == buf && !fastpath::receiving() => {
+            stats::host_call();
+            call(buf, status)
+        }
+        Ok(into) => complete(name, Some(comm), into, (count, datatype), status, call),
+        Err(rc) => rc,
+    };
+    restore_unsent(held, &unsent);
+    rc
+}

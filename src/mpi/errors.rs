@@ -1,0 +1,65 @@
+//! Errors the shim itself detects: one `cudampi:` line, then the MPI error code through the
+//! communicator's error handler, as the real library would raise it.
+
+use std::ffi::{c_int, c_void};
+
+use crate::base::{log, stats};
+use crate::cuda::{CudaError, Device};
+use crate::mpi::abi::{self, Handle};
+use crate::mpi::real;
+
+/// Invokes the error handler of `comm` (`MPI_COMM_SELF` for calls without a communicator, as
+/// MPI-4 specifies) and returns `code` for the entry point to return.
+pub fn raise(comm: Option<Handle>, code: c_int) -> c_int {
+    stats::add(&stats::ERRORS, 1);
+    let comm = comm.unwrap_or(abi::get().comm_self);
+    if let Some(p) = real::pmpi() {
+        // SAFETY: a communicator handle from the caller (or MPI_COMM_SELF) and a valid code.
+        unsafe { (p.comm_call_errhandler)(comm, code) };
+    }
+    code
+}
+
+pub fn no_mem(name: &str, comm: Option<Handle>, bytes: usize) -> c_int {
+    log::error(format_args!("{name}: cannot allocate {bytes} bytes of host memory to stage a device buffer"));
+    raise(comm, abi::get().err_no_mem)
+}
+
+/// A buffer that is neither device memory nor host memory the process can read (freed device
+/// memory, most likely), which MPI would crash on.
+pub fn unreadable(name: &str, comm: Option<Handle>, buf: *const c_void) -> c_int {
+    log::error(format_args!("{name}: buffer {buf:p} is neither device memory nor readable host memory (freed device memory?)"));
+    raise(comm, abi::get().err_buffer)
+}
+
+pub fn cuda(name: &str, comm: Option<Handle>, e: CudaError, buf: *const c_void, bytes: usize, dev: &Device) -> c_int {
+    log::error(format_args!(
+        "{name}: {} failed with {} on device buffer {buf:p} ({bytes} bytes, GPU {})",
+        e.call,
+        e.name(),
+        dev.ordinal
+    ));
+    let abi = abi::get();
+    // An invalid address or range is the caller's buffer argument; anything else is the GPU's.
+    const CUDA_ERROR_INVALID_VALUE: u32 = 1;
+    raise(comm, if e.code == CUDA_ERROR_INVALID_VALUE { abi.err_buffer } else { abi.err_other })
+}
+
+/// The error class of a code the library returned.
+pub fn class(rc: c_int) -> c_int {
+    let mut class = rc;
+    if rc != 0 {
+        if let Some(p) = real::pmpi() {
+            // SAFETY: valid out-pointer.
+            unsafe { (p.error_class)(rc, &mut class) };
+        }
+    }
+    class
+}
+
+/// A staged receive ended in `MPI_ERR_TRUNCATE`. What a library leaves in a receive buffer
+/// then is undefined (some write the prefix, some nothing and report a meaningless count), so
+/// the device buffer is left as it was rather than given bytes that may never have arrived.
+pub fn truncated(name: &str, buf: *const c_void) {
+    log::warn(format_args!("{name}: message truncated (MPI_ERR_TRUNCATE); device buffer {buf:p} left unchanged"));
+}

@@ -1,0 +1,458 @@
+//! The one table of interposed MPI functions.
+//!
+//! Each line names the C entry point and its profiling twin, the C signature (handles as opaque
+//! machine words, buffers and statuses as `void*`), and how the call is served:
+//!
+//! ```text
+//! NAME, PNAME [or BASE, PBASE [via FAMILY]] [starts START] [fortran(stem, STEM[, ts])] (args) => handler [closure params] (handler args);
+//! ```
+//!
+//! The handler (in `p2p.rs`, `lifecycle.rs`, ...) receives the handler args and a closure that
+//! calls the real function; the closure's parameters replace the arguments of the same name, so
+//! the handler can substitute a staging buffer or its own status. The real function is the
+//! library's, or, where the library lacks it, one `compat` builds from what it has: `or BASE,
+//! PBASE` names the int-count function that serves a large-count `_c` function, `via FAMILY`
+//! the function of `compat/narrow.rs` that narrows its count arrays, and `starts START` the
+//! nonblocking collective that each start of a persistent one posts. `fortran(stem, STEM)` gives
+//! the function Fortran entry points (`mpi_stem_`, `MPI_STEM`, `mpi_stem_f08_`, ...; `ts` where
+//! MPICH's `mpi_f08` passes its buffers as array descriptors; `all` or `neighbor` says how long
+//! a `w` collective's datatype arrays are), whose arguments are converted by their names
+//! (`fortran/args.rs`). `export.rs` expands the table into `#[no_mangle]` entry
+//! points, `fortran/mod.rs` into the Fortran ones and `real.rs` into the table of real function
+//! pointers, so a new function is one line here.
+
+/// Calls `$expand!` with the whole table.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! mpi_functions {
+    ($expand:ident) => {
+        $expand! {
+            // Life cycle: note the rank, release CUDA resources, print statistics.
+            MPI_Init, PMPI_Init (argc: *mut c_int, argv: *mut c_void) => init [] ();
+            MPI_Init_thread, PMPI_Init_thread (argc: *mut c_int, argv: *mut c_void, required: c_int, provided: *mut c_int) => init [] ();
+            MPI_Finalize, PMPI_Finalize () => finalize [] ();
+
+            // CUDA support queries answer for the shim, not for the MPI below it.
+            MPIX_Query_cuda_support, PMPIX_Query_cuda_support () => query_cuda_support [] ();
+            MPIX_GPU_query_support, PMPIX_GPU_query_support (gpu_type: c_int, is_supported: *mut c_int)
+                => gpu_query_support [] (gpu_type, is_supported);
+
+            // Blocking point-to-point.
+            MPI_Send, PMPI_Send fortran(send, SEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
+                => send [buf, count, datatype] (buf, count as i64, datatype, dest, comm);
+            MPI_Ssend, PMPI_Ssend fortran(ssend, SSEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
+                => send [buf, count, datatype] (buf, count as i64, datatype, dest, comm);
+            MPI_Bsend, PMPI_Bsend fortran(bsend, BSEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
+                => send [buf, count, datatype] (buf, count as i64, datatype, dest, comm);
+            MPI_Rsend, PMPI_Rsend fortran(rsend, RSEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
+                => send [buf, count, datatype] (buf, count as i64, datatype, dest, comm);
+            MPI_Recv, PMPI_Recv fortran(recv, RECV, ts) (buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut c_void)
+                => recv [buf, status] (buf, count as i64, datatype, $crate::mpi::matching::Matching::Tag(source, tag, comm), status);
+            MPI_Mrecv, PMPI_Mrecv fortran(mrecv, MRECV, ts) (buf: *mut c_void, count: c_int, datatype: Handle, message: *mut c_void, status: *mut c_void)
+                => recv [buf, status] (buf, count as i64, datatype, $crate::mpi::matching::Matching::Message(message), status);
+            MPI_Sendrecv, PMPI_Sendrecv fortran(sendrecv, SENDRECV, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int,
+                                         recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int,
+                                         comm: Handle, status: *mut c_void)
+                => sendrecv [sendbuf, recvbuf, status] (sendbuf, sendcount as i64, sendtype, dest, recvbuf, recvcount as i64, recvtype, source, (sendtag, recvtag), comm, status);
+            MPI_Sendrecv_replace, PMPI_Sendrecv_replace fortran(sendrecv_replace, SENDRECV_REPLACE, ts) (buf: *mut c_void, count: c_int, datatype: Handle, dest: c_int, sendtag: c_int,
+                                                         source: c_int, recvtag: c_int, comm: Handle, status: *mut c_void)
+                => sendrecv_replace [buf, status] (buf, count as i64, datatype, dest, source, (sendtag, recvtag), comm, status);
+
+            // Probes report the true size of a message that crossed over CUDA IPC.
+            MPI_Probe, PMPI_Probe (source: c_int, tag: c_int, comm: Handle, status: *mut c_void)
+                => probe [status] (source, tag, comm, status);
+            MPI_Iprobe, PMPI_Iprobe (source: c_int, tag: c_int, comm: Handle, flag: *mut c_int, status: *mut c_void)
+                => iprobe [flag, status] (source, tag, comm, flag, status);
+            MPI_Mprobe, PMPI_Mprobe (source: c_int, tag: c_int, comm: Handle, message: *mut c_void, status: *mut c_void)
+                => mprobe [status] (source, tag, comm, message, status);
+            MPI_Improbe, PMPI_Improbe (source: c_int, tag: c_int, comm: Handle, flag: *mut c_int, message: *mut c_void, status: *mut c_void)
+                => improbe [flag, status] (source, tag, comm, flag, message, status);
+
+            // MPI-4 large-count forms: the same calls with MPI_Count counts.
+            MPI_Send_c, PMPI_Send_c or MPI_Send, PMPI_Send (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
+                => send [buf, count, datatype] (buf, count, datatype, dest, comm);
+            MPI_Ssend_c, PMPI_Ssend_c or MPI_Ssend, PMPI_Ssend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
+                => send [buf, count, datatype] (buf, count, datatype, dest, comm);
+            MPI_Bsend_c, PMPI_Bsend_c or MPI_Bsend, PMPI_Bsend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
+                => send [buf, count, datatype] (buf, count, datatype, dest, comm);
+            MPI_Rsend_c, PMPI_Rsend_c or MPI_Rsend, PMPI_Rsend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
+                => send [buf, count, datatype] (buf, count, datatype, dest, comm);
+            MPI_Recv_c, PMPI_Recv_c or MPI_Recv, PMPI_Recv (buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut c_void)
+                => recv [buf, status] (buf, count, datatype, $crate::mpi::matching::Matching::Tag(source, tag, comm), status);
+            MPI_Mrecv_c, PMPI_Mrecv_c or MPI_Mrecv, PMPI_Mrecv (buf: *mut c_void, count: i64, datatype: Handle, message: *mut c_void, status: *mut c_void)
+                => recv [buf, status] (buf, count, datatype, $crate::mpi::matching::Matching::Message(message), status);
+            MPI_Sendrecv_c, PMPI_Sendrecv_c or MPI_Sendrecv, PMPI_Sendrecv (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
+                                             recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, source: c_int, recvtag: c_int,
+                                             comm: Handle, status: *mut c_void)
+                => sendrecv [sendbuf, recvbuf, status] (sendbuf, sendcount, sendtype, dest, recvbuf, recvcount, recvtype, source, (sendtag, recvtag), comm, status);
+            MPI_Sendrecv_replace_c, PMPI_Sendrecv_replace_c or MPI_Sendrecv_replace, PMPI_Sendrecv_replace (buf: *mut c_void, count: i64, datatype: Handle, dest: c_int, sendtag: c_int,
+                                                             source: c_int, recvtag: c_int, comm: Handle, status: *mut c_void)
+                => sendrecv_replace [buf, status] (buf, count, datatype, dest, source, (sendtag, recvtag), comm, status);
+
+            // Nonblocking point-to-point: staged buffers live in the request table until completion.
+            MPI_Isend, PMPI_Isend fortran(isend, ISEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => isend [buf, count, datatype] (buf, count as i64, datatype, dest, comm, request);
+            MPI_Issend, PMPI_Issend fortran(issend, ISSEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => isend [buf, count, datatype] (buf, count as i64, datatype, dest, comm, request);
+            MPI_Ibsend, PMPI_Ibsend fortran(ibsend, IBSEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => isend [buf, count, datatype] (buf, count as i64, datatype, dest, comm, request);
+            MPI_Irsend, PMPI_Irsend fortran(irsend, IRSEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => isend [buf, count, datatype] (buf, count as i64, datatype, dest, comm, request);
+            MPI_Irecv, PMPI_Irecv fortran(irecv, IRECV, ts) (buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => irecv [buf] (buf, count as i64, datatype, $crate::mpi::matching::Matching::Tag(source, tag, comm), request);
+            MPI_Imrecv, PMPI_Imrecv fortran(imrecv, IMRECV, ts) (buf: *mut c_void, count: c_int, datatype: Handle, message: *mut c_void, request: *mut c_void)
+                => irecv [buf] (buf, count as i64, datatype, $crate::mpi::matching::Matching::Message(message), request);
+            MPI_Isendrecv, PMPI_Isendrecv fortran(isendrecv, ISENDRECV, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int,
+                                           recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int,
+                                           comm: Handle, request: *mut c_void)
+                => isendrecv [sendbuf, recvbuf] (sendbuf, sendcount as i64, sendtype, dest, recvbuf, recvcount as i64, recvtype, source, (sendtag, recvtag), comm, request);
+            MPI_Isendrecv_replace, PMPI_Isendrecv_replace fortran(isendrecv_replace, ISENDRECV_REPLACE, ts) (buf: *mut c_void, count: c_int, datatype: Handle, dest: c_int, sendtag: c_int,
+                                                           source: c_int, recvtag: c_int, comm: Handle, request: *mut c_void)
+                => isendrecv_replace [buf] (buf, count as i64, datatype, dest, source, (sendtag, recvtag), comm, request);
+            MPI_Isend_c, PMPI_Isend_c or MPI_Isend, PMPI_Isend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => isend [buf, count, datatype] (buf, count, datatype, dest, comm, request);
+            MPI_Issend_c, PMPI_Issend_c or MPI_Issend, PMPI_Issend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => isend [buf, count, datatype] (buf, count, datatype, dest, comm, request);
+            MPI_Ibsend_c, PMPI_Ibsend_c or MPI_Ibsend, PMPI_Ibsend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => isend [buf, count, datatype] (buf, count, datatype, dest, comm, request);
+            MPI_Irsend_c, PMPI_Irsend_c or MPI_Irsend, PMPI_Irsend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => isend [buf, count, datatype] (buf, count, datatype, dest, comm, request);
+            MPI_Irecv_c, PMPI_Irecv_c or MPI_Irecv, PMPI_Irecv (buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => irecv [buf] (buf, count, datatype, $crate::mpi::matching::Matching::Tag(source, tag, comm), request);
+            MPI_Imrecv_c, PMPI_Imrecv_c or MPI_Imrecv, PMPI_Imrecv (buf: *mut c_void, count: i64, datatype: Handle, message: *mut c_void, request: *mut c_void)
+                => irecv [buf] (buf, count, datatype, $crate::mpi::matching::Matching::Message(message), request);
+            MPI_Isendrecv_c, PMPI_Isendrecv_c or MPI_Isendrecv, PMPI_Isendrecv (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
+                                               recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, source: c_int, recvtag: c_int,
+                                               comm: Handle, request: *mut c_void)
+                => isendrecv [sendbuf, recvbuf] (sendbuf, sendcount, sendtype, dest, recvbuf, recvcount, recvtype, source, (sendtag, recvtag), comm, request);
+            MPI_Isendrecv_replace_c, PMPI_Isendrecv_replace_c or MPI_Isendrecv_replace, PMPI_Isendrecv_replace (buf: *mut c_void, count: i64, datatype: Handle, dest: c_int, sendtag: c_int,
+                                                               source: c_int, recvtag: c_int, comm: Handle, request: *mut c_void)
+                => isendrecv_replace [buf] (buf, count, datatype, dest, source, (sendtag, recvtag), comm, request);
+
+            // Persistent point-to-point: staged at every start, copied back at every completion.
+            MPI_Send_init, PMPI_Send_init fortran(send_init, SEND_INIT, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => persistent_init [buf] (buf as *mut c_void, count as i64, datatype, dest, tag, comm, request, true);
+            MPI_Ssend_init, PMPI_Ssend_init fortran(ssend_init, SSEND_INIT, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => persistent_init [buf] (buf as *mut c_void, count as i64, datatype, dest, tag, comm, request, true);
+            MPI_Bsend_init, PMPI_Bsend_init fortran(bsend_init, BSEND_INIT, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => persistent_init [buf] (buf as *mut c_void, count as i64, datatype, dest, tag, comm, request, true);
+            MPI_Rsend_init, PMPI_Rsend_init fortran(rsend_init, RSEND_INIT, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => persistent_init [buf] (buf as *mut c_void, count as i64, datatype, dest, tag, comm, request, true);
+            MPI_Recv_init, PMPI_Recv_init fortran(recv_init, RECV_INIT, ts) (buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => persistent_init [buf] (buf, count as i64, datatype, source, tag, comm, request, false);
+            MPI_Send_init_c, PMPI_Send_init_c or MPI_Send_init, PMPI_Send_init (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => persistent_init [buf] (buf as *mut c_void, count, datatype, dest, tag, comm, request, true);
+            MPI_Ssend_init_c, PMPI_Ssend_init_c or MPI_Ssend_init, PMPI_Ssend_init (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => persistent_init [buf] (buf as *mut c_void, count, datatype, dest, tag, comm, request, true);
+            MPI_Bsend_init_c, PMPI_Bsend_init_c or MPI_Bsend_init, PMPI_Bsend_init (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => persistent_init [buf] (buf as *mut c_void, count, datatype, dest, tag, comm, request, true);
+            MPI_Rsend_init_c, PMPI_Rsend_init_c or MPI_Rsend_init, PMPI_Rsend_init (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => persistent_init [buf] (buf as *mut c_void, count, datatype, dest, tag, comm, request, true);
+            MPI_Recv_init_c, PMPI_Recv_init_c or MPI_Recv_init, PMPI_Recv_init (buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => persistent_init [buf] (buf, count, datatype, source, tag, comm, request, false);
+
+            // MPI-4 partitioned point-to-point: send partitions are staged as they are marked
+            // ready, receive partitions copied back as they are seen to arrive.
+            MPI_Psend_init, PMPI_Psend_init fortran(psend_init, PSEND_INIT, ts) (buf: *const c_void, partitions: c_int, count: i64, datatype: Handle, dest: c_int, tag: c_int,
+                                             comm: Handle, info: Handle, request: *mut c_void)
+                => partitioned_init [buf] (buf as *mut c_void, partitions, count, datatype, dest, comm, request, true);
+            MPI_Precv_init, PMPI_Precv_init fortran(precv_init, PRECV_INIT, ts) (buf: *mut c_void, partitions: c_int, count: i64, datatype: Handle, source: c_int, tag: c_int,
+                                             comm: Handle, info: Handle, request: *mut c_void)
+                => partitioned_init [buf] (buf, partitions, count, datatype, source, comm, request, false);
+            MPI_Pready, PMPI_Pready fortran(pready, PREADY) (partition: c_int, req: Handle) => pready [] (partition, req);
+            MPI_Pready_range, PMPI_Pready_range fortran(pready_range, PREADY_RANGE) (partition_low: c_int, partition_high: c_int, req: Handle)
+                => pready_range [] (partition_low, partition_high, req);
+            MPI_Pready_list, PMPI_Pready_list fortran(pready_list, PREADY_LIST) (length: c_int, array_of_partitions: *const c_int, req: Handle)
+                => pready_list [] (length, array_of_partitions, req);
+            MPI_Parrived, PMPI_Parrived fortran(parrived, PARRIVED) (req: Handle, partition: c_int, flag: *mut c_int) => parrived [] (req, partition, flag);
+
+            // Starting, completing, inspecting and freeing requests.
+            MPI_Start, PMPI_Start fortran(start, START) (request: *mut c_void) => start [] (request);
+            MPI_Startall, PMPI_Startall fortran(startall, STARTALL) (count: c_int, requests: *mut c_void) => startall [] (count, requests);
+            MPI_Wait, PMPI_Wait fortran(wait, WAIT) (request: *mut c_void, status: *mut c_void) => wait [status] (request, status);
+            MPI_Test, PMPI_Test fortran(test, TEST) (request: *mut c_void, flag: *mut c_int, status: *mut c_void) => test [status] (request, flag, status);
+            MPI_Waitany, PMPI_Waitany fortran(waitany, WAITANY) (count: c_int, requests: *mut c_void, index: *mut c_int, status: *mut c_void)
+                => waitany [status] (count, requests, index, status);
+            MPI_Testany, PMPI_Testany fortran(testany, TESTANY) (count: c_int, requests: *mut c_void, index: *mut c_int, flag: *mut c_int, status: *mut c_void)
+                => testany [status] (count, requests, index, flag, status);
+            MPI_Waitall, PMPI_Waitall fortran(waitall, WAITALL) (count: c_int, requests: *mut c_void, statuses: *mut c_void)
+                => waitall [statuses] (count, requests, statuses);
+            MPI_Testall, PMPI_Testall fortran(testall, TESTALL) (count: c_int, requests: *mut c_void, flag: *mut c_int, statuses: *mut c_void)
+                => testall [statuses] (count, requests, flag, statuses);
+            MPI_Waitsome, PMPI_Waitsome fortran(waitsome, WAITSOME) (incount: c_int, requests: *mut c_void, outcount: *mut c_int, indices: *mut c_int, statuses: *mut c_void)
+                => some [statuses] (incount, requests, outcount, indices, statuses);
+            MPI_Testsome, PMPI_Testsome fortran(testsome, TESTSOME) (incount: c_int, requests: *mut c_void, outcount: *mut c_int, indices: *mut c_int, statuses: *mut c_void)
+                => some [statuses] (incount, requests, outcount, indices, statuses);
+            MPI_Request_get_status, PMPI_Request_get_status fortran(request_get_status, REQUEST_GET_STATUS) (req: Handle, flag: *mut c_int, status: *mut c_void)
+                => request_get_status [status] (req, flag, status);
+            MPI_Request_get_status_any, PMPI_Request_get_status_any fortran(request_get_status_any, REQUEST_GET_STATUS_ANY) (count: c_int, requests: *mut c_void, index: *mut c_int, flag: *mut c_int, status: *mut c_void)
+                => request_get_status_any [status] (count, requests, index, flag, status);
+            MPI_Request_get_status_all, PMPI_Request_get_status_all fortran(request_get_status_all, REQUEST_GET_STATUS_ALL) (count: c_int, requests: *mut c_void, flag: *mut c_int, statuses: *mut c_void)
+                => request_get_status_all [statuses] (count, requests, flag, statuses);
+            MPI_Request_get_status_some, PMPI_Request_get_status_some fortran(request_get_status_some, REQUEST_GET_STATUS_SOME) (incount: c_int, requests: *mut c_void, outcount: *mut c_int, indices: *mut c_int, statuses: *mut c_void)
+                => request_get_status_some [statuses] (incount, requests, outcount, indices, statuses);
+            MPI_Request_free, PMPI_Request_free fortran(request_free, REQUEST_FREE) (request: *mut c_void) => request_free [] (request);
+
+            // Collectives, blocking, nonblocking (MPI_I...) and persistent (MPI-4 ..._init),
+            // each with its large-count form: `plan::` says which buffers this rank's call
+            // reads and writes (collectives.rs).
+            MPI_Bcast, PMPI_Bcast fortran(bcast, BCAST, ts) (buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle)
+                => coll1 [buffer] (Some(comm), Mode::Blocking, buffer, || plan::bcast(comm, count as i64, datatype, root));
+            MPI_Bcast_c, PMPI_Bcast_c or MPI_Bcast, PMPI_Bcast (buffer: *mut c_void, count: i64, datatype: Handle, root: c_int, comm: Handle)
+                => coll1 [buffer] (Some(comm), Mode::Blocking, buffer, || plan::bcast(comm, count, datatype, root));
+            MPI_Ibcast, PMPI_Ibcast fortran(ibcast, IBCAST, ts) (buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle, request: *mut c_void)
+                => coll1 [buffer] (Some(comm), Mode::Nonblocking(request), buffer, || plan::bcast(comm, count as i64, datatype, root));
+            MPI_Ibcast_c, PMPI_Ibcast_c or MPI_Ibcast, PMPI_Ibcast (buffer: *mut c_void, count: i64, datatype: Handle, root: c_int, comm: Handle, request: *mut c_void)
+                => coll1 [buffer] (Some(comm), Mode::Nonblocking(request), buffer, || plan::bcast(comm, count, datatype, root));
+            MPI_Bcast_init, PMPI_Bcast_init starts PMPI_Ibcast fortran(bcast_init, BCAST_INIT, ts) (buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
+                => coll1 [buffer] (Some(comm), Mode::Persistent(request), buffer, || plan::bcast(comm, count as i64, datatype, root));
+            MPI_Bcast_init_c, PMPI_Bcast_init_c or MPI_Bcast_init, PMPI_Bcast_init (buffer: *mut c_void, count: i64, datatype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
+                => coll1 [buffer] (Some(comm), Mode::Persistent(request), buffer, || plan::bcast(comm, count, datatype, root));
+            MPI_Reduce, PMPI_Reduce fortran(reduce, REDUCE, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::reduce(comm, sendbuf, count as i64, datatype, root));
+            MPI_Reduce_c, PMPI_Reduce_c or MPI_Reduce, PMPI_Reduce (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, root: c_int, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::reduce(comm, sendbuf, count, datatype, root));
+            MPI_Ireduce, PMPI_Ireduce fortran(ireduce, IREDUCE, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::reduce(comm, sendbuf, count as i64, datatype, root));
+            MPI_Ireduce_c, PMPI_Ireduce_c or MPI_Ireduce, PMPI_Ireduce (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, root: c_int, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::reduce(comm, sendbuf, count, datatype, root));
+            MPI_Reduce_init, PMPI_Reduce_init starts PMPI_Ireduce fortran(reduce_init, REDUCE_INIT, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::reduce(comm, sendbuf, count as i64, datatype, root));
+            MPI_Reduce_init_c, PMPI_Reduce_init_c or MPI_Reduce_init, PMPI_Reduce_init (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::reduce(comm, sendbuf, count, datatype, root));
+            MPI_Allreduce, PMPI_Allreduce fortran(allreduce, ALLREDUCE, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allreduce(sendbuf, count as i64, datatype));
+            MPI_Allreduce_c, PMPI_Allreduce_c or MPI_Allreduce, PMPI_Allreduce (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allreduce(sendbuf, count, datatype));
+            MPI_Iallreduce, PMPI_Iallreduce fortran(iallreduce, IALLREDUCE, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::allreduce(sendbuf, count as i64, datatype));
+            MPI_Iallreduce_c, PMPI_Iallreduce_c or MPI_Iallreduce, PMPI_Iallreduce (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::allreduce(sendbuf, count, datatype));
+            MPI_Allreduce_init, PMPI_Allreduce_init starts PMPI_Iallreduce fortran(allreduce_init, ALLREDUCE_INIT, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::allreduce(sendbuf, count as i64, datatype));
+            MPI_Allreduce_init_c, PMPI_Allreduce_init_c or MPI_Allreduce_init, PMPI_Allreduce_init (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::allreduce(sendbuf, count, datatype));
+            MPI_Reduce_local, PMPI_Reduce_local fortran(reduce_local, REDUCE_LOCAL, ts) (inbuf: *const c_void, inoutbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle)
+                => coll [inbuf, inoutbuf] (None, Mode::Blocking, inbuf, inoutbuf, || Ok([plan::read(count as i64, datatype), plan::read_write(count as i64, datatype)]));
+            MPI_Reduce_local_c, PMPI_Reduce_local_c or MPI_Reduce_local, PMPI_Reduce_local (inbuf: *const c_void, inoutbuf: *mut c_void, count: i64, datatype: Handle, op: Handle)
+                => coll [inbuf, inoutbuf] (None, Mode::Blocking, inbuf, inoutbuf, || Ok([plan::read(count, datatype), plan::read_write(count, datatype)]));
+            MPI_Gather, PMPI_Gather fortran(gather, GATHER, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype, root));
+            MPI_Gather_c, PMPI_Gather_c or MPI_Gather, PMPI_Gather (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount, sendtype, Blocks::Same(recvcount), recvtype, root));
+            MPI_Igather, PMPI_Igather fortran(igather, IGATHER, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype, root));
+            MPI_Igather_c, PMPI_Igather_c or MPI_Igather, PMPI_Igather (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount, sendtype, Blocks::Same(recvcount), recvtype, root));
+            MPI_Gather_init, PMPI_Gather_init starts PMPI_Igather fortran(gather_init, GATHER_INIT, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype, root));
+            MPI_Gather_init_c, PMPI_Gather_init_c or MPI_Gather_init, PMPI_Gather_init (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount, sendtype, Blocks::Same(recvcount), recvtype, root));
+            MPI_Gatherv, PMPI_Gatherv fortran(gatherv, GATHERV, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount as i64, sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(displs)), recvtype, root));
+            MPI_Gatherv_c, PMPI_Gatherv_c or MPI_Gatherv, PMPI_Gatherv via gatherv (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs: *const i64, recvtype: Handle, root: c_int, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount, sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(displs)), recvtype, root));
+            MPI_Igatherv, PMPI_Igatherv fortran(igatherv, IGATHERV, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount as i64, sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(displs)), recvtype, root));
+            MPI_Igatherv_c, PMPI_Igatherv_c or MPI_Igatherv, PMPI_Igatherv via igatherv (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs: *const i64, recvtype: Handle, root: c_int, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount, sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(displs)), recvtype, root));
+            MPI_Gatherv_init, PMPI_Gatherv_init starts PMPI_Igatherv fortran(gatherv_init, GATHERV_INIT, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount as i64, sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(displs)), recvtype, root));
+            MPI_Gatherv_init_c, PMPI_Gatherv_init_c starts PMPI_Igatherv_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs: *const i64, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::gather(comm, sendbuf, sendcount, sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(displs)), recvtype, root));
+            MPI_Scatter, PMPI_Scatter fortran(scatter, SCATTER, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::scatter(comm, Blocks::Same(sendcount as i64), sendtype, recvbuf, recvcount as i64, recvtype, root));
+            MPI_Scatter_c, PMPI_Scatter_c or MPI_Scatter, PMPI_Scatter (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::scatter(comm, Blocks::Same(sendcount), sendtype, recvbuf, recvcount, recvtype, root));
+            MPI_Iscatter, PMPI_Iscatter fortran(iscatter, ISCATTER, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::scatter(comm, Blocks::Same(sendcount as i64), sendtype, recvbuf, recvcount as i64, recvtype, root));
+            MPI_Iscatter_c, PMPI_Iscatter_c or MPI_Iscatter, PMPI_Iscatter (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::scatter(comm, Blocks::Same(sendcount), sendtype, recvbuf, recvcount, recvtype, root));
+            MPI_Scatter_init, PMPI_Scatter_init starts PMPI_Iscatter fortran(scatter_init, SCATTER_INIT, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::scatter(comm, Blocks::Same(sendcount as i64), sendtype, recvbuf, recvcount as i64, recvtype, root));
+            MPI_Scatter_init_c, PMPI_Scatter_init_c or MPI_Scatter_init, PMPI_Scatter_init (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::scatter(comm, Blocks::Same(sendcount), sendtype, recvbuf, recvcount, recvtype, root));
+            MPI_Scatterv, PMPI_Scatterv fortran(scatterv, SCATTERV, ts) (sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::scatter(comm, Blocks::V(Ints::Int(sendcounts), Ints::Int(displs)), sendtype, recvbuf, recvcount as i64, recvtype, root));
+            MPI_Scatterv_c, PMPI_Scatterv_c or MPI_Scatterv, PMPI_Scatterv via scatterv (sendbuf: *const c_void, sendcounts: *const i64, displs: *const i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::scatter(comm, Blocks::V(Ints::Wide(sendcounts), Ints::Wide(displs)), sendtype, recvbuf, recvcount, recvtype, root));
+            MPI_Iscatterv, PMPI_Iscatterv fortran(iscatterv, ISCATTERV, ts) (sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::scatter(comm, Blocks::V(Ints::Int(sendcounts), Ints::Int(displs)), sendtype, recvbuf, recvcount as i64, recvtype, root));
+            MPI_Iscatterv_c, PMPI_Iscatterv_c or MPI_Iscatterv, PMPI_Iscatterv via iscatterv (sendbuf: *const c_void, sendcounts: *const i64, displs: *const i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::scatter(comm, Blocks::V(Ints::Wide(sendcounts), Ints::Wide(displs)), sendtype, recvbuf, recvcount, recvtype, root));
+            MPI_Scatterv_init, PMPI_Scatterv_init starts PMPI_Iscatterv fortran(scatterv_init, SCATTERV_INIT, ts) (sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::scatter(comm, Blocks::V(Ints::Int(sendcounts), Ints::Int(displs)), sendtype, recvbuf, recvcount as i64, recvtype, root));
+            MPI_Scatterv_init_c, PMPI_Scatterv_init_c starts PMPI_Iscatterv_c (sendbuf: *const c_void, sendcounts: *const i64, displs: *const i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::scatter(comm, Blocks::V(Ints::Wide(sendcounts), Ints::Wide(displs)), sendtype, recvbuf, recvcount, recvtype, root));
+            MPI_Allgather, PMPI_Allgather fortran(allgather, ALLGATHER, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype));
+            MPI_Allgather_c, PMPI_Allgather_c or MPI_Allgather, PMPI_Allgather (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount, sendtype, Blocks::Same(recvcount), recvtype));
+            MPI_Iallgather, PMPI_Iallgather fortran(iallgather, IALLGATHER, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype));
+            MPI_Iallgather_c, PMPI_Iallgather_c or MPI_Iallgather, PMPI_Iallgather (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount, sendtype, Blocks::Same(recvcount), recvtype));
+            MPI_Allgather_init, PMPI_Allgather_init starts PMPI_Iallgather fortran(allgather_init, ALLGATHER_INIT, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype));
+            MPI_Allgather_init_c, PMPI_Allgather_init_c or MPI_Allgather_init, PMPI_Allgather_init (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount, sendtype, Blocks::Same(recvcount), recvtype));
+            MPI_Allgatherv, PMPI_Allgatherv fortran(allgatherv, ALLGATHERV, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount as i64, sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(displs)), recvtype));
+            MPI_Allgatherv_c, PMPI_Allgatherv_c or MPI_Allgatherv, PMPI_Allgatherv via allgatherv (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs: *const i64, recvtype: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount, sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(displs)), recvtype));
+            MPI_Iallgatherv, PMPI_Iallgatherv fortran(iallgatherv, IALLGATHERV, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount as i64, sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(displs)), recvtype));
+            MPI_Iallgatherv_c, PMPI_Iallgatherv_c or MPI_Iallgatherv, PMPI_Iallgatherv via iallgatherv (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs: *const i64, recvtype: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount, sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(displs)), recvtype));
+            MPI_Allgatherv_init, PMPI_Allgatherv_init starts PMPI_Iallgatherv fortran(allgatherv_init, ALLGATHERV_INIT, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount as i64, sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(displs)), recvtype));
+            MPI_Allgatherv_init_c, PMPI_Allgatherv_init_c starts PMPI_Iallgatherv_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs: *const i64, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount, sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(displs)), recvtype));
+            MPI_Alltoall, PMPI_Alltoall fortran(alltoall, ALLTOALL, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::Same(sendcount as i64), sendtype, Blocks::Same(recvcount as i64), recvtype));
+            MPI_Alltoall_c, PMPI_Alltoall_c or MPI_Alltoall, PMPI_Alltoall (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::Same(sendcount), sendtype, Blocks::Same(recvcount), recvtype));
+            MPI_Ialltoall, PMPI_Ialltoall fortran(ialltoall, IALLTOALL, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::Same(sendcount as i64), sendtype, Blocks::Same(recvcount as i64), recvtype));
+            MPI_Ialltoall_c, PMPI_Ialltoall_c or MPI_Ialltoall, PMPI_Ialltoall (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::Same(sendcount), sendtype, Blocks::Same(recvcount), recvtype));
+            MPI_Alltoall_init, PMPI_Alltoall_init starts PMPI_Ialltoall fortran(alltoall_init, ALLTOALL_INIT, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::Same(sendcount as i64), sendtype, Blocks::Same(recvcount as i64), recvtype));
+            MPI_Alltoall_init_c, PMPI_Alltoall_init_c or MPI_Alltoall_init, PMPI_Alltoall_init (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::Same(sendcount), sendtype, Blocks::Same(recvcount), recvtype));
+            MPI_Alltoallv, PMPI_Alltoallv fortran(alltoallv, ALLTOALLV, ts) (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::V(Ints::Int(sendcounts), Ints::Int(sdispls)), sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(rdispls)), recvtype));
+            MPI_Alltoallv_c, PMPI_Alltoallv_c or MPI_Alltoallv, PMPI_Alltoallv via alltoallv (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtype: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::V(Ints::Wide(sendcounts), Ints::Wide(sdispls)), sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(rdispls)), recvtype));
+            MPI_Ialltoallv, PMPI_Ialltoallv fortran(ialltoallv, IALLTOALLV, ts) (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::V(Ints::Int(sendcounts), Ints::Int(sdispls)), sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(rdispls)), recvtype));
+            MPI_Ialltoallv_c, PMPI_Ialltoallv_c or MPI_Ialltoallv, PMPI_Ialltoallv via ialltoallv (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtype: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::V(Ints::Wide(sendcounts), Ints::Wide(sdispls)), sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(rdispls)), recvtype));
+            MPI_Alltoallv_init, PMPI_Alltoallv_init starts PMPI_Ialltoallv fortran(alltoallv_init, ALLTOALLV_INIT, ts) (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::V(Ints::Int(sendcounts), Ints::Int(sdispls)), sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(rdispls)), recvtype));
+            MPI_Alltoallv_init_c, PMPI_Alltoallv_init_c starts PMPI_Ialltoallv_c (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::V(Ints::Wide(sendcounts), Ints::Wide(sdispls)), sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(rdispls)), recvtype));
+            MPI_Alltoallw, PMPI_Alltoallw fortran(alltoallw, ALLTOALLW, ts, all) (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_void, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::W(Ints::Int(sendcounts), Ints::Int(sdispls), sendtypes), 0, Blocks::W(Ints::Int(recvcounts), Ints::Int(rdispls), recvtypes), 0));
+            MPI_Alltoallw_c, PMPI_Alltoallw_c or MPI_Alltoallw, PMPI_Alltoallw via alltoallw (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtypes: *const c_void, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::W(Ints::Wide(sendcounts), Ints::Wide(sdispls), sendtypes), 0, Blocks::W(Ints::Wide(recvcounts), Ints::Wide(rdispls), recvtypes), 0));
+            MPI_Ialltoallw, PMPI_Ialltoallw fortran(ialltoallw, IALLTOALLW, ts, all) (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_void, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::W(Ints::Int(sendcounts), Ints::Int(sdispls), sendtypes), 0, Blocks::W(Ints::Int(recvcounts), Ints::Int(rdispls), recvtypes), 0));
+            MPI_Ialltoallw_c, PMPI_Ialltoallw_c or MPI_Ialltoallw, PMPI_Ialltoallw via ialltoallw (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtypes: *const c_void, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::W(Ints::Wide(sendcounts), Ints::Wide(sdispls), sendtypes), 0, Blocks::W(Ints::Wide(recvcounts), Ints::Wide(rdispls), recvtypes), 0));
+            MPI_Alltoallw_init, PMPI_Alltoallw_init starts PMPI_Ialltoallw fortran(alltoallw_init, ALLTOALLW_INIT, ts, all) (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtypes: *const c_void, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::W(Ints::Int(sendcounts), Ints::Int(sdispls), sendtypes), 0, Blocks::W(Ints::Int(recvcounts), Ints::Int(rdispls), recvtypes), 0));
+            MPI_Alltoallw_init_c, PMPI_Alltoallw_init_c starts PMPI_Ialltoallw_c (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtypes: *const c_void, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::W(Ints::Wide(sendcounts), Ints::Wide(sdispls), sendtypes), 0, Blocks::W(Ints::Wide(recvcounts), Ints::Wide(rdispls), recvtypes), 0));
+            MPI_Reduce_scatter, PMPI_Reduce_scatter fortran(reduce_scatter, REDUCE_SCATTER, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Handle, op: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::reduce_scatter(comm, sendbuf, Ints::Int(recvcounts), datatype));
+            MPI_Reduce_scatter_c, PMPI_Reduce_scatter_c or MPI_Reduce_scatter, PMPI_Reduce_scatter via reduce_scatter (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, datatype: Handle, op: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::reduce_scatter(comm, sendbuf, Ints::Wide(recvcounts), datatype));
+            MPI_Ireduce_scatter, PMPI_Ireduce_scatter fortran(ireduce_scatter, IREDUCE_SCATTER, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::reduce_scatter(comm, sendbuf, Ints::Int(recvcounts), datatype));
+            MPI_Ireduce_scatter_c, PMPI_Ireduce_scatter_c or MPI_Ireduce_scatter, PMPI_Ireduce_scatter via ireduce_scatter (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::reduce_scatter(comm, sendbuf, Ints::Wide(recvcounts), datatype));
+            MPI_Reduce_scatter_init, PMPI_Reduce_scatter_init starts PMPI_Ireduce_scatter fortran(reduce_scatter_init, REDUCE_SCATTER_INIT, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::reduce_scatter(comm, sendbuf, Ints::Int(recvcounts), datatype));
+            MPI_Reduce_scatter_init_c, PMPI_Reduce_scatter_init_c starts PMPI_Ireduce_scatter_c (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::reduce_scatter(comm, sendbuf, Ints::Wide(recvcounts), datatype));
+            MPI_Reduce_scatter_block, PMPI_Reduce_scatter_block fortran(reduce_scatter_block, REDUCE_SCATTER_BLOCK, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Handle, op: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::reduce_scatter_block(comm, sendbuf, recvcount as i64, datatype));
+            MPI_Reduce_scatter_block_c, PMPI_Reduce_scatter_block_c or MPI_Reduce_scatter_block, PMPI_Reduce_scatter_block (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: i64, datatype: Handle, op: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::reduce_scatter_block(comm, sendbuf, recvcount, datatype));
+            MPI_Ireduce_scatter_block, PMPI_Ireduce_scatter_block fortran(ireduce_scatter_block, IREDUCE_SCATTER_BLOCK, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::reduce_scatter_block(comm, sendbuf, recvcount as i64, datatype));
+            MPI_Ireduce_scatter_block_c, PMPI_Ireduce_scatter_block_c or MPI_Ireduce_scatter_block, PMPI_Ireduce_scatter_block (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: i64, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::reduce_scatter_block(comm, sendbuf, recvcount, datatype));
+            MPI_Reduce_scatter_block_init, PMPI_Reduce_scatter_block_init starts PMPI_Ireduce_scatter_block fortran(reduce_scatter_block_init, REDUCE_SCATTER_BLOCK_INIT, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::reduce_scatter_block(comm, sendbuf, recvcount as i64, datatype));
+            MPI_Reduce_scatter_block_init_c, PMPI_Reduce_scatter_block_init_c or MPI_Reduce_scatter_block_init, PMPI_Reduce_scatter_block_init (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: i64, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::reduce_scatter_block(comm, sendbuf, recvcount, datatype));
+            MPI_Scan, PMPI_Scan fortran(scan, SCAN, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allreduce(sendbuf, count as i64, datatype));
+            MPI_Scan_c, PMPI_Scan_c or MPI_Scan, PMPI_Scan (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allreduce(sendbuf, count, datatype));
+            MPI_Iscan, PMPI_Iscan fortran(iscan, ISCAN, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::allreduce(sendbuf, count as i64, datatype));
+            MPI_Iscan_c, PMPI_Iscan_c or MPI_Iscan, PMPI_Iscan (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::allreduce(sendbuf, count, datatype));
+            MPI_Scan_init, PMPI_Scan_init starts PMPI_Iscan fortran(scan_init, SCAN_INIT, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::allreduce(sendbuf, count as i64, datatype));
+            MPI_Scan_init_c, PMPI_Scan_init_c or MPI_Scan_init, PMPI_Scan_init (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::allreduce(sendbuf, count, datatype));
+            MPI_Exscan, PMPI_Exscan fortran(exscan, EXSCAN, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::exscan(comm, sendbuf, count as i64, datatype));
+            MPI_Exscan_c, PMPI_Exscan_c or MPI_Exscan, PMPI_Exscan (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::exscan(comm, sendbuf, count, datatype));
+            MPI_Iexscan, PMPI_Iexscan fortran(iexscan, IEXSCAN, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::exscan(comm, sendbuf, count as i64, datatype));
+            MPI_Iexscan_c, PMPI_Iexscan_c or MPI_Iexscan, PMPI_Iexscan (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::exscan(comm, sendbuf, count, datatype));
+            MPI_Exscan_init, PMPI_Exscan_init starts PMPI_Iexscan fortran(exscan_init, EXSCAN_INIT, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::exscan(comm, sendbuf, count as i64, datatype));
+            MPI_Exscan_init_c, PMPI_Exscan_init_c or MPI_Exscan_init, PMPI_Exscan_init (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::exscan(comm, sendbuf, count, datatype));
+            MPI_Neighbor_allgather, PMPI_Neighbor_allgather fortran(neighbor_allgather, NEIGHBOR_ALLGATHER, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype));
+            MPI_Neighbor_allgather_c, PMPI_Neighbor_allgather_c or MPI_Neighbor_allgather, PMPI_Neighbor_allgather (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount, sendtype, Blocks::Same(recvcount), recvtype));
+            MPI_Ineighbor_allgather, PMPI_Ineighbor_allgather fortran(ineighbor_allgather, INEIGHBOR_ALLGATHER, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype));
+            MPI_Ineighbor_allgather_c, PMPI_Ineighbor_allgather_c or MPI_Ineighbor_allgather, PMPI_Ineighbor_allgather (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount, sendtype, Blocks::Same(recvcount), recvtype));
+            MPI_Neighbor_allgather_init, PMPI_Neighbor_allgather_init starts PMPI_Ineighbor_allgather fortran(neighbor_allgather_init, NEIGHBOR_ALLGATHER_INIT, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype));
+            MPI_Neighbor_allgather_init_c, PMPI_Neighbor_allgather_init_c or MPI_Neighbor_allgather_init, PMPI_Neighbor_allgather_init (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount, sendtype, Blocks::Same(recvcount), recvtype));
+            MPI_Neighbor_allgatherv, PMPI_Neighbor_allgatherv fortran(neighbor_allgatherv, NEIGHBOR_ALLGATHERV, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount as i64, sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(displs)), recvtype));
+            MPI_Neighbor_allgatherv_c, PMPI_Neighbor_allgatherv_c or MPI_Neighbor_allgatherv, PMPI_Neighbor_allgatherv via neighbor_allgatherv (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs: *const i64, recvtype: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount, sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(displs)), recvtype));
+            MPI_Ineighbor_allgatherv, PMPI_Ineighbor_allgatherv fortran(ineighbor_allgatherv, INEIGHBOR_ALLGATHERV, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount as i64, sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(displs)), recvtype));
+            MPI_Ineighbor_allgatherv_c, PMPI_Ineighbor_allgatherv_c or MPI_Ineighbor_allgatherv, PMPI_Ineighbor_allgatherv via ineighbor_allgatherv (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs: *const i64, recvtype: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount, sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(displs)), recvtype));
+            MPI_Neighbor_allgatherv_init, PMPI_Neighbor_allgatherv_init starts PMPI_Ineighbor_allgatherv fortran(neighbor_allgatherv_init, NEIGHBOR_ALLGATHERV_INIT, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, displs: *const c_int, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount as i64, sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(displs)), recvtype));
+            MPI_Neighbor_allgatherv_init_c, PMPI_Neighbor_allgatherv_init_c starts PMPI_Ineighbor_allgatherv_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs: *const i64, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::neighbor_allgather(comm, sendcount, sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(displs)), recvtype));
+            MPI_Neighbor_alltoall, PMPI_Neighbor_alltoall fortran(neighbor_alltoall, NEIGHBOR_ALLTOALL, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::Same(sendcount as i64), sendtype, Blocks::Same(recvcount as i64), recvtype));
+            MPI_Neighbor_alltoall_c, PMPI_Neighbor_alltoall_c or MPI_Neighbor_alltoall, PMPI_Neighbor_alltoall (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::Same(sendcount), sendtype, Blocks::Same(recvcount), recvtype));
+            MPI_Ineighbor_alltoall, PMPI_Ineighbor_alltoall fortran(ineighbor_alltoall, INEIGHBOR_ALLTOALL, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::Same(sendcount as i64), sendtype, Blocks::Same(recvcount as i64), recvtype));
+            MPI_Ineighbor_alltoall_c, PMPI_Ineighbor_alltoall_c or MPI_Ineighbor_alltoall, PMPI_Ineighbor_alltoall (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::Same(sendcount), sendtype, Blocks::Same(recvcount), recvtype));
+            MPI_Neighbor_alltoall_init, PMPI_Neighbor_alltoall_init starts PMPI_Ineighbor_alltoall fortran(neighbor_alltoall_init, NEIGHBOR_ALLTOALL_INIT, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::Same(sendcount as i64), sendtype, Blocks::Same(recvcount as i64), recvtype));
+            MPI_Neighbor_alltoall_init_c, PMPI_Neighbor_alltoall_init_c or MPI_Neighbor_alltoall_init, PMPI_Neighbor_alltoall_init (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::Same(sendcount), sendtype, Blocks::Same(recvcount), recvtype));
+            MPI_Neighbor_alltoallv, PMPI_Neighbor_alltoallv fortran(neighbor_alltoallv, NEIGHBOR_ALLTOALLV, ts) (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::V(Ints::Int(sendcounts), Ints::Int(sdispls)), sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(rdispls)), recvtype));
+            MPI_Neighbor_alltoallv_c, PMPI_Neighbor_alltoallv_c or MPI_Neighbor_alltoallv, PMPI_Neighbor_alltoallv via neighbor_alltoallv (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtype: Handle, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::V(Ints::Wide(sendcounts), Ints::Wide(sdispls)), sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(rdispls)), recvtype));
+            MPI_Ineighbor_alltoallv, PMPI_Ineighbor_alltoallv fortran(ineighbor_alltoallv, INEIGHBOR_ALLTOALLV, ts) (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::V(Ints::Int(sendcounts), Ints::Int(sdispls)), sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(rdispls)), recvtype));
+            MPI_Ineighbor_alltoallv_c, PMPI_Ineighbor_alltoallv_c or MPI_Ineighbor_alltoallv, PMPI_Ineighbor_alltoallv via ineighbor_alltoallv (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtype: Handle, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::V(Ints::Wide(sendcounts), Ints::Wide(sdispls)), sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(rdispls)), recvtype));
+            MPI_Neighbor_alltoallv_init, PMPI_Neighbor_alltoallv_init starts PMPI_Ineighbor_alltoallv fortran(neighbor_alltoallv_init, NEIGHBOR_ALLTOALLV_INIT, ts) (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const c_int, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::V(Ints::Int(sendcounts), Ints::Int(sdispls)), sendtype, Blocks::V(Ints::Int(recvcounts), Ints::Int(rdispls)), recvtype));
+            MPI_Neighbor_alltoallv_init_c, PMPI_Neighbor_alltoallv_init_c starts PMPI_Ineighbor_alltoallv_c (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::V(Ints::Wide(sendcounts), Ints::Wide(sdispls)), sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(rdispls)), recvtype));
+            MPI_Neighbor_alltoallw, PMPI_Neighbor_alltoallw fortran(neighbor_alltoallw, NEIGHBOR_ALLTOALLW, ts, neighbor) (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const i64, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const i64, recvtypes: *const c_void, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::W(Ints::Int(sendcounts), Ints::Wide(sdispls), sendtypes), 0, Blocks::W(Ints::Int(recvcounts), Ints::Wide(rdispls), recvtypes), 0));
+            MPI_Neighbor_alltoallw_c, PMPI_Neighbor_alltoallw_c or MPI_Neighbor_alltoallw, PMPI_Neighbor_alltoallw via neighbor_alltoallw (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtypes: *const c_void, comm: Handle)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::W(Ints::Wide(sendcounts), Ints::Wide(sdispls), sendtypes), 0, Blocks::W(Ints::Wide(recvcounts), Ints::Wide(rdispls), recvtypes), 0));
+            MPI_Ineighbor_alltoallw, PMPI_Ineighbor_alltoallw fortran(ineighbor_alltoallw, INEIGHBOR_ALLTOALLW, ts, neighbor) (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const i64, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const i64, recvtypes: *const c_void, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::W(Ints::Int(sendcounts), Ints::Wide(sdispls), sendtypes), 0, Blocks::W(Ints::Int(recvcounts), Ints::Wide(rdispls), recvtypes), 0));
+            MPI_Ineighbor_alltoallw_c, PMPI_Ineighbor_alltoallw_c or MPI_Ineighbor_alltoallw, PMPI_Ineighbor_alltoallw via ineighbor_alltoallw (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtypes: *const c_void, comm: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::W(Ints::Wide(sendcounts), Ints::Wide(sdispls), sendtypes), 0, Blocks::W(Ints::Wide(recvcounts), Ints::Wide(rdispls), recvtypes), 0));
+            MPI_Neighbor_alltoallw_init, PMPI_Neighbor_alltoallw_init starts PMPI_Ineighbor_alltoallw fortran(neighbor_alltoallw_init, NEIGHBOR_ALLTOALLW_INIT, ts, neighbor) (sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const i64, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int, rdispls: *const i64, recvtypes: *const c_void, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::W(Ints::Int(sendcounts), Ints::Wide(sdispls), sendtypes), 0, Blocks::W(Ints::Int(recvcounts), Ints::Wide(rdispls), recvtypes), 0));
+            MPI_Neighbor_alltoallw_init_c, PMPI_Neighbor_alltoallw_init_c starts PMPI_Ineighbor_alltoallw_c (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtypes: *const c_void, comm: Handle, info: Handle, request: *mut c_void)
+                => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::W(Ints::Wide(sendcounts), Ints::Wide(sdispls), sendtypes), 0, Blocks::W(Ints::Wide(recvcounts), Ints::Wide(rdispls), recvtypes), 0));
+
+        }
+    };
+}

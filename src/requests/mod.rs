@@ -1,0 +1,660 @@
+//! Requests whose operations staged device buffers, from posting to completion.
+//!
+//! A nonblocking operation on a device buffer gives MPI a staging buffer; the request's entry
+//! here owns that buffer until MPI reports completion, when a receive's data is copied to the
+//! device. Entries are keyed by the request handle.
+//!
+//! MPI reuses a handle as soon as it frees the request, so an entry for a one-shot request is
+//! taken out of the table *before* the completion call and put back only if the request is
+//! still pending; another thread can then never find a stale entry under a handle MPI has
+//! handed out again. Persistent requests keep their handle until `MPI_Request_free` and stay
+//! in the table; their copies are made from a [`Window`] taken under the lock, never with the
+//! lock held.
+//!
+//! A host-only program never creates an entry, and every completion call checks one atomic
+//! counter before anything else. Its nonblocking receives into host memory, which an envelope
+//! may reach, are noted at less cost in `watch`.
+//!
+//! This layer may use `fastpath` (a receive that got an envelope, the envelope a send still
+//! reads), `staging`, `mpi` and `base`; the handlers and cudampi's C API use it.
+
+pub mod watch;
+
+use std::collections::BTreeMap;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::mpi::abi::{self, Handle};
+use crate::mpi::{errors, real};
+use crate::staging::stage::{self, Back, Runs, Staged, Window};
+
+/// Entries alive anywhere: in the table, held by a completion call, or orphaned.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// Entries made so far: each entry's number, which orders the receives still waiting.
+static MADE: AtomicU64 = AtomicU64::new(0);
+static TABLE: Mutex<BTreeMap<Handle, Entry>> = Mutex::new(BTreeMap::new());
+/// Requests the program freed while their operation was still in flight.
+static ORPHANS: Mutex<Vec<(Handle, Entry)>> = Mutex::new(Vec::new());
+static ORPHAN_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// Entries served at their start with MPI's request left inactive (see [`Served`]).
+static SERVED_IDLE: AtomicUsize = AtomicUsize::new(0);
+
+fn table() -> MutexGuard<'static, BTreeMap<Handle, Entry>> {
+    TABLE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn orphans() -> MutexGuard<'static, Vec<(Handle, Entry)>> {
+    ORPHANS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether any request has a staged buffer: when not, completion calls go straight through.
+#[inline(always)]
+pub fn any() -> bool {
+    LIVE.load(Relaxed) != 0
+}
+
+/// Entries alive now (for statistics and the soak test).
+pub fn tracked() -> usize {
+    LIVE.load(Relaxed)
+}
+
+pub enum Kind {
+    /// A nonblocking operation: the request is freed when it completes.
+    Once,
+    /// Started any number of times until `MPI_Request_free`.
+    Persistent,
+    /// Persistent, with the buffer in partitions marked ready or arrived one by one.
+    Partitioned(Partitions),
+}
+
+/// Where the partitions lie in the staged span. Partition `i` covers `len` bytes at
+/// `first + i * stride`.
+pub struct Partitions {
+    pub first: i64,
+    pub stride: i64,
+    pub len: usize,
+    /// Receive side: the partitions already copied to the device since the last start.
+    pub delivered: Vec<bool>,
+}
+
+impl Partitions {
+    /// (offset in the staged span, bytes) of partition `i`.
+    pub fn range(&self, i: usize) -> (usize, usize) {
+        ((self.first + i as i64 * self.stride) as usize, self.len)
+    }
+}
+
+pub struct Entry {
+    pub name: &'static str,
+    pub comm: Option<Handle>,
+    /// The buffer MPI reads.
+    pub send: Option<Staged>,
+    /// The buffer MPI writes (for a replace operation, the one buffer).
+    pub recv: Option<Staged>,
+    pub kind: Kind,
+    /// Posted or started, and not yet completed.
+    pub active: bool,
+    /// `MPI_Request_get_status` has already copied the data back.
+    pub delivered: bool,
+    /// The bytes that early copy found arrived, which the completion reports again (an IPC
+    /// envelope's message is larger than what MPI saw).
+    arrived: Option<usize>,
+    /// A point-to-point receive, whose status says whether it was cancelled and how much
+    /// arrived; a collective's status says nothing.
+    pub p2p: bool,
+    /// A receive into host memory that an IPC envelope may reach.
+    pub host: Option<HostRecv>,
+    /// The envelope a chunked send is sending, kept until the send completes.
+    _envelope: Option<crate::fastpath::Kept>,
+    /// A copy of the bytes a send reads, kept until the send completes.
+    _copy: Option<Vec<u8>>,
+    /// A persistent receive's arguments, which a start matches against the messages a probe
+    /// already took out of MPI's queue (`fastpath::held`).
+    pub matching: Option<RecvArgs>,
+    /// What the completion reports when cudampi served the receive itself.
+    served: Option<Served>,
+    /// Made after every entry with a smaller number.
+    number: u64,
+}
+
+/// A host receive buffer, looked at when its receive completes.
+#[derive(Clone, Copy)]
+pub struct HostRecv {
+    pub buf: *mut c_void,
+    pub count: i64,
+    pub datatype: Handle,
+}
+
+// SAFETY: the program's buffer address, used only when its receive completes.
+unsafe impl Send for HostRecv {}
+
+/// A persistent receive as the program set it up.
+#[derive(Clone, Copy)]
+pub struct RecvArgs {
+    pub buf: *mut c_void,
+    pub count: i64,
+    pub datatype: Handle,
+    pub source: c_int,
+    pub tag: c_int,
+    pub comm: Handle,
+}
+
+// SAFETY: the program's buffer address, written only when a start serves the receive.
+unsafe impl Send for RecvArgs {}
+
+/// A receive cudampi served from a held message: the status and result its completion reports.
+/// `idle`: MPI's request was never started (a persistent receive served at its start), so MPI
+/// skips it in `MPI_Waitany` and the like and reports it empty elsewhere; otherwise MPI's
+/// request is the send of a send-receive, and completes as usual.
+pub struct Served {
+    pub status: abi::Status,
+    pub rc: c_int,
+    idle: bool,
+}
+
+impl Entry {
+    pub fn new(name: &'static str, comm: Option<Handle>, send: Option<Staged>, recv: Option<Staged>, kind: Kind) -> Entry {
+        LIVE.fetch_add(1, Relaxed);
+        let active = matches!(kind, Kind::Once);
+        let number = MADE.fetch_add(1, Relaxed);
+        Entry {
+            name,
+            comm,
+            send,
+            recv,
+            kind,
+            active,
+            delivered: false,
+            arrived: None,
+            p2p: true,
+            host: None,
+            _envelope: None,
+            _copy: None,
+            matching: None,
+            served: None,
+            number,
+        }
+    }
+
+    /// The entry of a nonblocking or persistent receive into host memory (see [`HostRecv`]),
+    /// with the staged buffer of the send that goes with it, if any.
+    pub fn host(name: &'static str, comm: Option<Handle>, send: Option<Staged>, host: HostRecv, kind: Kind) -> Entry {
+        let mut e = Entry::new(name, comm, send, None, kind);
+        e.host = Some(host);
+        e
+    }
+
+    /// The entry of a nonblocking send whose envelope MPI may still read.
+    pub fn envelope(name: &'static str, comm: Option<Handle>, envelope: crate::fastpath::Kept) -> Entry {
+        let mut e = Entry::new(name, comm, None, None, Kind::Once);
+        e._envelope = Some(envelope);
+        e
+    }
+
+    /// The entry of a nonblocking or persistent collective.
+    pub fn collective(name: &'static str, comm: Option<Handle>, send: Option<Staged>, recv: Option<Staged>, kind: Kind) -> Entry {
+        let mut e = Entry::new(name, comm, send, recv, kind);
+        e.p2p = false;
+        e
+    }
+
+    fn persistent(&self) -> bool {
+        !matches!(self.kind, Kind::Once)
+    }
+
+    /// The receive was served from a held message: its completion reports `status` and `rc`
+    /// and copies nothing. `idle`: see [`Served`]; the operation is active from now on.
+    pub fn serve(&mut self, status: abi::Status, rc: c_int, idle: bool) {
+        self.take_served();
+        if idle {
+            self.active = true;
+            SERVED_IDLE.fetch_add(1, Relaxed);
+        }
+        self.served = Some(Served { status, rc, idle });
+    }
+
+    fn take_served(&mut self) -> Option<Served> {
+        let s = self.served.take()?;
+        if s.idle {
+            SERVED_IDLE.fetch_sub(1, Relaxed);
+        }
+        Some(s)
+    }
+
+    /// Prepares one start of a persistent request: copies in what MPI will read and marks it
+    /// active.
+    pub fn start(&mut self) -> Result<(), c_int> {
+        self.fill()?;
+        if let Kind::Partitioned(p) = &mut self.kind {
+            p.delivered.iter_mut().for_each(|d| *d = false);
+        }
+        self.active = true;
+        self.delivered = false;
+        self.arrived = None;
+        Ok(())
+    }
+
+    /// Copies in what MPI will read. Partitioned sends copy each partition when it is marked
+    /// ready instead.
+    fn fill(&self) -> Result<(), c_int> {
+        if let (Some(s), false) = (&self.send, matches!(self.kind, Kind::Partitioned(_))) {
+            s.fill(self.name, self.comm)?;
+        }
+        if let Some(r) = &self.recv {
+            r.fill(self.name, self.comm)?;
+        }
+        Ok(())
+    }
+
+    /// The copy to the device this completion owes, marking it done.
+    fn take_delivery(&mut self) -> Option<Delivery> {
+        if !self.active || self.delivered {
+            return None;
+        }
+        self.delivered = true;
+        if let Some(host) = self.host {
+            return Some(Delivery { name: self.name, comm: self.comm, target: Target::Host(host), p2p: self.p2p });
+        }
+        let r = self.recv.as_ref()?;
+        let ranges = match &mut self.kind {
+            Kind::Partitioned(p) => {
+                let mut ranges: Vec<(usize, usize)> = Vec::new();
+                for i in 0..p.delivered.len() {
+                    if std::mem::replace(&mut p.delivered[i], true) {
+                        continue;
+                    }
+                    let (at, len) = p.range(i);
+                    match ranges.last_mut() {
+                        Some(last) if last.0 + last.1 == at => last.1 += len,
+                        _ => ranges.push((at, len)),
+                    }
+                }
+                Some(ranges)
+            }
+            _ => None,
+        };
+        let target = Target::Staged { window: r.window(), back: r.back, runs: r.runs.clone(), ranges };
+        Some(Delivery { name: self.name, comm: self.comm, target, p2p: self.p2p })
+    }
+
+    /// Marks the operation complete; returns the copy still owed, or what a served receive
+    /// reports instead.
+    fn complete(&mut self) -> (Option<Delivery>, Option<Served>) {
+        let served = self.take_served();
+        let d = if served.is_none() { self.take_delivery() } else { None };
+        self.active = false;
+        self.delivered = false;
+        (d, served)
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Relaxed);
+        self.take_served();
+    }
+}
+
+/// A copy of received data to the device, made with no lock held.
+pub struct Delivery {
+    name: &'static str,
+    comm: Option<Handle>,
+    target: Target,
+    p2p: bool,
+}
+
+enum Target {
+    Staged {
+        window: Window,
+        back: Back,
+        runs: Option<Runs>,
+        /// Partitioned receives: the byte ranges still to copy.
+        ranges: Option<Vec<(usize, usize)>>,
+    },
+    Host(HostRecv),
+}
+
+impl Delivery {
+    fn truncated(&self) {
+        if let Target::Staged { window, back, .. } = &self.target {
+            if *back != Back::Nothing {
+                errors::truncated(self.name, window.user());
+            }
+        }
+    }
+
+    /// `status` is the completed request's status, or null when the call gives none.
+    pub fn run(self, status: *mut c_void) -> Result<(), c_int> {
+        let status = if self.p2p { status } else { std::ptr::null_mut() };
+        match self.target {
+            Target::Host(h) => crate::fastpath::host_received(self.name, h.buf, h.count, h.datatype, self.comm, status),
+            Target::Staged { window, back, runs, ranges: None } => stage::deliver(window, back, runs.as_deref(), self.name, self.comm, status),
+            Target::Staged { window, ranges: Some(mut ranges), .. } => {
+                // Partitions of a negative stride come in descending order.
+                ranges.sort_unstable();
+                window.runs_to_device(self.name, self.comm, &ranges)
+            }
+        }
+    }
+}
+
+/// Starts tracking the request MPI just wrote to `*request`.
+///
+/// A collective MPI completed while posting it (on one process, say) may come back as a
+/// request handle the library shares among all such operations, so it is finished here
+/// instead: its data is copied now and nothing is tracked. `Err` is a failed copy's error
+/// code.
+pub fn insert(request: *const c_void, mut entry: Entry) -> Result<(), c_int> {
+    if request.is_null() {
+        return Ok(());
+    }
+    let abi = abi::get();
+    // SAFETY: MPI has just written the handle of a successfully posted request there.
+    let h = abi.key(unsafe { abi.request_at(request, 0) });
+    // Point-to-point requests are never shared, and their status from MPI_Request_get_status
+    // would not carry a truncation error; they complete in the completion calls.
+    if matches!(entry.kind, Kind::Once) && !entry.p2p {
+        if let Some(p) = real::pmpi() {
+            let (mut flag, mut status) = (0, abi::Status::zeroed());
+            // SAFETY: a live request; valid out-pointers. The request is not freed.
+            let rc = unsafe { (p.request_get_status)(h, &mut flag, status.as_mut_ptr()) };
+            if rc == 0 && flag != 0 {
+                return match entry.complete().0 {
+                    Some(d) => d.run(status.as_mut_ptr()),
+                    None => Ok(()),
+                };
+            }
+        }
+    }
+    table().insert(h, entry);
+    Ok(())
+}
+
+/// Runs `f` on the entry of a handle with the table locked; `f` must not copy or call MPI.
+pub fn with<R>(h: Handle, f: impl FnOnce(&mut Entry) -> R) -> Option<R> {
+    table().get_mut(&abi::get().key(h)).map(f)
+}
+
+/// The point-to-point receives into device memory that are posted and not yet completed,
+/// oldest first, each with its staged span: for a send that waits for pinned buffers and
+/// meanwhile takes the chunks its peers send (`fastpath::pipeline`). Receives whose datatype leaves
+/// gaps, and partitioned ones, are left out.
+pub fn waiting_device_receives() -> Vec<(Handle, Window)> {
+    let mut found: Vec<(u64, Handle, Window)> = table()
+        .iter()
+        .filter(|(_, e)| e.p2p && e.active && !e.delivered && e.host.is_none() && !matches!(e.kind, Kind::Partitioned(_)))
+        .filter_map(|(&h, e)| e.recv.as_ref().filter(|r| r.back != Back::Nothing && r.runs.is_none()).map(|r| (e.number, h, r.window())))
+        .collect();
+    found.sort_unstable_by_key(|f| f.0);
+    found.into_iter().map(|(_, h, w)| (h, w)).collect()
+}
+
+/// One request of a completion call's array that cudampi tracks.
+pub struct Taken {
+    pub index: usize,
+    handle: Handle,
+    /// One-shot entries travel with the call; persistent ones stay in the table.
+    once: Option<Entry>,
+}
+
+/// Takes the tracked requests among `n` (see the module comment). Null or negative arguments
+/// take nothing, so MPI answers them itself.
+pub fn take(reqs: *const c_void, n: c_int) -> Vec<Taken> {
+    let mut taken = Vec::new();
+    if reqs.is_null() || n <= 0 {
+        return taken;
+    }
+    let abi = abi::get();
+    let mut t = table();
+    for i in 0..n as usize {
+        // SAFETY: the caller passes n requests.
+        let h = abi.key(unsafe { abi.request_at(reqs, i) });
+        let once = match t.get(&h) {
+            None => continue,
+            Some(e) if e.persistent() => None,
+            Some(_) => t.remove(&h),
+        };
+        taken.push(Taken { index: i, handle: h, once });
+    }
+    taken
+}
+
+/// After the completion call: `done(index)` says whether the call reported request `index`
+/// complete and gives its status (null if none). One-shot requests are complete exactly when
+/// MPI has replaced their handle with `MPI_REQUEST_NULL`; those still pending go back into the
+/// table. Returns the copies that failed: (index, error).
+pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(usize) -> Option<*mut c_void>) -> Vec<(usize, c_int)> {
+    let abi = abi::get();
+    let in_status = rc != 0 && errors::class(rc) == abi.err_in_status;
+    let mut failed = Vec::new();
+    let mut pending = Vec::new();
+    for t in taken {
+        let status = done(t.index);
+        // A completed one-shot entry is dropped, releasing its staging buffer, only after the
+        // copy that reads it.
+        let ((delivery, served), _owner, arrived) = match t.once {
+            Some(mut e) => {
+                // SAFETY: the same array the call was given.
+                let now = abi.key(unsafe { abi.request_at(reqs, t.index) });
+                if now == t.handle {
+                    pending.push((t.handle, e));
+                    continue;
+                }
+                let arrived = e.arrived.take();
+                (e.complete(), Some(e), arrived)
+            }
+            None if status.is_some() => {
+                let (d, a) = with(t.handle, |e| (e.complete(), e.arrived.take())).unwrap_or(((None, None), None));
+                // A persistent request that MPI freed as it completed (Open MPI 4.1 does after
+                // a truncated receive) takes its entry along: the handle is free for reuse.
+                // SAFETY: the same array the call was given.
+                let freed = abi.same(unsafe { abi.request_at(reqs, t.index) }, abi.request_null);
+                (d, if freed { remove(t.handle) } else { None }, a)
+            }
+            None => ((None, None), None, None),
+        };
+        if let Some(s) = served {
+            if let Some(st) = status.filter(|st| !st.is_null()) {
+                s.write(st);
+            }
+            if s.rc != 0 {
+                failed.push((t.index, s.rc));
+            }
+            continue;
+        }
+        if let (None, Some(n), Some(st)) = (&delivery, arrived, status) {
+            if !st.is_null() {
+                if let Some(p) = real::pmpi() {
+                    // SAFETY: a status MPI filled for a completed request.
+                    unsafe { (p.status_set_elements_x)(st, abi.byte, n as i64) };
+                }
+            }
+        }
+        if let Some(d) = delivery {
+            let st = status.unwrap_or(std::ptr::null_mut());
+            // The request's own error: in its status when the call says so, else the call's.
+            // SAFETY: a status MPI filled for a completed request.
+            let error = if in_status && !st.is_null() { unsafe { abi.status_error(st) } } else { rc };
+            if error != 0 && errors::class(error) == abi.err_truncate {
+                d.truncated();
+                continue;
+            }
+            if let Err(e) = d.run(st) {
+                failed.push((t.index, e));
+            }
+        }
+    }
+    if !pending.is_empty() {
+        table().extend(pending);
+    }
+    failed
+}
+
+/// `MPI_Request_get_status` reported the operation complete without freeing the request:
+/// the data is copied now, and the later completion copies nothing.
+pub fn deliver_early(h: Handle, status: *mut c_void) -> Result<(), c_int> {
+    let Some(d) = with(h, Entry::take_delivery).flatten() else { return Ok(()) };
+    let r = d.run(status);
+    if let Some(n) = stage::received_bytes(status) {
+        with(h, |e| e.arrived = Some(n));
+    }
+    r
+}
+
+impl Served {
+    /// Fills a status the way MPI would have for the served receive.
+    pub fn write(&self, status: *mut c_void) {
+        // SAFETY: a full status of the caller's or cudampi's own.
+        unsafe { std::ptr::copy_nonoverlapping(self.status.0.as_ptr().cast::<u8>(), status.cast::<u8>(), abi::get().status_size) };
+    }
+
+    /// [`Served::write`] into a caller's status argument, unless it is null or
+    /// `MPI_STATUS_IGNORE`.
+    pub fn report(&self, status: *mut c_void) {
+        if !status.is_null() && !abi::get().is_status_ignore(status) {
+            self.write(status);
+        }
+    }
+}
+
+/// Which of `n` requests are persistent receives served at their start (see [`Served`]),
+/// which the calls that skip inactive requests must report themselves.
+pub fn served_idle(reqs: *const c_void, n: c_int) -> Vec<usize> {
+    if SERVED_IDLE.load(Relaxed) == 0 || reqs.is_null() || n <= 0 {
+        return Vec::new();
+    }
+    let abi = abi::get();
+    let t = table();
+    // SAFETY: the caller passes n requests.
+    (0..n as usize).filter(|&i| t.get(&abi.key(unsafe { abi.request_at(reqs, i) })).is_some_and(|e| e.served.as_ref().is_some_and(|s| s.idle))).collect()
+}
+
+/// Completes a served persistent receive, giving what it reports; `peek` leaves it active
+/// (`MPI_Request_get_status`).
+pub fn complete_served(h: Handle, peek: bool) -> Option<Served> {
+    with(h, |e| match peek {
+        true => e.served.as_ref().map(|s| Served { status: s.status, rc: s.rc, idle: false }),
+        false => {
+            let s = e.take_served();
+            e.active = false;
+            e.delivered = false;
+            s
+        }
+    })
+    .flatten()
+}
+
+/// Keeps a persistent receive's arguments with its request (tracking it if it was not), so
+/// that its starts look among the held messages.
+pub fn match_at_start(request: *const c_void, name: &'static str, args: RecvArgs) {
+    let abi = abi::get();
+    // SAFETY: MPI has just written the new request there.
+    let h = abi.key(unsafe { abi.request_at(request, 0) });
+    let mut t = table();
+    t.entry(h).or_insert_with(|| Entry::new(name, Some(args.comm), None, None, Kind::Persistent)).matching = Some(args);
+}
+
+/// A nonblocking send-receive whose receive cudampi served: the request MPI made for its send
+/// reports the receive when it completes.
+pub fn report_receive(request: *const c_void, name: &'static str, comm: Option<Handle>, status: abi::Status, rc: c_int, copy: Option<Vec<u8>>) {
+    let abi = abi::get();
+    // SAFETY: MPI has just written the send's request there.
+    let h = abi.key(unsafe { abi.request_at(request, 0) });
+    let mut t = table();
+    let e = t.entry(h).or_insert_with(|| Entry::new(name, comm, None, None, Kind::Once));
+    e.serve(status, rc, false);
+    if copy.is_some() {
+        e._copy = copy;
+    }
+}
+
+/// Removes an entry (`MPI_Request_free`); `None` if untracked.
+pub fn remove(h: Handle) -> Option<Entry> {
+    table().remove(&abi::get().key(h))
+}
+
+pub fn put_back(h: Handle, e: Entry) {
+    table().insert(abi::get().key(h), e);
+}
+
+/// The program freed an active request: MPI's request stays alive here, completed in later
+/// calls ([`progress_orphans`]) or at `MPI_Finalize`, so the data still reaches the device and
+/// the staging buffer is released exactly once.
+pub fn orphan(h: Handle, e: Entry) {
+    let mut o = orphans();
+    o.push((h, e));
+    ORPHAN_COUNT.store(o.len(), Relaxed);
+}
+
+/// Tests every orphaned request once. Called from completion calls; the list is taken out
+/// while MPI is called, so no lock is held across it.
+pub fn progress_orphans() {
+    if ORPHAN_COUNT.load(Relaxed) == 0 {
+        return;
+    }
+    let list = {
+        let mut o = orphans();
+        ORPHAN_COUNT.store(0, Relaxed);
+        std::mem::take(&mut *o)
+    };
+    let Some(p) = real::pmpi() else { return };
+    let mut left = Vec::new();
+    for (h, e) in list {
+        let mut req = h;
+        let mut flag: c_int = 0;
+        let mut status = abi::Status::zeroed();
+        // SAFETY: a live request of this process; handle widths: MPI reads an int or a
+        // pointer from the start of `req`, which is little-endian and zero-extended.
+        let rc = unsafe { (p.test)((&mut req as *mut Handle).cast(), &mut flag, status.as_mut_ptr()) };
+        if rc != 0 || flag != 0 {
+            finish_orphan(h, e, status.as_mut_ptr());
+        } else {
+            left.push((h, e));
+        }
+    }
+    if !left.is_empty() {
+        let mut o = orphans();
+        o.extend(left);
+        ORPHAN_COUNT.store(o.len(), Relaxed);
+    }
+}
+
+fn finish_orphan(h: Handle, mut e: Entry, status: *mut c_void) {
+    if let (Some(d), _) = e.complete() {
+        // Nobody is left to hear of an error; the copy reports it on its own line.
+        let _ = d.run(status);
+    }
+    if e.persistent() {
+        if let Some(p) = real::pmpi() {
+            let mut req = h;
+            // SAFETY: an inactive persistent request the program asked to free.
+            unsafe { (p.request_free)((&mut req as *mut Handle).cast()) };
+        }
+    }
+}
+
+/// Completes every orphaned request (`MPI_Finalize`, before the real one).
+pub fn finish_orphans() {
+    let list = {
+        let mut o = orphans();
+        ORPHAN_COUNT.store(0, Relaxed);
+        std::mem::take(&mut *o)
+    };
+    let Some(p) = real::pmpi() else { return };
+    for (h, e) in list {
+        let mut req = h;
+        let mut status = abi::Status::zeroed();
+        // SAFETY: a live request of this process (see progress_orphans).
+        unsafe { (p.wait)((&mut req as *mut Handle).cast(), status.as_mut_ptr()) };
+        finish_orphan(h, e, status.as_mut_ptr());
+    }
+}
+
+/// Drops every entry and its staging buffers (after the real `MPI_Finalize`).
+pub fn clear() {
+    let entries = std::mem::take(&mut *table());
+    drop(entries);
+    drop(std::mem::take(&mut *orphans()));
+    ORPHAN_COUNT.store(0, Relaxed);
+}

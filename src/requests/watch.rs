@@ -1,0 +1,289 @@
+//! Nonblocking receives into host memory that an envelope may reach, watched at little cost.
+//!
+//! A peer that sends a device buffer may send an envelope in its place, and the program may
+//! receive it into host memory: the completion call must then bring the data, so it must know
+//! the receive's buffer. Every `MPI_Irecv` and `MPI_Imrecv` into host memory large enough for
+//! an envelope is noted here, by request handle, and forgotten when its request completes; only
+//! a receive that completes with exactly an envelope's bytes is looked at further. A host-only
+//! program pays a slot per receive and a look among a few slots per request it completes,
+//! with no MPI call of cudampi's own and no lock unless MPI calls may overlap.
+//!
+//! An entry leaves the store once its completion call reports the request complete. Where MPI
+//! calls may overlap, it is taken out before the call and put back if the request is still
+//! pending, as `requests` does, so that a handle MPI hands another thread meanwhile is never
+//! taken for it. Requests that the inspection calls or `MPI_Request_free` handle are first
+//! moved into `requests` (`promote`), which knows their rules.
+
+use std::collections::HashMap;
+use std::ffi::{c_int, c_void};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::mpi::abi::{self, Handle};
+use super::{self as requests, Entry, HostRecv, Kind};
+
+/// A watched receive: its buffer, and what reports an error.
+#[derive(Clone, Copy)]
+pub struct Watched {
+    name: &'static str,
+    comm: Option<Handle>,
+    host: HostRecv,
+}
+
+/// Request handles are addresses or small integers: one multiplication spreads them enough.
+#[derive(Default)]
+struct Spread(u64);
+
+impl Hasher for Spread {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64 ^ (n as u64 >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type Map = HashMap<Handle, Watched, BuildHasherDefault<Spread>>;
+
+/// Receives a program keeps posted at once are usually few: they sit in a few slots (handle 0,
+/// which no MPI gives a request, marks a free one), the rest in a map.
+const SLOTS: usize = 8;
+
+struct Store {
+    slots: [(Handle, Option<Watched>); SLOTS],
+    more: Option<Map>,
+}
+
+impl Store {
+    fn insert(&mut self, h: Handle, w: Watched) {
+        if let Some(s) = self.slots.iter_mut().find(|s| s.0 == h || s.0 == 0) {
+            if s.0 == 0 {
+                count(1);
+            }
+            *s = (h, Some(w));
+            return;
+        }
+        if self.more.get_or_insert_with(Map::default).insert(h, w).is_none() {
+            count(1);
+        }
+    }
+
+    fn contains(&self, h: Handle) -> bool {
+        self.slots.iter().any(|s| s.0 == h) || self.more.as_ref().is_some_and(|m| m.contains_key(&h))
+    }
+
+    fn remove(&mut self, h: Handle) -> Option<Watched> {
+        let found = match self.slots.iter_mut().find(|s| s.0 == h) {
+            Some(s) => {
+                s.0 = 0;
+                s.1.take()
+            }
+            None => self.more.as_mut().and_then(|m| m.remove(&h)),
+        };
+        if found.is_some() {
+            count(-1);
+        }
+        found
+    }
+}
+
+/// The store, with a lock only where MPI calls may run at once (`MPI_THREAD_MULTIPLE`):
+/// otherwise the program never makes two MPI calls at a time, and the calls it makes from
+/// different threads are ordered by its own synchronisation.
+struct Shared {
+    store: std::cell::UnsafeCell<Store>,
+    lock: Mutex<()>,
+}
+
+// SAFETY: the store is reached only through `with`, which locks unless calls are serial.
+unsafe impl Sync for Shared {}
+
+static STORE: Shared = Shared { store: std::cell::UnsafeCell::new(Store { slots: [(0, None); SLOTS], more: None }), lock: Mutex::new(()) };
+/// Entries in the store: completion calls look there only when some are.
+static COUNT: AtomicUsize = AtomicUsize::new(0);
+/// No two MPI calls run at once (`MPI_THREAD_MULTIPLE` was not granted).
+static SERIAL: AtomicBool = AtomicBool::new(false);
+
+fn with<R>(f: impl FnOnce(&mut Store) -> R) -> R {
+    let _guard: Option<MutexGuard<()>> = match SERIAL.load(Relaxed) {
+        true => None,
+        false => Some(STORE.lock.lock().unwrap_or_else(|e| e.into_inner())),
+    };
+    // SAFETY: exclusive, by the lock or because MPI calls do not overlap.
+    f(unsafe { &mut *STORE.store.get() })
+}
+
+/// After the library's `MPI_Init`: whether MPI calls may overlap.
+pub fn init() {
+    let mut provided = 0;
+    // SAFETY: MPI is initialised; a valid out-pointer.
+    let serial = crate::mpi::real::pmpi().is_some_and(|p| unsafe { (p.query_thread)(&mut provided) } == 0 && provided < abi::get().thread_multiple);
+    SERIAL.store(serial, Relaxed);
+}
+
+/// Changes `COUNT`, without a locked instruction where calls do not overlap (under the lock
+/// otherwise, but `any` reads it without).
+fn count(delta: isize) {
+    match SERIAL.load(Relaxed) {
+        true => COUNT.store(COUNT.load(Relaxed).wrapping_add_signed(delta), Relaxed),
+        false => {
+            COUNT.fetch_add(delta as usize, Relaxed);
+        }
+    }
+}
+
+#[inline(always)]
+pub fn any() -> bool {
+    COUNT.load(Relaxed) != 0
+}
+
+/// Notes the receive MPI just posted under `*request`.
+pub fn insert(request: *const c_void, name: &'static str, comm: Option<Handle>, host: HostRecv) {
+    if request.is_null() {
+        return;
+    }
+    let abi = abi::get();
+    // SAFETY: MPI has just written the handle of a successfully posted request there.
+    let h = abi.key(unsafe { abi.request_at(request, 0) });
+    with(|s| s.insert(h, Watched { name, comm, host }));
+}
+
+/// The watched requests among those of a completion call, as (index, handle). Where MPI calls
+/// may overlap, their entries are taken out of the store meanwhile (`out`, in the same order);
+/// otherwise they stay, and only those that complete leave it.
+pub struct Taken {
+    inline: [(usize, Handle); INLINE],
+    len: usize,
+    more: Vec<(usize, Handle)>,
+    out: Vec<Watched>,
+}
+
+const INLINE: usize = 4;
+
+impl Default for Taken {
+    fn default() -> Taken {
+        Taken { inline: [(0, 0); INLINE], len: 0, more: Vec::new(), out: Vec::new() }
+    }
+}
+
+impl Taken {
+    pub fn is_empty(&self) -> bool {
+        self.len == 0 && self.more.is_empty()
+    }
+
+    fn push(&mut self, k: usize, h: Handle) {
+        if self.len < INLINE {
+            self.inline[self.len] = (k, h);
+            self.len += 1;
+        } else {
+            self.more.push((k, h));
+        }
+    }
+
+    fn pairs(&self) -> impl Iterator<Item = (usize, Handle)> + '_ {
+        self.inline[..self.len].iter().chain(&self.more).copied()
+    }
+}
+
+/// The watched requests among the `n` at `reqs` (see the module comment).
+pub fn take(reqs: *const c_void, n: c_int) -> Taken {
+    let mut taken = Taken::default();
+    if reqs.is_null() || n <= 0 {
+        return taken;
+    }
+    let abi = abi::get();
+    let serial = SERIAL.load(Relaxed);
+    with(|s| {
+        for k in 0..n as usize {
+            // SAFETY: the caller passes n requests.
+            let h = abi.key(unsafe { abi.request_at(reqs, k) });
+            if serial {
+                if s.contains(h) {
+                    taken.push(k, h);
+                }
+            } else if let Some(w) = s.remove(h) {
+                taken.push(k, h);
+                taken.out.push(w);
+            }
+        }
+    });
+    taken
+}
+
+/// After the completion call, which returned `rc`: a request whose handle MPI replaced
+/// completed, and if `status(index)` shows an envelope's bytes its data is brought now; the
+/// others stay watched. Returns the landings that failed: (index, error).
+pub fn settle(taken: Taken, reqs: *const c_void, rc: c_int, status: impl Fn(usize) -> Option<*mut c_void>) -> Vec<(usize, c_int)> {
+    let abi = abi::get();
+    let in_status = rc != 0 && crate::mpi::errors::class(rc) == abi.err_in_status;
+    let mut failed = Vec::new();
+    let mut pending: Vec<(Handle, Watched)> = Vec::new();
+    let serial = taken.out.is_empty();
+    for (i, (k, h)) in taken.pairs().enumerate() {
+        // SAFETY: the same array the call was given.
+        let completed = abi.key(unsafe { abi.request_at(reqs, k) }) != h;
+        let w = match serial {
+            true if !completed => continue,
+            true => match with(|s| s.remove(h)) {
+                Some(w) => w,
+                None => continue,
+            },
+            false if !completed => {
+                pending.push((h, taken.out[i]));
+                continue;
+            }
+            false => taken.out[i],
+        };
+        let Some(st) = status(k) else { continue };
+        // SAFETY: a status MPI filled for a completed request.
+        let error = if in_status && !st.is_null() { unsafe { abi.status_error(st) } } else { rc };
+        if error != 0 {
+            continue;
+        }
+        if let Err(e) = crate::fastpath::host_received(w.name, w.host.buf, w.host.count, w.host.datatype, w.comm, st) {
+            failed.push((k, e));
+        }
+    }
+    if !pending.is_empty() {
+        with(|s| pending.into_iter().for_each(|(h, w)| s.insert(h, w)));
+    }
+    failed
+}
+
+/// Moves the watched requests among `n` into `requests`, as tracked host receives, for the
+/// calls that only `requests` serves.
+pub fn promote(reqs: *const c_void, n: c_int) {
+    if !any() {
+        return;
+    }
+    let taken = take(reqs, n);
+    let serial = taken.out.is_empty();
+    for (i, (_, h)) in taken.pairs().enumerate() {
+        let w = match serial {
+            true => match with(|s| s.remove(h)) {
+                Some(w) => w,
+                None => continue,
+            },
+            false => taken.out[i],
+        };
+        // The handle by value, read back as a one-element array (little-endian, so an `int`
+        // handle reads the same).
+        let slot = [h];
+        let _ = requests::insert(slot.as_ptr().cast(), Entry::host(w.name, w.comm, None, w.host, Kind::Once));
+    }
+}
+
+/// Forgets everything (`MPI_Finalize`).
+pub fn clear() {
+    with(|s| {
+        s.slots = [(0, None); SLOTS];
+        s.more = None;
+    });
+    COUNT.store(0, Relaxed);
+}

@@ -1,0 +1,483 @@
+//! One buffer argument on its way to the real function: passed through when it is host memory,
+//! staged through a host buffer when it is device memory.
+//!
+//! Staging is split in three steps so that blocking, nonblocking and persistent calls share it:
+//! [`prepare`] finds where the buffer lives and leases a staging buffer, [`Staged::fill`]
+//! copies the device bytes MPI will read (at the call, or at each `MPI_Start`), and
+//! [`Staged::deliver`] copies back what MPI wrote (on return, or at completion).
+
+use std::ffi::{c_int, c_void};
+use std::sync::{Arc, OnceLock};
+
+use crate::base::{config, log, stats};
+use crate::cuda::{self, Device, InContext, Location};
+use crate::mpi::abi::{self, Handle};
+use crate::mpi::datatype::{self, Span};
+use crate::mpi::errors;
+use crate::mpi::real;
+use crate::staging::pool::{self, Lease};
+
+/// What the fast paths (`fastpath`, a layer above) hand down when they start: a device
+/// message may arrive as an envelope in place of its data, which they then bring.
+pub struct Envelopes {
+    /// Whether device receives of this many bytes come as envelopes from every sender, so that
+    /// the staging buffer need only hold the envelope and may be pageable.
+    pub announced: fn(usize) -> bool,
+    /// A staged receive completed: if it got an envelope, brings the data to the device span
+    /// and sets the status to the message's true size. `None`: an ordinary message.
+    pub landed: fn(&'static str, Option<Handle>, *mut c_void, Window, Option<&[(usize, usize)]>) -> Option<Result<(), c_int>>,
+}
+
+static ENVELOPES: OnceLock<Envelopes> = OnceLock::new();
+
+/// Takes the fast paths' part of a receive; the first call counts.
+pub fn envelopes(e: Envelopes) {
+    let _ = ENVELOPES.set(e);
+}
+
+/// A readable host address for calls that must not see the device pointer but will not
+/// transfer data either: sends of nothing, calls the library rejects. Never for a receive,
+/// which a longer message may overrun.
+pub fn placeholder() -> *mut c_void {
+    static mut BYTE: u64 = 0;
+    // Only the address is taken; MPI transfers nothing into it.
+    std::ptr::addr_of_mut!(BYTE).cast()
+}
+
+/// What to hand the real function for one buffer argument.
+pub enum Prepared {
+    /// The caller's pointer (host memory) or the placeholder.
+    Direct(*mut c_void),
+    Staged(Staged),
+}
+
+/// How a buffer is used by the call, which decides what is copied each way.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Send,
+    /// A point-to-point receive: the message may be shorter than the buffer, so named
+    /// datatypes copy back only the bytes that arrived (from the status). Derived datatypes
+    /// copy the device span in first and write all of it back, so the gaps MPI does not write
+    /// keep their device values.
+    Recv,
+    /// `MPI_Sendrecv_replace`: the whole span goes out and all of it comes back.
+    Replace,
+    /// A receive whose status cannot be trusted to count what arrived (MPICH's
+    /// `MPI_Isendrecv` leaves a stale one): the span is copied in first and written back whole.
+    RecvWhole,
+}
+
+/// What to copy back to the device once MPI has written the staging buffer.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Back {
+    Nothing,
+    /// The bytes the status says arrived.
+    Received,
+    /// The whole span (it was filled first, or MPI writes all of it), or only its runs when
+    /// the staged buffer has them.
+    Span,
+}
+
+pub struct Staged {
+    pub dev: Device,
+    /// First byte of the span in device memory.
+    pub user: *mut c_void,
+    pub lease: Lease,
+    pub span: Span,
+    /// The device bytes are copied to the staging buffer before MPI sees it.
+    pub fill: bool,
+    pub back: Back,
+    /// The byte runs `(offset in the span, len)` that the datatype(s) consist of, when they
+    /// leave gaps: only these are written back, so bytes between them that the program (or
+    /// another pending receive) changes meanwhile are not overwritten with stale copies.
+    pub runs: Option<Runs>,
+}
+
+// SAFETY: the pointers are device and staging addresses, usable from any thread; a staged
+// buffer moves between threads only with the request that owns it.
+unsafe impl Send for Staged {}
+
+impl Prepared {
+    pub fn mpi_ptr(&self) -> *mut c_void {
+        match self {
+            Prepared::Direct(p) => *p,
+            Prepared::Staged(s) => s.mpi_ptr(),
+        }
+    }
+
+    pub fn staged(self) -> Option<Staged> {
+        match self {
+            Prepared::Direct(_) => None,
+            Prepared::Staged(s) => Some(s),
+        }
+    }
+}
+
+/// Looks at one buffer and, if it is device memory, leases a staging buffer for it (not yet
+/// filled). `Err` is the MPI error code to return at once (already reported and raised on
+/// `comm`).
+// Inlined so that a host buffer costs its callers a pointer test and no move of a `Prepared`:
+// the staging work is out of line in `prepare_device`.
+#[inline]
+pub fn prepare(
+    name: &'static str,
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    peer: c_int,
+    comm: Option<Handle>,
+    dir: Direction,
+) -> Result<Prepared, c_int> {
+    let at = if buf.is_null() && count > 0 { absolute(datatype) } else { buf };
+    match cuda::locate(at) {
+        Location::Host => Ok(Prepared::Direct(buf as *mut c_void)),
+        Location::Device(dev) => prepare_device(name, buf, dev, count, datatype, peer, comm, dir),
+        Location::Unreadable => unreadable(name, buf, count, datatype, peer, comm),
+    }
+}
+
+/// Where a datatype used with `MPI_BOTTOM` starts: its displacements are absolute addresses,
+/// located like any buffer. A datatype the library refuses locates nothing (the library
+/// answers the call itself).
+#[cold]
+pub fn absolute(datatype: Handle) -> *const c_void {
+    match datatype::query(datatype) {
+        Ok(t) => t.true_lb as usize as *const c_void,
+        Err(_) => std::ptr::null(),
+    }
+}
+
+/// A buffer MPI would crash on is refused only where MPI would touch it: a call that transfers
+/// nothing, or that the library rejects before it looks at the buffer, gets it as given.
+#[cold]
+fn unreadable(name: &'static str, buf: *const c_void, count: i64, datatype: Handle, peer: c_int, comm: Option<Handle>) -> Result<Prepared, c_int> {
+    let abi = abi::get();
+    if count <= 0 || peer == abi.proc_null || abi.same(datatype, abi.datatype_null) {
+        return Ok(Prepared::Direct(buf as *mut c_void));
+    }
+    Err(errors::unreadable(name, comm, buf))
+}
+
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn prepare_device(
+    name: &'static str,
+    buf: *const c_void,
+    dev: Device,
+    count: i64,
+    datatype: Handle,
+    peer: c_int,
+    comm: Option<Handle>,
+    dir: Direction,
+) -> Result<Prepared, c_int> {
+    let abi = abi::get();
+    // Calls the real library rejects or completes without touching the buffer (negative
+    // count, the null datatype, MPI_PROC_NULL) see a harmless host address, so the caller gets
+    // exactly the real library's answer.
+    if count < 0 || peer == abi.proc_null || abi.same(datatype, abi.datatype_null) {
+        return Ok(Prepared::Direct(placeholder()));
+    }
+    // The library's own failures are raised on the program's communicator.
+    let raise = |rc| errors::raise(comm, rc);
+    let t = datatype::query(datatype).map_err(raise)?;
+    let span = t.span(count).map_err(raise)?;
+    let (fill, back) = match dir {
+        // A send of nothing reads nothing. A receive of nothing still gets a staging buffer:
+        // a longer message is written past the posted count by Open MPI (the overrun lands in
+        // the staging buffer's untouched tail) before it reports MPI_ERR_TRUNCATE.
+        Direction::Send if span.len == 0 => return Ok(Prepared::Direct(placeholder())),
+        _ if span.len == 0 => (false, Back::Nothing),
+        Direction::Send => (true, Back::Nothing),
+        Direction::Recv if span.named => (false, Back::Received),
+        Direction::Recv | Direction::Replace | Direction::RecvWhole => (true, Back::Span),
+    };
+    let mut s = lease_for(name, buf, dev, span, comm, fill, back)?;
+    if back == Back::Span && !span.named {
+        let element = datatype::element_runs(datatype, &t).map_err(raise)?;
+        if (element.len() as i64).saturating_mul(count) <= MAX_RUNS {
+            let mut runs = Vec::new();
+            datatype::push_runs(&mut runs, &element, t.extent, 0, count);
+            s.runs = span_runs(runs, span);
+        }
+    }
+    Ok(Prepared::Staged(s))
+}
+
+/// Most byte runs a staged buffer writes back one by one; beyond it the whole span is copied.
+pub const MAX_RUNS: i64 = 1 << 20;
+
+/// Runs relative to the buffer address, as runs within `span`; `None` when they cover it.
+pub fn span_runs(runs: Vec<(i64, usize)>, span: Span) -> Option<Runs> {
+    let runs = datatype::normalize(runs, span.offset);
+    // One run covering the span is the whole span.
+    (runs.len() != 1 || runs[0] != (0, span.len)).then(|| runs.into())
+}
+
+/// Leases a staging buffer for `span` of a device buffer (not yet filled).
+pub fn lease_for(
+    name: &'static str,
+    buf: *const c_void,
+    dev: Device,
+    span: Span,
+    comm: Option<Handle>,
+    fill: bool,
+    back: Back,
+) -> Result<Staged, c_int> {
+    stats::device_call(name);
+    let user = buf.cast::<u8>().wrapping_offset(span.offset as isize) as *mut c_void;
+    let ctx = InContext::enter(&dev).map_err(|e| errors::cuda(name, comm, e, buf, span.len, &dev))?;
+    let lease = match !fill && back == Back::Received && ENVELOPES.get().is_some_and(|e| (e.announced)(span.len)) {
+        true => pool::lease_unpinned(span.len),
+        false => pool::lease(span.len, &ctx),
+    };
+    let lease = lease.ok_or_else(|| errors::no_mem(name, comm, span.len))?;
+    if config::get().debug {
+        log::debug(format_args!(
+            "{name}: device buffer {buf:p} (GPU {}), {} bytes through {} staging buffer",
+            dev.ordinal,
+            span.len,
+            if lease.is_pinned() { "a pinned" } else { "a pageable" },
+        ));
+    }
+    Ok(Staged { dev, user, lease, span, fill, back, runs: None })
+}
+
+/// [`prepare`] and [`Staged::fill`] in one: the buffer is ready for MPI.
+#[inline]
+pub fn stage(
+    name: &'static str,
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    peer: c_int,
+    comm: Option<Handle>,
+    dir: Direction,
+) -> Result<Prepared, c_int> {
+    let p = prepare(name, buf, count, datatype, peer, comm, dir)?;
+    if let Prepared::Staged(s) = &p {
+        s.fill(name, comm)?;
+    }
+    Ok(p)
+}
+
+/// Byte runs `(offset in the span, len)`, sorted and disjoint.
+pub type Runs = Arc<[(usize, usize)]>;
+
+/// One buffer argument: address, count, datatype, peer.
+pub type BufArg = (*const c_void, i64, Handle, c_int);
+
+/// Stages the two buffers of a send-receive (both `Direct` as given when they are host
+/// memory, and the call goes straight through).
+pub fn stage_pair(
+    name: &'static str,
+    comm: Handle,
+    send: BufArg,
+    recv: BufArg,
+    recv_dir: Direction,
+) -> Result<(Prepared, Prepared), c_int> {
+    let out = stage(name, send.0, send.1, send.2, send.3, Some(comm), Direction::Send)?;
+    let into = stage(name, recv.0, recv.1, recv.2, recv.3, Some(comm), recv_dir)?;
+    if matches!((&out, &into), (Prepared::Direct(a), Prepared::Direct(b)) if std::ptr::eq(*a, send.0) && std::ptr::eq(*b, recv.0)) {
+        stats::host_call();
+    }
+    Ok((out, into))
+}
+
+impl Staged {
+    /// The address MPI is given: the staging buffer shifted so that the span's offset from
+    /// the buffer address is the same as on the device.
+    pub fn mpi_ptr(&self) -> *mut c_void {
+        self.lease.ptr().cast::<u8>().wrapping_offset(-self.span.offset as isize).cast()
+    }
+
+    /// Copies the device span to the staging buffer, if MPI reads it.
+    pub fn fill(&self, name: &'static str, comm: Option<Handle>) -> Result<(), c_int> {
+        if self.fill {
+            self.to_host(name, comm, 0, self.span.len)?;
+        }
+        Ok(())
+    }
+
+    /// The device span and its staging buffer, for copies made without holding the request.
+    pub fn window(&self) -> Window {
+        Window { dev: self.dev, user: self.user, host: self.lease.ptr(), len: self.span.len, pinned: self.lease.is_pinned() }
+    }
+
+    pub fn to_host(&self, name: &'static str, comm: Option<Handle>, at: usize, len: usize) -> Result<(), c_int> {
+        self.window().to_host(name, comm, at, len)
+    }
+
+    /// Copies back what MPI wrote. `status` is the status MPI filled for this operation (never
+    /// `MPI_STATUS_IGNORE`), or null when the call has none (collectives); a cancelled
+    /// receive copies nothing.
+    pub fn deliver(&self, name: &'static str, comm: Option<Handle>, status: *mut c_void) -> Result<(), c_int> {
+        deliver(self.window(), self.back, self.runs.as_deref(), name, comm, status)
+    }
+}
+
+/// Copies back what MPI wrote into a staged span, as `back` says. `status` as for
+/// [`Staged::deliver`].
+pub fn deliver(
+    w: Window,
+    back: Back,
+    runs: Option<&[(usize, usize)]>,
+    name: &'static str,
+    comm: Option<Handle>,
+    status: *mut c_void,
+) -> Result<(), c_int> {
+    if back == Back::Nothing || (!status.is_null() && cancelled(status)) {
+        return Ok(());
+    }
+    if let Some(r) = ENVELOPES.get().and_then(|e| (e.landed)(name, comm, status, w, runs)) {
+        return r;
+    }
+    if let (Back::Span, Some(runs)) = (back, runs) {
+        return w.runs_to_device(name, comm, runs);
+    }
+    let len = match back {
+        Back::Received => match received_bytes(status) {
+            Some(n) => n.min(w.len),
+            None => {
+                log::error(format_args!(
+                    "{name}: cannot tell how many bytes arrived; the device buffer {:p} was not updated",
+                    w.user
+                ));
+                return Err(errors::raise(comm, abi::get().err_intern));
+            }
+        },
+        _ => w.len,
+    };
+    w.to_device(name, comm, 0, len)
+}
+
+/// A staged span as plain addresses: valid while the staged buffer that made it lives.
+#[derive(Clone, Copy)]
+pub struct Window {
+    pub dev: Device,
+    /// The span in device memory, and its staging buffer.
+    pub user: *mut c_void,
+    pub host: *mut c_void,
+    pub len: usize,
+    /// The staging buffer is pinned memory.
+    pub pinned: bool,
+}
+
+// SAFETY: device and staging addresses, usable from any thread.
+unsafe impl Send for Window {}
+
+impl Window {
+    /// The first byte of the span in device memory.
+    pub fn user(&self) -> *const c_void {
+        self.user
+    }
+
+    /// Copies `len` bytes at `at` within the span from the device to the staging buffer.
+    pub fn to_host(self, name: &'static str, comm: Option<Handle>, at: usize, len: usize) -> Result<(), c_int> {
+        if len == 0 {
+            return Ok(());
+        }
+        debug_assert!(at + len <= self.len);
+        let src = self.user.cast::<u8>().wrapping_add(at).cast::<c_void>();
+        let fail = |e| errors::cuda(name, comm, e, src, len, &self.dev);
+        let ctx = InContext::enter(&self.dev).map_err(fail)?;
+        // SAFETY: at + len lies within the staging buffer, which holds self.len bytes.
+        let dst = unsafe { self.host.cast::<u8>().add(at) }.cast();
+        ctx.to_host(dst, src, len, self.pinned).map_err(fail)?;
+        stats::add(&stats::BYTES_TO_HOST, len);
+        Ok(())
+    }
+
+    /// Copies the byte runs `(offset in the span, len)` (sorted, disjoint) from the staging
+    /// buffer to the device.
+    pub fn runs_to_device(self, name: &'static str, comm: Option<Handle>, runs: &[(usize, usize)]) -> Result<(), c_int> {
+        let Some(&(first, _)) = runs.first() else { return Ok(()) };
+        debug_assert!(runs.iter().all(|&(at, len)| at + len <= self.len));
+        let at = self.user.cast::<u8>().wrapping_add(first).cast::<c_void>();
+        let bytes: usize = runs.iter().map(|r| r.1).sum();
+        let fail = |e| errors::cuda(name, comm, e, at, bytes, &self.dev);
+        let ctx = InContext::enter(&self.dev).map_err(fail)?;
+        ctx.runs_to_device(self.user, self.host, runs).map_err(fail)?;
+        stats::add(&stats::BYTES_TO_DEVICE, bytes);
+        if config::get().debug {
+            log::debug(format_args!("{name}: {bytes} bytes copied back to device buffer {at:p} (GPU {})", self.dev.ordinal));
+        }
+        Ok(())
+    }
+
+    /// Copies `len` bytes at `at` within the span from the staging buffer to the device.
+    pub fn to_device(self, name: &'static str, comm: Option<Handle>, at: usize, len: usize) -> Result<(), c_int> {
+        if len == 0 {
+            return Ok(());
+        }
+        self.runs_to_device(name, comm, &[(at, len)])
+    }
+}
+
+/// Bytes of the message a status describes.
+#[inline]
+pub fn received_bytes(status: *mut c_void) -> Option<usize> {
+    if status.is_null() {
+        return None;
+    }
+    // SAFETY: a status MPI filled (or left zeroed), of the family's full size.
+    if let Some(n) = unsafe { abi::get().status_bytes(status) } {
+        return Some(n);
+    }
+    let p = real::pmpi()?;
+    let mut n: i64 = 0;
+    // SAFETY: status was filled by the receive (or left zeroed); MPI_BYTE counts bytes.
+    let rc = unsafe { (p.get_elements_x)(status, abi::get().byte, &mut n) };
+    (rc == 0).then(|| usize::try_from(n).ok()).flatten()
+}
+
+fn cancelled(status: *mut c_void) -> bool {
+    let Some(p) = real::pmpi() else { return false };
+    let mut flag: c_int = 0;
+    // SAFETY: a status MPI filled.
+    unsafe { (p.test_cancelled)(status, &mut flag) == 0 && flag != 0 }
+}
+
+/// The status a staged blocking receive gives MPI. It starts zeroed, so a count MPI did not
+/// write reads as nothing received, and carries the caller's `MPI_ERROR`, which
+/// single-completion calls leave alone; afterwards it is copied out unless the caller passed
+/// `MPI_STATUS_IGNORE`. A null status that is not the family's `MPI_STATUS_IGNORE` goes to MPI
+/// as it is, so MPI rejects it as it would without cudampi.
+pub struct OwnStatus {
+    status: abi::Status,
+    caller: *mut c_void,
+}
+
+impl OwnStatus {
+    pub fn new(caller: *mut c_void) -> OwnStatus {
+        let abi = abi::get();
+        let mut status = abi::Status::zeroed();
+        if !caller.is_null() && !abi.is_status_ignore(caller) {
+            let at = abi.status_error_offset;
+            // SAFETY: the caller's status holds at least status_size bytes.
+            unsafe { std::ptr::copy_nonoverlapping(caller.cast::<u8>().add(at), status.0.as_mut_ptr().add(at), 4) };
+        }
+        OwnStatus { status, caller }
+    }
+
+    /// What MPI fills.
+    pub fn for_mpi(&mut self) -> *mut c_void {
+        if self.caller.is_null() && !abi::get().is_status_ignore(self.caller) {
+            self.caller
+        } else {
+            self.status.as_mut_ptr()
+        }
+    }
+
+    /// What MPI filled (still zeroed if MPI was handed the caller's null).
+    pub fn filled(&mut self) -> *mut c_void {
+        self.status.as_mut_ptr()
+    }
+
+    pub fn publish(self) {
+        let abi = abi::get();
+        if !self.caller.is_null() && !abi.is_status_ignore(self.caller) {
+            // SAFETY: both hold at least status_size bytes.
+            unsafe { std::ptr::copy_nonoverlapping(self.status.0.as_ptr(), self.caller.cast::<u8>(), abi.status_size) };
+        }
+    }
+}
