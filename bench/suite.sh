@@ -24,7 +24,8 @@
 # (openmpi or mpich; default: from `mpirun --version`), SHIM (default
 # target/release/libcudampi.so), CUDA_HOME (default /usr/local/cuda) or FIXTURE_LIB and
 # FIXTURE_INC (the stand-in driver), CUDAMPI_BENCH_NCCL (the NCCL library; looked for when
-# unset), CUDAMPI_* (given to the ranks).
+# unset), BENCH_ONLY (the benchmarks to time, of "floor latency bw bibw coll"; default all),
+# CUDAMPI_* (given to the ranks).
 # Exit status 1 when a benchmark failed or a data check found a wrong byte.
 set -uo pipefail
 
@@ -138,14 +139,16 @@ if [ $quick = 1 ]; then
     run bibw "$B/bw" -b -m 1:64k -i 5 -x 1 -w 16 -o "$out/bibw.json"
     run coll "$B/coll" -m 8:64k -i 5 -x 1 -o "$out/coll.json"
 else
-    run floor "$B/floor" -m 1:64M -o "$out/floor.json"
-    run latency "$B/pingpong" -m 1:64M -S 8 -o "$out/latency.json"
-    staged latency "$B/pingpong" -m 1:64M -S 8 -r 3 -n 10
-    run bw "$B/bw" -m 1:64M -o "$out/bw.json"
-    staged bw "$B/bw" -m 1:64M
-    run bibw "$B/bw" -b -m 1:64M -o "$out/bibw.json"
-    staged bibw "$B/bw" -b -m 1:64M
-    run coll "$B/coll" -m 8:64M -o "$out/coll.json"
+    # want NAME: the benchmark is among BENCH_ONLY (default: all)
+    want() { case " ${BENCH_ONLY:-floor latency bw bibw coll} " in *" $1 "*) ;; *) return 1 ;; esac; }
+    want floor && run floor "$B/floor" -m 1:64M -o "$out/floor.json"
+    want latency && run latency "$B/pingpong" -m 1:64M -S 8 -o "$out/latency.json"
+    want latency && staged latency "$B/pingpong" -m 1:64M -S 8 -r 3 -n 10
+    want bw && run bw "$B/bw" -m 1:64M -o "$out/bw.json"
+    want bw && staged bw "$B/bw" -m 1:64M
+    want bibw && run bibw "$B/bw" -b -m 1:64M -o "$out/bibw.json"
+    want bibw && staged bibw "$B/bw" -b -m 1:64M
+    want coll && run coll "$B/coll" -m 8:64M -o "$out/coll.json"
 fi
 
 # ---- plots and the table -----------------------------------------------------------------------
