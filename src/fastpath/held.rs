@@ -279,7 +279,7 @@ fn look(source: c_int, tag: c_int, comm: Handle, flag: *mut c_int, message: *mut
     if !super::receiving() || source == abi.proc_null {
         return call(flag, status);
     }
-    let mut own = OwnStatus::new(status);
+    let mut own = OwnStatus::copy_of(status);
     if any() {
         let mut s = state();
         if let Some(i) = s.queue.iter().position(|h| h.matches(source, tag, comm)) {

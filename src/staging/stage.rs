@@ -459,6 +459,18 @@ impl OwnStatus {
         OwnStatus { status, caller }
     }
 
+    /// A status that starts as the caller's whole status: for probes, whose status MPI leaves
+    /// as it was when it reports no message.
+    pub fn copy_of(caller: *mut c_void) -> OwnStatus {
+        let abi = abi::get();
+        let mut status = abi::Status::zeroed();
+        if !caller.is_null() && !abi.is_status_ignore(caller) {
+            // SAFETY: the caller's status holds at least status_size bytes.
+            unsafe { std::ptr::copy_nonoverlapping(caller.cast::<u8>(), status.0.as_mut_ptr(), abi.status_size) };
+        }
+        OwnStatus { status, caller }
+    }
+
     /// What MPI fills.
     pub fn for_mpi(&mut self) -> *mut c_void {
         if self.caller.is_null() && !abi::get().is_status_ignore(self.caller) {

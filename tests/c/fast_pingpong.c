@@ -5,7 +5,8 @@
  * a contiguous derived datatype of the same bytes, which they never take, so the message is
  * staged as without them; the receiver receives MPI_BYTE either way. Rounds alternate which way
  * goes first, and the median one-way time of the MPI_BYTE way over the rounds must be at most
- * twice the staged way's at every size: a fast path that made a size slower than staging fails.
+ * twice the staged way's at every size: a fast path that made a size slower than staging fails
+ * (with the thresholds cudampi chooses).
  * Every batch's last message in each direction is compared byte for byte with what was sent,
  * into a poisoned buffer.
  *
@@ -79,13 +80,19 @@ int main(int argc, char **argv)
             MPI_Type_free(&whole);
         }
     }
+    /* The bound is for the thresholds cudampi chooses; a run that moves them (the matrix's ipc
+     * mode sends every size over IPC) checks the data alone. */
+    const char *ipc_bytes = getenv("CUDAMPI_IPC_BYTES"), *same_gpu = getenv("CUDAMPI_IPC_SAME_GPU_BYTES");
+    int moved = (ipc_bytes && *ipc_bytes) || (same_gpu && *same_gpu);
+    if (t_rank == 0 && moved) note("CUDAMPI_IPC_BYTES or CUDAMPI_IPC_SAME_GPU_BYTES set: times not bounded");
     if (t_rank == 0) {
         for (size_t s = 0; s < NSIZES; s++) {
             qsort(fast[s], ROUNDS, sizeof(double), cmp);
             qsort(staged[s], ROUNDS, sizeof(double), cmp);
             double f = fast[s][ROUNDS / 2], g = staged[s][ROUNDS / 2];
             printf("%8zu bytes: MPI_BYTE %9.1f us, staged %9.1f us one way (medians of %d rounds)\n", sizes[s], f, g, ROUNDS);
-            CHECK(f <= 2 * g, "%zu bytes: the fast paths took %.1f us one way, more than twice staging's %.1f us", sizes[s], f, g);
+            if (!moved)
+                CHECK(f <= 2 * g, "%zu bytes: the fast paths took %.1f us one way, more than twice staging's %.1f us", sizes[s], f, g);
         }
     }
     free(host);

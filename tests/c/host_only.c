@@ -61,6 +61,8 @@ typedef int (*testall_fn)(int, MPI_Request *, int *, MPI_Status *);
 typedef int (*waitany_fn)(int, MPI_Request *, int *, MPI_Status *);
 typedef int (*waitsome_fn)(int, MPI_Request *, int *, int *, MPI_Status *);
 typedef int (*probe_fn)(int, int, MPI_Comm, MPI_Status *);
+typedef int (*iprobe_fn)(int, int, MPI_Comm, int *, MPI_Status *);
+typedef int (*improbe_fn)(int, int, MPI_Comm, int *, MPI_Message *, MPI_Status *);
 
 struct calls {
     send_fn send;
@@ -74,6 +76,8 @@ struct calls {
     waitany_fn waitany;
     waitsome_fn waitsome;
     probe_fn probe;
+    iprobe_fn iprobe;
+    improbe_fn improbe;
 };
 
 #define NSEEN 160
@@ -124,6 +128,19 @@ static void error_pass(const struct calls *k, MPI_Comm c, int tag0, struct seen 
     see(s, "Recv of count -1", error_class(k->recv(rb, -1, MPI_INT, peer, tag0, c, MPI_STATUS_IGNORE)));
     see(s, "Irecv with tag -5", error_class(k->irecv(rb, 1, MPI_INT, peer, -5, c, &q[0])));
     see(s, "Probe from rank size", error_class(k->probe(size, tag0, c, &st[0])));
+    /* probes that find nothing leave the status as it was (mpi4py's tests count on it) */
+    int flag = -1;
+    MPI_Message msg = MPI_MESSAGE_NULL;
+    MPI_Status before;
+    status_init(&st[1]);
+    before = st[1];
+    see(s, "Iprobe, nothing sent", error_class(k->iprobe(MPI_ANY_SOURCE, tag0 + 77, c, &flag, &st[1])));
+    see(s, "Iprobe, nothing sent: flag", flag);
+    see(s, "Iprobe, nothing sent: status unchanged", memcmp(&before, &st[1], sizeof before) == 0);
+    flag = -1;
+    see(s, "Improbe, nothing sent", error_class(k->improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, c, &flag, &msg, &st[1])));
+    see(s, "Improbe, nothing sent: flag", flag);
+    see(s, "Improbe, nothing sent: status unchanged", memcmp(&before, &st[1], sizeof before) == 0);
     q[0] = MPI_REQUEST_NULL;
     status_init(&st[0]);
     see(s, "Wait on MPI_REQUEST_NULL", error_class(k->wait(&q[0], &st[0])));
@@ -267,10 +284,12 @@ static void errors_and_statuses(void)
         (wait_fn)library_sym("MPI_Wait"),         (test_fn)library_sym("MPI_Test"),
         (waitall_fn)library_sym("MPI_Waitall"),   (testall_fn)library_sym("MPI_Testall"),
         (waitany_fn)library_sym("MPI_Waitany"),   (waitsome_fn)library_sym("MPI_Waitsome"),
-        (probe_fn)library_sym("MPI_Probe"),
+        (probe_fn)library_sym("MPI_Probe"),       (iprobe_fn)library_sym("MPI_Iprobe"),
+        (improbe_fn)library_sym("MPI_Improbe"),
     };
-    struct calls prog = {MPI_Send, MPI_Recv, MPI_Isend, MPI_Irecv, MPI_Wait, MPI_Test,
-                         MPI_Waitall, MPI_Testall, MPI_Waitany, MPI_Waitsome, MPI_Probe};
+    struct calls prog = {MPI_Send,    MPI_Recv,    MPI_Isend,    MPI_Irecv,     MPI_Wait,   MPI_Test,
+                         MPI_Waitall, MPI_Testall, MPI_Waitany, MPI_Waitsome, MPI_Probe, MPI_Iprobe,
+                         MPI_Improbe};
     static struct seen a, b;
     char *ea = error_pass_quiet(&lib, pair, 100, &a);
     char *eb = error_pass_quiet(&prog, pair, 100, &b); /* the same tags: statuses compare */

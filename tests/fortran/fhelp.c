@@ -28,6 +28,15 @@ long long ft_fortran_calls(void)
     return (long long)s.fortran_calls;
 }
 
+/* Whether cudampi watches receives into host memory for envelopes (a fast path is on): its
+ * persistent host receives are then requests of its own, whose completion calls it serves. */
+int ft_host_receives_watched(void)
+{
+    const char *off = getenv("CUDAMPI_DISABLE"), *ipc = getenv("CUDAMPI_IPC"), *pipe = getenv("CUDAMPI_PIPELINE");
+    if (!shim_loaded() || (off && strcmp(off, "1") == 0)) return 0;
+    return !(ipc && strcmp(ipc, "0") == 0 && pipe && strcmp(pipe, "0") == 0);
+}
+
 /* Whether the device run's buffers are device memory under cudampi. */
 int ft_expect_served(void) { return shim_loaded() && !host_mode(); }
 
