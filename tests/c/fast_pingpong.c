@@ -4,14 +4,14 @@
  * size timed two ways in the same run: sent as MPI_BYTE, which the fast paths take, and sent as
  * a contiguous derived datatype of the same bytes, which they never take, so the message is
  * staged as without them; the receiver receives MPI_BYTE either way. Rounds alternate which way
- * goes first, and the median one-way time of the MPI_BYTE way over the rounds must be at most
+ * goes first, and the best one-way time of the MPI_BYTE way over the rounds must be at most
  * twice the staged way's at every size: a fast path that made a size slower than staging fails
  * (with the thresholds cudampi chooses).
  * Every batch's last message in each direction is compared byte for byte with what was sent,
  * into a poisoned buffer.
  *
  * The stand-in driver copies device memory with memcpy and the machine may be busy, so the
- * bound is loose and the medians take several rounds; on a GPU the fast paths should win. */
+ * bound is loose and takes the best of several rounds; on a GPU the fast paths should win. */
 #include "common.h"
 
 #define ROUNDS 7
@@ -89,8 +89,11 @@ int main(int argc, char **argv)
         for (size_t s = 0; s < NSIZES; s++) {
             qsort(fast[s], ROUNDS, sizeof(double), cmp);
             qsort(staged[s], ROUNDS, sizeof(double), cmp);
-            double f = fast[s][ROUNDS / 2], g = staged[s][ROUNDS / 2];
-            printf("%8zu bytes: MPI_BYTE %9.1f us, staged %9.1f us one way (medians of %d rounds)\n", sizes[s], f, g, ROUNDS);
+            /* the bound compares the best rounds: a busy machine slows some rounds of either way,
+             * a slower path is slower in its best round too */
+            double f = fast[s][0], g = staged[s][0];
+            printf("%8zu bytes: MPI_BYTE %9.1f us, staged %9.1f us one way (best of %d rounds; medians %.1f and %.1f)\n",
+                   sizes[s], f, g, ROUNDS, fast[s][ROUNDS / 2], staged[s][ROUNDS / 2]);
             if (!moved)
                 CHECK(f <= 2 * g, "%zu bytes: the fast paths took %.1f us one way, more than twice staging's %.1f us", sizes[s], f, g);
         }
