@@ -262,3 +262,61 @@ pub fn ineighbor_alltoallw(name: &str, base: Option<IneighborAlltoallw>, sendbuf
     narrowed_nb!(name, base, request, [sendcounts: destinations, recvcounts: sources],
                  |f: IneighborAlltoallw, a: &[*const c_int; 2], r| f(sendbuf, a[0], sdispls, sendtypes, recvbuf, a[1], rdispls, recvtypes, comm, r))
 }
+
+/// The `position` of a large-count pack or unpack, as the int-count twin's `int`; what the
+/// library leaves in it is handed back.
+fn with_position(name: &str, position: *mut i64, call: impl FnOnce(*mut c_int) -> c_int) -> c_int {
+    if position.is_null() {
+        // The library refuses the missing position itself.
+        return call(std::ptr::null_mut());
+    }
+    // SAFETY: the caller's MPI_Count, which the call reads and writes anyway.
+    let Some(mut at) = unsafe { position.read_unaligned() }.narrow() else { return too_large(name) };
+    let rc = call(&mut at);
+    // SAFETY: as above.
+    unsafe { position.write_unaligned(at.into()) };
+    rc
+}
+
+type Pack = unsafe extern "C" fn(*const c_void, c_int, Handle, *mut c_void, c_int, *mut c_int, Handle) -> c_int;
+type Unpack = unsafe extern "C" fn(*const c_void, c_int, *mut c_int, *mut c_void, c_int, Handle, Handle) -> c_int;
+type PackExternal = unsafe extern "C" fn(*const c_void, *const c_void, c_int, Handle, *mut c_void, i64, *mut i64) -> c_int;
+type UnpackExternal = unsafe extern "C" fn(*const c_void, *const c_void, i64, *mut i64, *mut c_void, c_int, Handle) -> c_int;
+
+#[allow(clippy::too_many_arguments)]
+pub fn pack(name: &str, base: Option<Pack>, inbuf: *const c_void, incount: i64, datatype: Handle, outbuf: *mut c_void,
+            outsize: i64, position: *mut i64, comm: Handle) -> c_int {
+    let Some(f) = base else { return crate::mpi::real::missing(name) };
+    let (Some(incount), Some(outsize)) = (incount.narrow(), outsize.narrow()) else { return too_large(name) };
+    // SAFETY: the library's int-count twin with the counts and the position narrowed.
+    with_position(name, position, |at| unsafe { f(inbuf, incount, datatype, outbuf, outsize, at, comm) })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn unpack(name: &str, base: Option<Unpack>, inbuf: *const c_void, insize: i64, position: *mut i64, outbuf: *mut c_void,
+              outcount: i64, datatype: Handle, comm: Handle) -> c_int {
+    let Some(f) = base else { return crate::mpi::real::missing(name) };
+    let (Some(insize), Some(outcount)) = (insize.narrow(), outcount.narrow()) else { return too_large(name) };
+    // SAFETY: as for pack.
+    with_position(name, position, |at| unsafe { f(inbuf, insize, at, outbuf, outcount, datatype, comm) })
+}
+
+/// Its size and position are `MPI_Aint` in both forms: only the count narrows.
+#[allow(clippy::too_many_arguments)]
+pub fn pack_external(name: &str, base: Option<PackExternal>, datarep: *const c_void, inbuf: *const c_void, incount: i64, datatype: Handle,
+                     outbuf: *mut c_void, outsize: i64, position: *mut i64) -> c_int {
+    let Some(f) = base else { return crate::mpi::real::missing(name) };
+    let Some(incount) = incount.narrow() else { return too_large(name) };
+    // SAFETY: the library's int-count twin with the count narrowed.
+    unsafe { f(datarep, inbuf, incount, datatype, outbuf, outsize, position) }
+}
+
+/// As [`pack_external`].
+#[allow(clippy::too_many_arguments)]
+pub fn unpack_external(name: &str, base: Option<UnpackExternal>, datarep: *const c_void, inbuf: *const c_void, insize: i64, position: *mut i64,
+                       outbuf: *mut c_void, outcount: i64, datatype: Handle) -> c_int {
+    let Some(f) = base else { return crate::mpi::real::missing(name) };
+    let Some(outcount) = outcount.narrow() else { return too_large(name) };
+    // SAFETY: as for pack_external.
+    unsafe { f(datarep, inbuf, insize, position, outbuf, outcount, datatype) }
+}

@@ -1,19 +1,21 @@
 //! The handlers the table names, gathered for `export.rs`: blocking point-to-point (`p2p`),
 //! posting nonblocking, persistent and partitioned operations (`nonblocking`), `MPI_Wait`,
-//! `MPI_Test` and the other request calls (`completion`), collectives (`collectives`), and
-//! `MPI_Init`, `MPI_Finalize` and the CUDA-support queries (`lifecycle`); the probes live with
-//! the envelopes they look into (`fastpath::held`). A handler may use every layer below; only
-//! `entry` uses the handlers.
+//! `MPI_Test` and the other request calls (`completion`), collectives (`collectives`),
+//! `MPI_Pack` and `MPI_Unpack` (`packing`), and `MPI_Init`, `MPI_Finalize` and the
+//! CUDA-support queries (`lifecycle`); the probes live with the envelopes they look into
+//! (`fastpath::held`). A handler may use every layer below; only `entry` uses the handlers.
 
 pub mod collectives;
 pub mod completion;
 pub mod lifecycle;
 pub mod nonblocking;
 pub mod p2p;
+pub mod packing;
 
 pub use crate::fastpath::held::{improbe, iprobe, mprobe, probe};
 pub use crate::handlers::collectives::{coll, coll1};
 pub use crate::handlers::lifecycle::{finalize, gpu_query_support, init, query_cuda_support};
+pub use crate::handlers::packing::{pack, unpack};
 pub use crate::handlers::p2p::{recv, send, sendrecv, sendrecv_replace};
 pub use crate::handlers::completion::{
     parrived, pready, pready_list, pready_range, request_free, request_get_status, request_get_status_all, request_get_status_any, request_get_status_some, some, start, startall, test, testall, testany, wait,

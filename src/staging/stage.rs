@@ -65,6 +65,10 @@ pub enum Direction {
     /// A receive whose status cannot be trusted to count what arrived (MPICH's
     /// `MPI_Isendrecv` leaves a stale one): the span is copied in first and written back whole.
     RecvWhole,
+    /// `MPI_Unpack`: MPI writes every byte of the datatype's runs and reads none, so nothing
+    /// is copied in and only the runs go back (the whole span is copied in first only when
+    /// there are too many runs to list).
+    Write,
 }
 
 /// What to copy back to the device once MPI has written the staging buffer.
@@ -190,6 +194,7 @@ fn prepare_device(
         Direction::Send => (true, Back::Nothing),
         Direction::Recv if span.named => (false, Back::Received),
         Direction::Recv | Direction::Replace | Direction::RecvWhole => (true, Back::Span),
+        Direction::Write => (!span.named, Back::Span),
     };
     let mut s = lease_for(name, buf, dev, span, comm, fill, back)?;
     if back == Back::Span && !span.named {
@@ -198,6 +203,10 @@ fn prepare_device(
             let mut runs = Vec::new();
             datatype::push_runs(&mut runs, &element, t.extent, 0, count);
             s.runs = span_runs(runs, span);
+            // Every byte that goes back is one MPI writes: no device byte is needed.
+            if dir == Direction::Write {
+                s.fill = false;
+            }
         }
     }
     Ok(Prepared::Staged(s))

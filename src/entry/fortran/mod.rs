@@ -94,6 +94,7 @@ macro_rules! kind {
     (buffer, $t:ty, $v:ident) => { args::Buf<$v> };
     (inbuf, $t:ty, $v:ident) => { args::Buf<$v> };
     (inoutbuf, $t:ty, $v:ident) => { args::Buf<$v> };
+    (outbuf, $t:ty, $v:ident) => { args::Buf<$v> };
     (comm, $t:ty, $v:ident) => { args::In<library::Comm> };
     (datatype, $t:ty, $v:ident) => { args::In<library::Datatype> };
     (sendtype, $t:ty, $v:ident) => { args::In<library::Datatype> };
@@ -120,6 +121,8 @@ macro_rules! kind {
     (sdispls, $t:ty, $v:ident) => { args::Array };
     (rdispls, $t:ty, $v:ident) => { args::Array };
     (array_of_partitions, $t:ty, $v:ident) => { args::Array };
+    // An INTEGER the call reads and updates is the C `int*` itself.
+    (position, $t:ty, $v:ident) => { args::Array };
     ($other:ident, $t:ty, $v:ident) => { args::Val<$t> };
 }
 
