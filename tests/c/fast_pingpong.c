@@ -14,7 +14,7 @@
  * bound is loose and takes the best of several rounds; on a GPU the fast paths should win. */
 #include "common.h"
 
-#define ROUNDS 7
+#define ROUNDS 11
 static const size_t sizes[] = {16 << 10, 64 << 10, 256 << 10, 1 << 20, 2 << 20, 4 << 20};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
 
