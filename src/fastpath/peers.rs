@@ -262,6 +262,8 @@ fn complete_within(p: &real::Pmpi, reqs: &mut [Option<Handle>], wait: Duration) 
 /// Reports why the job cannot go on, and stops it.
 fn stop(p: &real::Pmpi, why: std::fmt::Arguments) -> ! {
     log::error(why);
+    // MPICH's launcher can kill the job before it has forwarded the line just written.
+    std::thread::sleep(Duration::from_millis(300));
     // SAFETY: MPI is initialised.
     unsafe { (p.abort)(abi::get().comm_world, 1) };
     std::process::exit(1)
