@@ -25,6 +25,22 @@ static inline void *real_mpi_library(const char **path)
     return h;
 }
 
+typedef int (*mpi_send_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
+typedef int (*mpi_recv_fn)(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Status *);
+
+/* The library's own PMPI_Send and PMPI_Recv (both or neither), else MPI_Send and MPI_Recv;
+ * *lib names the library when they were found, and is left alone otherwise. */
+static inline void real_send_recv(mpi_send_fn *send, mpi_recv_fn *recv, const char **lib)
+{
+    const char *path = NULL;
+    void *h = real_mpi_library(&path);
+    mpi_send_fn s = h ? (mpi_send_fn)dlsym(h, "PMPI_Send") : NULL;
+    mpi_recv_fn r = h ? (mpi_recv_fn)dlsym(h, "PMPI_Recv") : NULL;
+    *send = s && r ? s : (mpi_send_fn)MPI_Send;
+    *recv = s && r ? r : (mpi_recv_fn)MPI_Recv;
+    if (s && r) *lib = path;
+}
+
 /* Seconds on the monotonic clock. */
 static inline double wall_seconds(void)
 {

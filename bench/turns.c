@@ -44,22 +44,11 @@
 
 #include "machine.h"
 
-typedef int (*send_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
-typedef int (*recv_fn)(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Status *);
-static send_fn real_send;
-static recv_fn real_recv;
+static mpi_send_fn real_send;
+static mpi_recv_fn real_recv;
 static const char *real_lib = "(not found: MPI_* used instead)";
 
-static void find_real(void)
-{
-    const char *path = NULL;
-    void *h = real_mpi_library(&path);
-    send_fn s = h ? (send_fn)dlsym(h, "PMPI_Send") : NULL;
-    recv_fn r = h ? (recv_fn)dlsym(h, "PMPI_Recv") : NULL;
-    real_send = s && r ? s : (send_fn)MPI_Send;
-    real_recv = s && r ? r : (recv_fn)MPI_Recv;
-    if (s && r) real_lib = path;
-}
+static void find_real(void) { real_send_recv(&real_send, &real_recv, &real_lib); }
 
 #define CU(call)                                                                                 \
     do {                                                                                         \

@@ -97,20 +97,14 @@ fn complete(
     call: impl FnOnce(*mut c_void) -> c_int,
     done: impl Fn(c_int, &Statuses, usize) -> Option<*mut c_void>,
 ) -> c_int {
-    let tracked = requests::any();
-    if !tracked {
+    if !requests::any() {
         if !watch::any() {
             return call(caller);
         }
         return complete_watched(reqs, n, caller, multi, statuses, call, done);
     }
-    let taken = match tracked {
-        true => {
-            requests::progress_orphans();
-            requests::take(reqs, n)
-        }
-        false => Vec::new(),
-    };
+    requests::progress_orphans();
+    let taken = requests::take(reqs, n);
     let watched = if watch::any() { watch::take(reqs, n) } else { watch::Taken::default() };
     if taken.is_empty() && watched.is_empty() {
         return call(caller);
