@@ -22,11 +22,9 @@ pub struct Config {
     /// way `cudaMemcpy` from pageable memory puts them there: ordered on the legacy default
     /// stream, not waited for (see `InContext::runs_to_device`). 0, the default, waits for every copy.
     pub ordered_recv_bytes: usize,
-    /// `CUDAMPI_IPC=1` (unless `CUDAMPI_DISABLE=1`): device messages between ranks of one node go
-    /// GPU to GPU over CUDA IPC (`fastpath/`). Off by default: on MPICH 5.0 an envelope received
-    /// into a typed buffer whose element size does not divide it aborts in the library's
-    /// unpacking. Every rank must set it alike: the handshake at `MPI_Init` stops a job whose
-    /// ranks differ.
+    /// On unless `CUDAMPI_IPC=0` (or `CUDAMPI_DISABLE=1`): device messages between ranks of one
+    /// node go GPU to GPU over CUDA IPC (`fastpath/`). Every rank of the job must set it alike: the
+    /// handshake at `MPI_Init` stops a job whose ranks differ.
     pub ipc: bool,
     /// `CUDAMPI_IPC_BYTES`: smallest message that takes the IPC path.
     pub ipc_bytes: usize,
@@ -35,9 +33,9 @@ pub struct Config {
     pub ipc_same_gpu_bytes: usize,
     /// `CUDAMPI_IPC_POOL_BYTES`: most device memory a rank exports for IPC at once.
     pub ipc_pool_bytes: usize,
-    /// `CUDAMPI_PIPELINE=1` (unless `CUDAMPI_DISABLE=1`): large device messages cross in chunks,
-    /// so that the copies out of and into device memory overlap the transfer
-    /// (`fastpath/pipeline.rs`). Off by default, as `CUDAMPI_IPC`; every rank must set it alike.
+    /// On unless `CUDAMPI_PIPELINE=0` (or `CUDAMPI_DISABLE=1`): large device messages cross in
+    /// chunks, so that the copies out of and into device memory overlap the transfer
+    /// (`fastpath/pipeline.rs`). Like `CUDAMPI_IPC`, every rank must set it alike.
     pub pipeline: bool,
     /// `CUDAMPI_PIPELINE_BYTES`: smallest message sent in chunks.
     pub pipeline_bytes: usize,
@@ -102,17 +100,22 @@ pub fn get() -> &'static Config {
         stage_managed: matches!(std::env::var("CUDAMPI_MANAGED").as_deref(), Ok("stage")),
         no_host_cache: matches!(std::env::var("CUDAMPI_HOST_CACHE").as_deref(), Ok("0" | "no" | "off")),
         ordered_recv_bytes: bytes("CUDAMPI_ORDERED_RECV_BYTES").unwrap_or(0).min(MAX_ORDERED_RECV_BYTES),
-        ipc: !disabled && flag("CUDAMPI_IPC"),
+        ipc: !disabled && !off("CUDAMPI_IPC"),
         ipc_bytes: bytes("CUDAMPI_IPC_BYTES").unwrap_or(DEFAULT_IPC_BYTES),
         ipc_same_gpu_bytes: bytes("CUDAMPI_IPC_SAME_GPU_BYTES").unwrap_or(DEFAULT_IPC_SAME_GPU_BYTES),
         ipc_pool_bytes: bytes("CUDAMPI_IPC_POOL_BYTES").unwrap_or(DEFAULT_IPC_POOL_BYTES),
-        pipeline: !disabled && flag("CUDAMPI_PIPELINE"),
+        pipeline: !disabled && !off("CUDAMPI_PIPELINE"),
         pipeline_bytes: bytes("CUDAMPI_PIPELINE_BYTES").unwrap_or(DEFAULT_PIPELINE_BYTES),
         pipeline_chunk: bytes("CUDAMPI_PIPELINE_CHUNK").unwrap_or(DEFAULT_PIPELINE_CHUNK).clamp(64 << 10, 1 << 30),
         pipeline_wait_us: whole("CUDAMPI_PIPELINE_WAIT").unwrap_or(DEFAULT_PIPELINE_WAIT_US),
         handshake_wait_s: whole("CUDAMPI_HANDSHAKE_WAIT").unwrap_or(DEFAULT_HANDSHAKE_WAIT_S).max(1),
         }
     })
+}
+
+/// A switch that is on unless set to `0`, `no`, `false` or `off`.
+fn off(name: &str) -> bool {
+    matches!(std::env::var(name).as_deref(), Ok("0" | "no" | "false" | "off"))
 }
 
 fn flag(name: &str) -> bool {

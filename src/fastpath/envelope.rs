@@ -6,9 +6,14 @@
 
 use std::ffi::c_void;
 
-/// Bytes of every envelope on the wire: prime, so hardly ever the size of a program's own
-/// message, and small enough to go eagerly in every MPI.
-pub const BYTES: usize = 1021;
+/// Bytes of every envelope on the wire: small enough to go eagerly in every MPI, and a whole
+/// number of elements of every predefined datatype (1056 = 33 x 32 = 11 x 96), since a receive
+/// posted with the program's datatype gets it. MPICH 5.0 asserts (`typerep_yaksa_pack.c`,
+/// "amount we unpack is multiple of element_size") when a contiguous receive gets a partial
+/// element, where Open MPI and MPICH 4.0 report one; a prime size (1021) aborted it on every
+/// typed receive. Element sizes of predefined types are 1, 2, 4, 8, 16 and 32 bytes; pair
+/// types (`MPI_DOUBLE_INT`, 12 bytes) are not contiguous and are unpacked without the check.
+pub const BYTES: usize = 1056;
 
 const MAGIC: [u8; 16] = *b"cudampi-ipc-v2\0\0";
 

@@ -1,8 +1,8 @@
 // cudampi-test: ranks=2 without-shim=skip env=CUDAMPI_IPC=1,CUDAMPI_IPC_BYTES=0,CUDAMPI_IPC_SAME_GPU_BYTES=0 timeout=120
 /* Held messages received by the receives that are neither MPI_Recv nor MPI_Irecv: persistent
  * receives (MPI_Start, MPI_Startall) and, where the MPI has them, MPI_Isendrecv and
- * MPI_Isendrecv_replace. With the IPC fast path forced every device message from 1021 bytes on
- * travels as a 1021-byte envelope, and an MPI_Probe that finds one receives it and every earlier
+ * MPI_Isendrecv_replace. With the IPC fast path forced every device message from 1056 bytes on
+ * travels as a 1056-byte envelope, and an MPI_Probe that finds one receives it and every earlier
  * message from the same source on the communicator, and holds them: they are no longer in MPI's
  * queue, so a receive that matches one must be served from the held messages.
  *

@@ -1,6 +1,6 @@
 // cudampi-test: ranks=2,3 without-shim=skip env=CUDAMPI_IPC=1,CUDAMPI_IPC_BYTES=0,CUDAMPI_IPC_SAME_GPU_BYTES=0 timeout=120
-/* Device messages over CUDA IPC (CUDAMPI_IPC=1, every message from 1021 bytes on): rank 0 sends
- * to every other rank device buffers of 1021, 4099 and 1 MiB + 5 bytes with MPI_Send, MPI_Isend
+/* Device messages over CUDA IPC (CUDAMPI_IPC=1, every message from 1056 bytes on): rank 0 sends
+ * to every other rank device buffers of 1056, 4099 and 1 MiB + 5 bytes with MPI_Send, MPI_Isend
  * and MPI_Ssend; the receivers take them into poisoned device and host buffers with MPI_Recv and
  * MPI_Irecv, from MPI_ANY_SOURCE with MPI_ANY_TAG too, each followed on the same tag by a small
  * host message that must arrive after it. Every byte and status is compared with the pattern
@@ -125,7 +125,7 @@ int main(int argc, char **argv)
     memset(&a, 0, sizeof a);
     if (get)
         get(&a);
-    const size_t sizes[] = {1021, 4099, (1 << 20) + 5};
+    const size_t sizes[] = {1056, 4099, (1 << 20) + 5};
     int seed = 1;
     for (int si = 0; si < 3; si++)
         for (int how = 0; how < 3; how++)

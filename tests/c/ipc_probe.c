@@ -1,6 +1,6 @@
 // cudampi-test: ranks=2 without-shim=skip env=CUDAMPI_IPC=1,CUDAMPI_IPC_BYTES=0,CUDAMPI_IPC_SAME_GPU_BYTES=0 timeout=120
 /* Probes and the receives after them when device messages cross over CUDA IPC (every device
- * message from 1021 bytes on): the probe must report the true size, and the receives that follow
+ * message from 1056 bytes on): the probe must report the true size, and the receives that follow
  * must get the messages in MPI's order. Rank 0 sends rank 1, without waiting for it, host and
  * device messages on several tags, one of them a host message of exactly an envelope's size.
  * Rank 1 then probes out of order (MPI_Probe on a tag behind an earlier message of another tag,
@@ -22,7 +22,7 @@ struct msg {
 static const struct msg sent[] = {
     {1, 11, MEM_HOST, 400},
     {2, 12, MEM_DEVICE, 4099},
-    {1, 13, MEM_HOST, 1021},
+    {1, 13, MEM_HOST, 1056},
     {3, 14, MEM_DEVICE, (1 << 20) + 5},
     {4, 15, MEM_DEVICE, 1024 * sizeof(double)},
     {5, 16, MEM_DEVICE, 200000},
@@ -108,11 +108,11 @@ static void receiver(void)
 
     /* A host message of exactly an envelope's size, which is not one. */
     MPI_CHECK(MPI_Mprobe(0, 1, MPI_COMM_WORLD, &m, &pst));
-    check_status(&pst, MPI_BYTE, 0, 1, 1021, "Mprobe(0, 1)");
+    check_status(&pst, MPI_BYTE, 0, 1, 1056, "Mprobe(0, 1)");
     void *d = poisoned(MEM_DEVICE, 2000);
     MPI_CHECK(MPI_Mrecv(d, 2000, MPI_BYTE, &m, &st));
     CHECK(m == MPI_MESSAGE_NULL, "Mrecv did not set the message to MPI_MESSAGE_NULL");
-    check_status(&st, MPI_BYTE, 0, 1, 1021, "Mrecv of Mprobe(0, 1)");
+    check_status(&st, MPI_BYTE, 0, 1, 1056, "Mrecv of Mprobe(0, 1)");
     expect(d, 2000, 13, "Mrecv of Mprobe(0, 1)");
     mem_free(d);
 

@@ -7,7 +7,7 @@
  *     address: the message lands, the bytes before and after it keep the poison;
  *   - a receive posted for more than arrives: only what arrived is written;
  *   - derived datatypes with gaps (vectors of 2 and 5 single ints, one of 3-short blocks, one
- *     of 1021-byte blocks): the gaps keep their device values, as on a host buffer;
+ *     of 1056-byte blocks): the gaps keep their device values, as on a host buffer;
  *   - MPI_Allreduce (MPI_INT, MPI_SUM) of 1 to 65 elements and MPI_Alltoall of 8 bytes per
  *     pair, device send and receive, against the host result;
  *   - managed memory staged on request (CUDAMPI_MANAGED=stage, set here before MPI_Init):
@@ -199,7 +199,7 @@ int main(int argc, char **argv)
     expect += vector_case(2, 1, 3, MPI_INT, seed++);     /* two 4-byte runs: stream writes */
     expect += vector_case(5, 1, 3, MPI_INT, seed++);     /* five: copied */
     expect += vector_case(4, 3, 5, MPI_SHORT, seed++);   /* 6-byte runs: copied */
-    expect += vector_case(3, 1021, 1100, MPI_BYTE, seed++);
+    expect += vector_case(3, 1056, 1100, MPI_BYTE, seed++);
 
     static const int counts[] = {1, 2, 3, 4, 5, 16, 65};
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)

@@ -34,7 +34,7 @@ int ft_host_receives_watched(void)
 {
     const char *off = getenv("CUDAMPI_DISABLE"), *ipc = getenv("CUDAMPI_IPC"), *pipe = getenv("CUDAMPI_PIPELINE");
     if (!shim_loaded() || (off && strcmp(off, "1") == 0)) return 0;
-    return (ipc && strcmp(ipc, "1") == 0) || (pipe && strcmp(pipe, "1") == 0);
+    return !(ipc && strcmp(ipc, "0") == 0 && pipe && strcmp(pipe, "0") == 0);
 }
 
 /* Whether the device run's buffers are device memory under cudampi. */

@@ -37,12 +37,11 @@ run() {
     failed=1
 }
 
-on=(env CUDAMPI_IPC=1 CUDAMPI_PIPELINE=1)
-run agree ok '' -- -n 2 "${on[@]}" "$prog"
-run agree-default ok '' -- -n 2 "$prog"
+run agree ok '' -- -n 2 "$prog"
+run agree-off ok '' -- -n 1 env CUDAMPI_IPC=0 CUDAMPI_PIPELINE=0 "$prog" : -n 1 env CUDAMPI_IPC=0 CUDAMPI_PIPELINE=0 "$prog"
 run ipc-differs stop 'rank 0 has CUDAMPI_IPC=1 CUDAMPI_PIPELINE=1, rank 1 has CUDAMPI_IPC=0 CUDAMPI_PIPELINE=1' -- \
-    -n 1 "${on[@]}" "$prog" : -n 1 env CUDAMPI_IPC=0 CUDAMPI_PIPELINE=1 "$prog"
-run pipeline-differs stop 'rank 2 has CUDAMPI_IPC=1 CUDAMPI_PIPELINE=0' -- -n 2 "${on[@]}" "$prog" : -n 1 env CUDAMPI_IPC=1 "$prog"
+    -n 1 "$prog" : -n 1 env CUDAMPI_IPC=0 "$prog"
+run pipeline-differs stop 'rank 2 has CUDAMPI_IPC=1 CUDAMPI_PIPELINE=0' -- -n 2 "$prog" : -n 1 env CUDAMPI_PIPELINE=0 "$prog"
 run rank1-without stop 'rank 1 sent no handshake' -- -n 1 "$prog" : -n 1 env -u LD_PRELOAD "$prog"
 run rank0-without stop 'rank 0 did not answer' -- -n 1 env -u LD_PRELOAD "$prog" : -n 1 "$prog"
 exit $failed
