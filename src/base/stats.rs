@@ -16,6 +16,10 @@ pub static IPC_BYTES_SENT: AtomicU64 = AtomicU64::new(0);
 pub static IPC_BYTES_RECEIVED: AtomicU64 = AtomicU64::new(0);
 /// Device sends the IPC path would have taken but for a full pool.
 pub static IPC_FALLBACKS: AtomicU64 = AtomicU64::new(0);
+/// Of `IPC_BYTES_SENT`, the bytes the receiver copied straight from the program's buffer.
+pub static IPC_BYTES_DIRECT: AtomicU64 = AtomicU64::new(0);
+/// Direct IPC messages the sender took back after waiting for its receiver, and copied once more.
+pub static IPC_WITHDRAWN: AtomicU64 = AtomicU64::new(0);
 /// Bytes of device messages sent and received in chunks (`CUDAMPI_PIPELINE`).
 pub static CHUNKED_BYTES_SENT: AtomicU64 = AtomicU64::new(0);
 pub static CHUNKED_BYTES_RECEIVED: AtomicU64 = AtomicU64::new(0);

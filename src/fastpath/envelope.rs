@@ -15,7 +15,7 @@ use std::ffi::c_void;
 /// types (`MPI_DOUBLE_INT`, 12 bytes) are not contiguous and are unpacked without the check.
 pub const BYTES: usize = 1056;
 
-const MAGIC: [u8; 16] = *b"cudampi-ipc-v2\0\0";
+const MAGIC: [u8; 16] = *b"cudampi-ipc-v3\0\0";
 
 /// Longest device name a peer can use (`CUDA_VISIBLE_DEVICES` entries are up to 40 bytes).
 pub const TOKEN_BYTES: usize = 48;
@@ -24,6 +24,9 @@ pub const TOKEN_BYTES: usize = 48;
 pub const IPC: u32 = 0;
 /// The data follows in chunks on the private communicator.
 pub const CHUNKS: u32 = 1;
+/// The data waits in the sender's own buffer, exported as it is; the sender's shared slot
+/// (`claims`) says who copies it.
+pub const DIRECT: u32 = 2;
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -37,19 +40,24 @@ pub struct Envelope {
     pub bytes: u64,
     /// [`IPC`]: the sender's exported buffer (an arena, mapped once per receiver) and where in
     /// it the data lies. [`CHUNKS`]: the tag of the chunks on the private communicator, and
-    /// their size.
+    /// their size. [`DIRECT`]: the driver's id of the program's allocation, and where in it
+    /// the data lies.
     pub arena: u64,
     pub offset: u64,
     pub handle: [u8; 64],
     /// The sender's GPU, as the node names it (see `peers::device_token`).
     pub token: [u8; TOKEN_BYTES],
+    /// [`DIRECT`]: the sender's process id, its slot and the slot's use.
+    pub pid: u32,
+    pub slot: u32,
+    pub seq: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<Envelope>() <= BYTES);
 
 impl Envelope {
     pub fn new(sender: u32, kind: u32, bytes: u64, arena: u64, offset: u64, handle: [u8; 64], token: [u8; TOKEN_BYTES]) -> Envelope {
-        Envelope { magic: MAGIC, sender, kind, bytes, arena, offset, handle, token }
+        Envelope { magic: MAGIC, sender, kind, bytes, arena, offset, handle, token, pid: 0, slot: 0, seq: 0 }
     }
 
     /// Writes the envelope at the start of `out`, the rest zero.

@@ -86,8 +86,9 @@ struct Block {
     offset: usize,
     len: usize,
     /// The envelope naming this block, only kept alive: it must outlive the send that carries
-    /// it, and the block stays out until the receiver has read the envelope.
-    _envelope: Box<[u8; envelope::BYTES]>,
+    /// it, and the block stays out until the receiver has read the envelope. A block holding a
+    /// withdrawn direct message is named in the sender's slot instead.
+    _envelope: Option<Box<[u8; envelope::BYTES]>>,
 }
 
 struct Exported {
@@ -150,7 +151,7 @@ impl Exported {
 
     /// A free block of `len` bytes on GPU `ordinal`, adding an arena if the bound allows:
     /// (arena index, offset).
-    fn block(&mut self, d: &driver::Driver, ordinal: i32, len: usize) -> Option<(usize, usize)> {
+    fn block(&mut self, d: &driver::Driver, ordinal: i32, len: usize, bound: usize) -> Option<(usize, usize)> {
         for (i, a) in self.arenas.iter_mut().enumerate() {
             if a.ordinal == ordinal {
                 if let Some(at) = a.carve(len) {
@@ -158,7 +159,6 @@ impl Exported {
                 }
             }
         }
-        let bound = config::get().ipc_pool_bytes;
         let mut size = round_up(len, ARENA_GRAIN).max(MIN_ARENA);
         if self.total + size > bound {
             size = round_up(len, ARENA_GRAIN);
@@ -199,7 +199,7 @@ impl Exported {
             let out = self.out.len();
             self.collect_releases();
             if self.out.len() < out {
-                if let Some(b) = self.block(d, ordinal, len) {
+                if let Some(b) = self.block(d, ordinal, len, config::get().ipc_pool_bytes) {
                     PATIENCE.store(full, Relaxed);
                     return Some(b);
                 }
@@ -222,17 +222,18 @@ pub struct Outgoing {
     pub envelope: *const c_void,
 }
 
-/// Copies `bytes` of device memory at `src` into a free exported buffer on its GPU and writes
-/// the envelope naming it. `None`: no buffer within the bound, or a CUDA failure, and the
-/// message takes the staged path instead.
-pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, token: [u8; envelope::TOKEN_BYTES]) -> Option<Result<Outgoing, CudaError>> {
-    let d = driver::get()?;
-    let mut ex = exported();
+/// Copies `bytes` of device memory at `src` into a free exported block on its GPU: (arena
+/// index, offset, block length). `bound`: the most exported memory this may take, beyond which
+/// it waits for blocks to come back (`None` when none does).
+fn place(ex: &mut Exported, d: &driver::Driver, dev: &Device, src: *const c_void, bytes: usize, bound: usize) -> Option<Result<(usize, usize, usize), CudaError>> {
     ex.collect_releases();
     let len = round_up(bytes.max(1), BLOCK_GRAIN);
-    let (i, offset) = match ex.block(d, dev.ordinal, len) {
+    let (i, offset) = match ex.block(d, dev.ordinal, len, config::get().ipc_pool_bytes) {
         Some(b) => b,
-        None => ex.wait_for_room(d, dev.ordinal, len)?,
+        None => match ex.wait_for_room(d, dev.ordinal, len) {
+            Some(b) => b,
+            None => ex.block(d, dev.ordinal, len, bound)?,
+        },
     };
     let arena = &mut ex.arenas[i];
     let copied = (|| {
@@ -250,12 +251,39 @@ pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, toke
         arena.give_back(offset, len);
         return Some(Err(e));
     }
+    Some(Ok((i, offset, len)))
+}
+
+/// Copies `bytes` of device memory at `src` into a free exported buffer on its GPU and writes
+/// the envelope naming it. `None`: no buffer within the bound, or a CUDA failure, and the
+/// message takes the staged path instead.
+pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, token: [u8; envelope::TOKEN_BYTES]) -> Option<Result<Outgoing, CudaError>> {
+    let d = driver::get()?;
+    let mut ex = exported();
+    let (i, offset, len) = match place(&mut ex, d, dev, src, bytes, config::get().ipc_pool_bytes)? {
+        Ok(b) => b,
+        Err(e) => return Some(Err(e)),
+    };
+    let arena = &ex.arenas[i];
     let mut envelope = Box::new([0u8; envelope::BYTES]);
     Envelope::new(sender as u32, envelope::IPC, bytes as u64, arena.id, offset as u64, arena.handle.0, token).write(&mut envelope);
     let at = envelope.as_ptr().cast();
     let id = arena.id;
-    ex.out.push(Block { arena: id, offset, len, _envelope: envelope });
+    ex.out.push(Block { arena: id, offset, len, _envelope: Some(envelope) });
     Some(Ok(Outgoing { envelope: at }))
+}
+
+/// A direct message the sender withdrew: its data copied into an exported block, beyond the
+/// pool's bound if need be (the receiver is waiting for it): (arena id, offset, handle). The
+/// receiver releases the block as it does any other.
+pub fn withdrawn(dev: &Device, src: *const c_void, bytes: usize) -> Result<(u64, u64, [u8; 64]), CudaError> {
+    let d = driver::get().ok_or(CudaError { call: "cuInit", code: 3 })?;
+    let mut ex = exported();
+    let (i, offset, len) = place(&mut ex, d, dev, src, bytes, usize::MAX).ok_or(CudaError { call: "cuMemAlloc", code: 2 })??;
+    let arena = &ex.arenas[i];
+    let (id, handle) = (arena.id, arena.handle.0);
+    ex.out.push(Block { arena: id, offset, len, _envelope: None });
+    Ok((id, offset as u64, handle))
 }
 
 fn allocate(d: &driver::Driver, ordinal: i32, bytes: usize) -> Result<Arena, CudaError> {

@@ -96,6 +96,18 @@ pub fn release_all() {
 /// Copies `len` bytes from the sender's buffer to `dst` (device memory of `dev`, or host
 /// memory when `dev` is `None`), complete on return.
 pub fn copy(e: &Envelope, dst: *mut c_void, dev: Option<Device>, len: usize) -> Result<(), CudaError> {
+    copy_from(e, dst, dev, len, |ctx, ordinal| Ok(map(e, ctx, ordinal)? + e.offset))
+}
+
+/// [`copy`] from the device address `source` gives in the context it is handed (which is
+/// current), with the ordinal of its GPU.
+pub fn copy_from(
+    e: &Envelope,
+    dst: *mut c_void,
+    dev: Option<Device>,
+    len: usize,
+    source: impl FnOnce(&InContext, i32) -> Result<CUdeviceptr, CudaError>,
+) -> Result<(), CudaError> {
     let d = driver::load().ok_or(CudaError { call: "cuInit", code: 3 })?;
     let host = dev.is_none();
     let dev = match dev {
@@ -104,11 +116,11 @@ pub fn copy(e: &Envelope, dst: *mut c_void, dev: Option<Device>, len: usize) -> 
         None => Device::primary(peers::local_ordinal(&e.token).ok_or(CudaError { call: "cuDeviceGet", code: 101 })?),
     };
     let ctx = InContext::enter(&dev)?;
-    let src = map(e, &ctx, dev.ordinal)? + e.offset;
+    let src = source(&ctx, dev.ordinal)?;
     if len == 0 {
         return Ok(());
     }
-    // SAFETY: the sender's arena holds `len` bytes (e.bytes) at the offset; dst holds `len` bytes.
+    // SAFETY: the sender's buffer holds `len` bytes (e.bytes) at `src`; dst holds `len` bytes.
     unsafe {
         match host {
             true => check("cuMemcpyDtoH", (d.memcpy_dtoh)(dst, src, len)),

@@ -25,6 +25,8 @@
 //! from the request table), and it hands staging what brings the data of an envelope that lands
 //! in a staged receive ([`stage::Envelopes`]).
 
+mod claims;
+mod direct;
 mod envelope;
 mod exported;
 pub mod held;
@@ -79,6 +81,9 @@ pub fn init(waiting: Waiting) {
     }
     pipeline::init(waiting);
     if let Some(p) = peers::get() {
+        if config::get().ipc {
+            claims::setup(p);
+        }
         let on = p.may_receive();
         RECEIVING.store(on, Relaxed);
         SENDING.store(on, Relaxed);
@@ -98,6 +103,7 @@ pub fn finalize() {
     }
     held::clear();
     imported::release_all();
+    direct::release_all();
     exported::release_all();
     peers.free();
 }
@@ -112,6 +118,8 @@ pub fn usage() -> (usize, usize) {
 pub enum Offer {
     /// The data already sits in an exported buffer.
     Ipc(*const c_void),
+    /// The receiver copies the data from the program's buffer; the send completes when it has.
+    Direct(direct::Send),
     /// The data follows in chunks once the envelope is sent.
     Chunks(pipeline::Outgoing),
 }
@@ -120,13 +128,16 @@ impl Offer {
     pub fn envelope(&self) -> *const c_void {
         match self {
             Offer::Ipc(e) => *e,
+            Offer::Direct(d) => d.envelope(),
             Offer::Chunks(out) => out.envelope(),
         }
     }
 
     /// The send of the envelope returned `rc`: sends the chunks that follow it. A chunked
     /// message's envelope comes back when its send was posted: a nonblocking send must keep it
-    /// until the send completes (an IPC envelope stays with its exported block instead).
+    /// until the send completes (an IPC envelope stays with its exported block instead). A
+    /// direct message comes back as well, and dropping it completes the send: a blocking send
+    /// drops it at once, a nonblocking one when its request completes.
     pub fn sent(self, name: &'static str, rc: c_int, comm: Handle) -> (c_int, Option<Kept>) {
         match self {
             Offer::Chunks(out) if rc == 0 => {
@@ -136,15 +147,28 @@ impl Offer {
                     Ok(()) => 0,
                     Err(e) => errors::cuda(name, Some(comm), e, src, bytes, &dev),
                 };
-                (rc, Some(Kept(envelope)))
+                (rc, Some(Kept::Envelope(envelope)))
+            }
+            Offer::Direct(d) if rc == 0 => (rc, Some(Kept::Direct(d))),
+            Offer::Direct(d) => {
+                d.unsent();
+                (rc, None)
             }
             _ => (rc, None),
         }
     }
 }
 
-/// An envelope that a send in flight still reads.
-pub struct Kept(#[allow(dead_code)] Box<[u8; envelope::BYTES]>);
+/// What a send in flight still needs: the envelope it reads, or the direct message it waits on.
+pub enum Kept {
+    Envelope(#[allow(dead_code)] Box<[u8; envelope::BYTES]>),
+    Direct(#[allow(dead_code)] direct::Send),
+}
+
+/// Buffered sends must complete without their receiver: never from the program's buffer.
+fn buffered(name: &str) -> bool {
+    name.as_bytes().windows(5).any(|w| w.eq_ignore_ascii_case(b"bsend"))
+}
 
 /// Offers a device send to the fast paths: `Some` when it takes one.
 pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handle, dest: c_int, comm: Handle) -> Option<Offer> {
@@ -172,6 +196,21 @@ pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handl
         false => cfg.ipc_bytes,
     };
     if span.len >= ipc_from && peers.can_map(world, &token) {
+        if cfg.ipc_direct && !buffered(name) {
+            match direct::offer(&dev, src, span.len, peers.rank, token, world) {
+                Some(Ok(d)) => {
+                    stats::device_call(name);
+                    stats::add(&stats::IPC_BYTES_SENT, span.len);
+                    stats::add(&stats::IPC_BYTES_DIRECT, span.len);
+                    if cfg.debug {
+                        log::debug(format_args!("{name}: device buffer {buf:p} (GPU {}), {} bytes over CUDA IPC from the buffer itself", dev.ordinal, span.len));
+                    }
+                    return Some(Offer::Direct(d));
+                }
+                Some(Err(e)) => log::warn(format_args!("{name}: {} failed with {}; copying the message for IPC", e.call, e.name())),
+                None => {}
+            }
+        }
         match exported::offer(&dev, src, span.len, peers.rank, token) {
             Some(Ok(out)) => {
                 stats::device_call(name);
@@ -228,6 +267,23 @@ pub fn incoming(name: &'static str, comm: Option<Handle>, status: *mut c_void, t
     // SAFETY: head holds BYTES bytes.
     let e = unsafe { Envelope::read(head.as_ptr().cast()) }?;
     let abi = abi::get();
+    // A direct message is the receiver's to copy from the sender's buffer, unless the sender
+    // has moved it to exported memory meanwhile: it then lands as an IPC message.
+    let mut taken = None;
+    let e = match e.kind {
+        envelope::DIRECT => match direct::claim(&e) {
+            Some(direct::Source::Taken(t)) => {
+                taken = Some(t);
+                e
+            }
+            Some(direct::Source::Moved(moved)) => moved,
+            None => {
+                log::error(format_args!("{name}: the sender of a {}-byte device message could not keep it for this receive", e.bytes));
+                return Some(Err(errors::raise(comm, abi.err_other)));
+            }
+        },
+        _ => e,
+    };
     let bytes = e.bytes as usize;
     let result = if bytes > to.capacity {
         log::error(format_args!("{name}: message of {bytes} bytes truncated to {} (MPI_ERR_TRUNCATE); the buffer is left unchanged", to.capacity));
@@ -242,19 +298,21 @@ pub fn incoming(name: &'static str, comm: Option<Handle>, status: *mut c_void, t
             errors::cuda(name, comm, err, at, bytes, &to.device.map(|d| d.0).unwrap_or(Device::primary(-1)))
         })
     };
-    if e.kind == envelope::IPC {
-        // Data with gaps and host receives are copied out in a context on the sender's GPU.
-        let on_senders_gpu = match (to.runs, to.device) {
-            (None, Some((dev, _))) => peers::local_ordinal(&e.token) == Some(dev.ordinal),
-            _ => true,
-        };
+    // Data with gaps and host receives are copied out in a context on the sender's GPU.
+    let on_senders_gpu = match (to.runs, to.device) {
+        (None, Some((dev, _))) => peers::local_ordinal(&e.token) == Some(dev.ordinal),
+        _ => true,
+    };
+    if let Some(t) = taken {
+        t.done(on_senders_gpu);
+    } else if e.kind == envelope::IPC {
         imported::release(&e, on_senders_gpu);
     }
     if let Some(p) = real::pmpi() {
         // SAFETY: a status MPI filled for this receive.
         unsafe { (p.status_set_elements_x)(status, abi.byte, bytes as i64) };
     }
-    if result.is_ok() && e.kind == envelope::IPC {
+    if result.is_ok() && e.kind != envelope::CHUNKS {
         stats::add(&stats::IPC_BYTES_RECEIVED, bytes);
     }
     Some(result)
@@ -272,13 +330,17 @@ fn land(e: &Envelope, to: &Landing) -> Result<(), cuda::CudaError> {
             }
         };
     }
+    let copy = |dst: *mut c_void, dev: Option<Device>| match e.kind {
+        envelope::DIRECT => direct::copy(e, dst, dev, bytes),
+        _ => imported::copy(e, dst, dev, bytes),
+    };
     match (to.runs, to.device) {
-        (None, Some((dev, user))) => imported::copy(e, user, Some(dev), bytes),
-        (None, None) => imported::copy(e, to.at, None, bytes),
+        (None, Some((dev, user))) => copy(user, Some(dev)),
+        (None, None) => copy(to.at, None),
         (Some(runs), device) => {
             // Packed bytes first, then spread over the datatype's runs.
             let mut packed = vec![0u8; bytes];
-            imported::copy(e, packed.as_mut_ptr().cast(), None, bytes)?;
+            copy(packed.as_mut_ptr().cast(), None)?;
             scatter(&packed, to, runs, device)
         }
     }

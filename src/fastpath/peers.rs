@@ -17,7 +17,7 @@ use crate::mpi::abi::{self, Handle, UNDEFINED};
 use crate::mpi::real;
 
 const MAX_VISIBLE: usize = 16;
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -27,7 +27,8 @@ struct Record {
     ipc: u32,
     /// The rank sends and receives large messages in chunks (`CUDAMPI_PIPELINE`).
     pipeline: u32,
-    _pad: u32,
+    /// The process id, which names the rank's shared slots (`claims`) on its node.
+    pid: u32,
     node: u64,
     /// No `CUDA_VISIBLE_DEVICES`: every GPU of the node.
     sees_all: u32,
@@ -274,7 +275,7 @@ fn stop(p: &real::Pmpi, why: std::fmt::Arguments) -> ! {
 fn exchange_records(p: &real::Pmpi, rank: c_int, size: c_int) {
     let cfg = config::get();
     let abi = abi::get();
-    let mut me = Record { version: VERSION, ipc: cfg.ipc as u32, pipeline: cfg.pipeline as u32, _pad: 0, node: node_id(), sees_all: 0, visible: 0, tokens: [[0; TOKEN_BYTES]; MAX_VISIBLE] };
+    let mut me = Record { version: VERSION, ipc: cfg.ipc as u32, pipeline: cfg.pipeline as u32, pid: std::process::id(), node: node_id(), sees_all: 0, visible: 0, tokens: [[0; TOKEN_BYTES]; MAX_VISIBLE] };
     match visible_devices() {
         None => me.sees_all = 1,
         Some(list) => {
@@ -339,6 +340,26 @@ impl Peers {
         }
         let (Some(me), Some(r)) = (self.record(self.rank), self.record(dest)) else { return false };
         Self::paths(me, r).0 && (r.sees_all != 0 || r.tokens[..r.visible as usize].contains(token))
+    }
+
+    /// Ranks in `MPI_COMM_WORLD`.
+    pub fn size(&self) -> usize {
+        self.records.len()
+    }
+
+    /// The process ids of the other ranks of this node that take IPC with this one.
+    pub fn node_pids(&self) -> Vec<u32> {
+        let Some(me) = self.record(self.rank) else { return Vec::new() };
+        let mut pids: Vec<u32> = self
+            .records
+            .iter()
+            .enumerate()
+            .filter(|&(r, rec)| r as c_int != self.rank && Self::paths(me, rec).0)
+            .map(|(_, rec)| rec.pid)
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        pids
     }
 
     /// Whether world rank `dest` copied the last IPC message it got from this rank on this

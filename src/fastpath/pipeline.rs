@@ -583,6 +583,9 @@ pub struct Waiting {
     pub any: fn() -> bool,
     /// The device receives posted and not completed, oldest first, with their staging buffers.
     pub receives: fn() -> Vec<(Handle, Window)>,
+    /// Delivers a receive that MPI reports complete (its status given) before its completion
+    /// call, which then copies nothing.
+    pub deliver: fn(Handle, *mut c_void) -> Result<(), c_int>,
 }
 
 static WAITING: OnceLock<Waiting> = OnceLock::new();
@@ -635,6 +638,40 @@ fn receive_meanwhile() {
             b.push(Begun { sender: e.sender, tag: e.arena, request: h, state: Early::Taking(Box::new(ring)) });
         }
         return;
+    }
+}
+
+/// A send waiting for its receiver to copy from the program's buffer (`direct`) lands, meanwhile,
+/// the messages over IPC that its peers sent it, oldest receive first: two ranks that each wait
+/// in a send for the other's receive (each in `MPI_Waitall` of its sends before its receives)
+/// then copy each other's messages instead of waiting for each other.
+pub fn land_meanwhile() {
+    if !SERIAL.load(Relaxed) || !any_request() {
+        return;
+    }
+    let (Some(p), Some(w)) = (real::pmpi(), WAITING.get()) else { return };
+    let mut misses = 0;
+    for (h, win) in (w.receives)() {
+        let (mut flag, mut status) = (0, abi::Status::zeroed());
+        // SAFETY: a request the program posted and has not completed (no other MPI call runs
+        // meanwhile); the request is not freed.
+        let rc = unsafe { (p.request_get_status)(h, &mut flag, status.as_mut_ptr()) };
+        if rc != 0 || flag == 0 {
+            misses += 1;
+            if misses == MISSES {
+                return;
+            }
+            continue;
+        }
+        if received_bytes(status.as_mut_ptr()) != Some(envelope::BYTES) {
+            continue;
+        }
+        // SAFETY: the staging buffer holds what the receive got, at least the envelope's bytes.
+        let Some(e) = (unsafe { Envelope::read(win.host) }) else { continue };
+        if e.kind == envelope::CHUNKS {
+            continue;
+        }
+        let _ = (w.deliver)(h, status.as_mut_ptr());
     }
 }
 

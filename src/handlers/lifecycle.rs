@@ -24,7 +24,7 @@ pub fn init(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
         }
     }
     requests::watch::init();
-    fastpath::init(fastpath::Waiting { any: requests::any, receives: requests::waiting_device_receives });
+    fastpath::init(fastpath::Waiting { any: requests::any, receives: requests::waiting_device_receives, deliver: requests::deliver_early });
     if cfg.debug {
         log::debug(format_args!(
             "{} on {}; CUDA {}",
@@ -80,7 +80,8 @@ fn report() {
         "stats: {} host-buffer calls, {} device-buffer calls, {} bytes device->host, {} bytes host->device ({} of them by stream writes), \
          pinned pool high-water {} bytes (holding {}), {} pageable fallbacks, {} errors, \
          {} Fortran calls served by cudampi, {} bytes sent and {} received over CUDA IPC \
-         ({} sends staged for want of exported memory, {} bytes exported), \
+         ({} of them from the program's own buffers, {} such messages taken back and copied, \
+         {} sends staged for want of exported memory, {} bytes exported), \
          {} bytes sent and {} received in chunks",
         stats::HOST_CALLS.load(Relaxed),
         stats::DEVICE_CALLS.load(Relaxed),
@@ -94,6 +95,8 @@ fn report() {
         stats::FORTRAN_CALLS.load(Relaxed),
         stats::IPC_BYTES_SENT.load(Relaxed),
         stats::IPC_BYTES_RECEIVED.load(Relaxed),
+        stats::IPC_BYTES_DIRECT.load(Relaxed),
+        stats::IPC_WITHDRAWN.load(Relaxed),
         stats::IPC_FALLBACKS.load(Relaxed),
         fastpath::usage().0,
         stats::CHUNKED_BYTES_SENT.load(Relaxed),

@@ -1,0 +1,283 @@
+//! Words in host memory shared by the ranks of a node, on which the sender and the receiver of
+//! a message left in the program's own device buffer (`direct`) agree who moves it: the
+//! receiver takes it and copies it, or the sender, tired of waiting, withdraws it and copies it
+//! into its exported memory first. Every change of hands is one compare-and-swap on the slot's
+//! state, so neither can read the buffer after the other has let it go.
+//!
+//! ```text
+//!            sender                          receiver
+//! FREE --post--> POSTED --take--> TAKEN --done--> DONE --sender sees it--> FREE
+//!                  |
+//!                  +--withdraw--> WITHDRAWN --copied--> MOVED --receiver read it--> FREE
+//! ```
+//!
+//! Each rank makes one segment of [`SLOTS`] slots at `MPI_Init`. After a barrier every rank
+//! maps the segments of the others of its node, the ranks agree that all of them could, and
+//! each unlinks its own name, so a job that dies leaves no file behind.
+//!
+//! This module may use `peers`, `mpi` and `base`.
+
+use std::ffi::{c_int, CString};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::OnceLock;
+
+use super::peers::Peers;
+use crate::base::log;
+use crate::mpi::abi;
+use crate::mpi::real;
+
+/// Slots per rank: messages from one rank's own buffers in flight at once. A send that finds
+/// none free takes the other paths.
+pub const SLOTS: usize = 1024;
+
+const FREE: u32 = 0;
+/// Claimed by a sending thread, not yet announced.
+const FILLING: u32 = 1;
+const POSTED: u32 = 2;
+const TAKEN: u32 = 3;
+const DONE: u32 = 4;
+const WITHDRAWN: u32 = 5;
+const MOVED: u32 = 6;
+
+#[repr(C, align(128))]
+struct Slot {
+    state: AtomicU32,
+    /// Counts the slot's uses, so that an envelope names one use of it.
+    seq: AtomicU32,
+    /// With DONE: the receiver copied on the sender's GPU.
+    same_gpu: AtomicU32,
+    _pad: u32,
+    /// With MOVED: the exported arena holding the data, the offset in it and its IPC handle.
+    arena: AtomicU64,
+    offset: AtomicU64,
+    handle: [AtomicU64; 8],
+}
+
+const SEGMENT_BYTES: usize = SLOTS * std::mem::size_of::<Slot>();
+
+struct Segments {
+    own: usize,
+    /// (process id, address) of every other rank of the node that takes IPC with this one.
+    peers: Vec<(u32, usize)>,
+    /// Where the next search for a free slot starts.
+    next: AtomicUsize,
+}
+
+static SEGMENTS: OnceLock<Segments> = OnceLock::new();
+
+fn name(pid: u32) -> CString {
+    CString::new(format!("/cudampi-slots-{pid}")).unwrap_or_default()
+}
+
+fn map(fd: c_int) -> Option<usize> {
+    // SAFETY: a shared-memory object of SEGMENT_BYTES; the mapping is kept for the process's life.
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), SEGMENT_BYTES, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
+    // SAFETY: fd is ours to close; the mapping stays.
+    unsafe { libc::close(fd) };
+    (p != libc::MAP_FAILED).then_some(p as usize)
+}
+
+fn create() -> Option<usize> {
+    let n = name(std::process::id());
+    for _ in 0..2 {
+        // SAFETY: a NUL-terminated name.
+        let fd = unsafe { libc::shm_open(n.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC, 0o600) };
+        if fd < 0 {
+            // Left by an earlier process of this id that died before unlinking it.
+            // SAFETY: a NUL-terminated name.
+            unsafe { libc::shm_unlink(n.as_ptr()) };
+            continue;
+        }
+        // SAFETY: a descriptor just opened; fresh pages read as zero, every slot FREE.
+        if unsafe { libc::ftruncate(fd, SEGMENT_BYTES as libc::off_t) } != 0 {
+            // SAFETY: as above.
+            unsafe { libc::close(fd) };
+            return None;
+        }
+        return map(fd);
+    }
+    None
+}
+
+fn open(pid: u32) -> Option<usize> {
+    let n = name(pid);
+    // SAFETY: a NUL-terminated name.
+    let fd = unsafe { libc::shm_open(n.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
+    (fd >= 0).then(|| map(fd)).flatten()
+}
+
+/// After the records are exchanged, on every rank (two barriers and an allgather on the
+/// private communicator). Afterwards [`ready`] says whether the slots are there, on every rank
+/// alike.
+pub fn setup(peers: &Peers) {
+    let Some(p) = real::pmpi() else { return };
+    let abi = abi::get();
+    let own = create();
+    // SAFETY: the private communicator; every rank calls this.
+    unsafe { (p.barrier)(peers.shadow) };
+    let mut mapped = Vec::new();
+    let mut ok = own.is_some();
+    for pid in peers.node_pids() {
+        match open(pid) {
+            Some(at) => mapped.push((pid, at)),
+            None => ok = false,
+        }
+    }
+    let size = peers.size();
+    let mut all = vec![0 as c_int; size];
+    let mine = ok as c_int;
+    // SAFETY: one int from each rank into an array of as many; every rank calls this.
+    let gathered = unsafe { (p.allgather)((&mine as *const c_int).cast(), 4, abi.byte, all.as_mut_ptr().cast(), 4, abi.byte, peers.shadow) } == 0;
+    // SAFETY: a NUL-terminated name; every peer has mapped it by now (the allgather).
+    unsafe { libc::shm_unlink(name(std::process::id()).as_ptr()) };
+    match (own, gathered && all.iter().all(|&x| x == 1)) {
+        (Some(own), true) => {
+            let _ = SEGMENTS.set(Segments { own, peers: mapped, next: AtomicUsize::new(0) });
+        }
+        _ => {
+            if ok {
+                log::debug(format_args!("shared slots unavailable on some rank; device messages over IPC are copied once more"));
+            } else {
+                log::warn(format_args!("no shared memory for IPC slots (shm_open); device messages over IPC are copied once more"));
+            }
+            for (_, at) in mapped.into_iter().chain(own.map(|o| (0, o))) {
+                // SAFETY: a mapping made above and never handed out.
+                unsafe { libc::munmap(at as *mut libc::c_void, SEGMENT_BYTES) };
+            }
+        }
+    }
+}
+
+/// Whether every rank has its slots and can see those of its node.
+pub fn ready() -> bool {
+    SEGMENTS.get().is_some()
+}
+
+/// This rank's slot `index`; every index a sender holds came from [`post`], after setup.
+fn own(index: u32) -> Option<&'static Slot> {
+    let s = SEGMENTS.get()?;
+    // SAFETY: the index is bounded; the segment lives as long as the process.
+    Some(unsafe { &*(s.own as *const Slot).add(index as usize % SLOTS) })
+}
+
+fn peer(pid: u32, index: u32) -> Option<&'static Slot> {
+    let s = SEGMENTS.get()?;
+    let &(_, at) = s.peers.iter().find(|&&(p, _)| p == pid)?;
+    // SAFETY: the index is bounded; the mapping lives as long as the process.
+    Some(unsafe { &*(at as *const Slot).add(index as usize % SLOTS) })
+}
+
+// ---- the sender's side -------------------------------------------------------------------
+
+/// A free slot, announced as POSTED: (index, use), or `None` when all are in use.
+pub fn post() -> Option<(u32, u32)> {
+    let s = SEGMENTS.get()?;
+    let start = s.next.load(Relaxed);
+    for i in 0..SLOTS {
+        let index = ((start + i) % SLOTS) as u32;
+        let slot = own(index)?;
+        if slot.state.compare_exchange(FREE, FILLING, Acquire, Relaxed).is_ok() {
+            let seq = slot.seq.load(Relaxed).wrapping_add(1);
+            slot.seq.store(seq, Relaxed);
+            slot.same_gpu.store(0, Relaxed);
+            slot.state.store(POSTED, Release);
+            s.next.store(index as usize + 1, Relaxed);
+            return Some((index, seq));
+        }
+    }
+    None
+}
+
+/// What became of a posted message, as the sender sees it.
+pub enum Seen {
+    /// Not yet taken: the sender may still withdraw it.
+    Posted,
+    /// The receiver is copying.
+    Taken,
+    /// The receiver has copied (on the sender's GPU, or not); the slot is free again.
+    Done { same_gpu: bool },
+}
+
+pub fn look(index: u32) -> Seen {
+    let Some(slot) = own(index) else { return Seen::Done { same_gpu: false } };
+    match slot.state.load(Acquire) {
+        DONE => {
+            let same_gpu = slot.same_gpu.load(Relaxed) != 0;
+            slot.state.store(FREE, Release);
+            Seen::Done { same_gpu }
+        }
+        TAKEN => Seen::Taken,
+        _ => Seen::Posted,
+    }
+}
+
+/// Takes a posted message back: `true` when the receiver had not taken it, and the sender must
+/// now put the data where [`moved`] says.
+pub fn withdraw(index: u32) -> bool {
+    own(index).is_some_and(|s| s.state.compare_exchange(POSTED, WITHDRAWN, AcqRel, Relaxed).is_ok())
+}
+
+/// A withdrawn message's data is now at `offset` in the exported arena `arena` (0: it could not
+/// be copied, and the receiver fails its receive).
+pub fn moved(index: u32, arena: u64, offset: u64, handle: &[u8; 64]) {
+    let Some(slot) = own(index) else { return };
+    slot.arena.store(arena, Relaxed);
+    slot.offset.store(offset, Relaxed);
+    for (w, chunk) in slot.handle.iter().zip(handle.chunks_exact(8)) {
+        w.store(u64::from_ne_bytes(chunk.try_into().unwrap_or([0; 8])), Relaxed);
+    }
+    slot.state.store(MOVED, Release);
+}
+
+/// A message whose envelope MPI never delivered (its send failed or was cancelled, and it was
+/// withdrawn): the slot is free again.
+pub fn forget(index: u32) {
+    if let Some(s) = own(index) {
+        s.state.store(FREE, Release);
+    }
+}
+
+// ---- the receiver's side -----------------------------------------------------------------
+
+/// What the receiver of an envelope finds in the sender's slot.
+pub enum Found {
+    /// It is the receiver's to copy from the sender's buffer; [`done`] when finished.
+    Mine,
+    /// The sender moved the data to its exported arena: (arena, offset, handle); the slot is
+    /// already free again.
+    Moved(u64, u64, [u8; 64]),
+    /// No such slot or use (a sender this rank cannot see).
+    Lost,
+}
+
+pub fn take(pid: u32, index: u32, seq: u32) -> Found {
+    let Some(slot) = peer(pid, index) else { return Found::Lost };
+    if slot.seq.load(Acquire) != seq {
+        return Found::Lost;
+    }
+    loop {
+        match slot.state.compare_exchange(POSTED, TAKEN, AcqRel, Acquire) {
+            Ok(_) => return Found::Mine,
+            Err(MOVED) => {
+                let mut handle = [0u8; 64];
+                for (w, chunk) in slot.handle.iter().zip(handle.chunks_exact_mut(8)) {
+                    chunk.copy_from_slice(&w.load(Relaxed).to_ne_bytes());
+                }
+                let found = Found::Moved(slot.arena.load(Relaxed), slot.offset.load(Relaxed), handle);
+                slot.state.store(FREE, Release);
+                return found;
+            }
+            // The sender is copying the data out of its buffer, within its own MPI call.
+            Err(WITHDRAWN) => std::hint::spin_loop(),
+            Err(_) => return Found::Lost,
+        }
+    }
+}
+
+/// The receiver has copied what it took (or given up on it).
+pub fn done(pid: u32, index: u32, same_gpu: bool) {
+    if let Some(slot) = peer(pid, index) {
+        slot.same_gpu.store(same_gpu as u32, Relaxed);
+        slot.state.store(DONE, Release);
+    }
+}

@@ -1,0 +1,336 @@
+//! IPC from the program's own buffer: the receiver copies the message straight out of the
+//! sender's device buffer, so the message crosses in one copy and the sender's GPU does no copy
+//! at all. Two processes sharing one GPU take turns on it, and a copy by each side per message
+//! made them switch twice (on one H100, 178 GB/s at 64 MiB against 1,381 GB/s for one copy).
+//!
+//! The program may reuse its buffer once its send completes, so the send completes only when
+//! the receiver has copied (the slot in `claims` says so). A receiver can copy only inside its
+//! own MPI calls, and it may be in none of them (in `MPI_Barrier`, say, with its receive
+//! posted, while the sender waits for its send): a send that waits longer than its patience
+//! (`CUDAMPI_PIPELINE_WAIT`, shortened while waits go unrewarded) withdraws the message,
+//! copies it into its exported memory (`exported`), and completes; the receiver, finding it
+//! moved, copies it from there. No rank ever waits on another for long.
+//!
+//! Blocking sends wait in the send; nonblocking ones in the call that completes them, where
+//! `MPI_Waitall` has already taken the receives it holds, so two ranks exchanging messages do
+//! not wait for each other. Buffered sends must complete at once and never come here.
+//!
+//! The receiver maps each sender allocation once and keeps a few mappings (the program's
+//! allocations come and go; a mapping keeps the memory alive, so at most [`MAPPINGS`] are
+//! kept, the least recently used closed first).
+//!
+//! This module may use `claims`, `exported`, `imported`, `peers`, `envelope`, `cuda`, `mpi`
+//! and `base`.
+
+use std::ffi::{c_int, c_uint, c_void};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::envelope::{self, Envelope};
+use super::{claims, exported, imported, peers, pipeline};
+use crate::base::{config, log, stats};
+use crate::cuda::copy::check;
+use crate::cuda::driver::{self, CUcontext, CUdeviceptr, IpcMemHandle};
+use crate::cuda::{CudaError, Device, InContext};
+
+const BUFFER_ID: c_uint = 7;
+const IS_LEGACY_CUDA_IPC_CAPABLE: c_uint = 10;
+const RANGE_START_ADDR: c_uint = 11;
+
+/// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`.
+const LAZY_ENABLE_PEER_ACCESS: u32 = 1;
+
+/// Sender allocations a receiver keeps mapped.
+const MAPPINGS: usize = 16;
+
+/// Handles of the sender's own allocations, by the driver's id of each (ids are never reused
+/// within a process), and one event per context to order a send after the program's work.
+struct Exports {
+    handles: Vec<(u64, IpcMemHandle)>,
+    events: Vec<(usize, usize)>,
+}
+
+static EXPORTS: Mutex<Exports> = Mutex::new(Exports { handles: Vec::new(), events: Vec::new() });
+
+fn exports() -> MutexGuard<'static, Exports> {
+    EXPORTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Microseconds the next send waits for its receiver (0: the full `CUDAMPI_PIPELINE_WAIT`).
+static PATIENCE: AtomicU64 = AtomicU64::new(0);
+
+/// A message announced from the program's buffer, until its receiver has copied it or its
+/// sender has withdrawn it. Dropping it finishes it (`finish`): the send's completion.
+pub struct Send {
+    slot: u32,
+    dev: Device,
+    src: *const c_void,
+    bytes: usize,
+    /// World rank of the receiver.
+    dest: c_int,
+    envelope: Box<[u8; envelope::BYTES]>,
+    open: bool,
+}
+
+// SAFETY: the program's device address, read only by the driver while the send is open.
+unsafe impl std::marker::Send for Send {}
+
+impl Send {
+    pub fn envelope(&self) -> *const c_void {
+        self.envelope.as_ptr().cast()
+    }
+
+    /// The send of the envelope failed: nobody will take the message.
+    pub fn unsent(mut self) {
+        if claims::withdraw(self.slot) {
+            claims::forget(self.slot);
+        }
+        self.open = false;
+    }
+
+    /// Waits until the receiver has copied the message or, past the sender's patience, takes
+    /// it back and moves it to exported memory.
+    fn finish(&mut self) {
+        if !self.open {
+            return;
+        }
+        self.open = false;
+        let full = config::get().pipeline_wait_us;
+        let patience = match PATIENCE.load(Relaxed) {
+            0 => full,
+            p => p,
+        };
+        let since = Instant::now();
+        let wait = Duration::from_micros(patience);
+        let mut spins = 0u32;
+        loop {
+            spins = spins.wrapping_add(1);
+            if spins % 64 == 0 {
+                pipeline::land_meanwhile();
+            }
+            match claims::look(self.slot) {
+                claims::Seen::Done { same_gpu } => {
+                    if let Some(p) = peers::get() {
+                        p.set_shares_gpu(self.dest, same_gpu);
+                    }
+                    PATIENCE.store(full, Relaxed);
+                    return;
+                }
+                claims::Seen::Taken => {}
+                claims::Seen::Posted if since.elapsed() > wait && claims::withdraw(self.slot) => {
+                    PATIENCE.store((patience / 4).max(full / 64).max(1), Relaxed);
+                    stats::add(&stats::IPC_WITHDRAWN, 1);
+                    match exported::withdrawn(&self.dev, self.src, self.bytes) {
+                        Ok((arena, offset, handle)) => claims::moved(self.slot, arena, offset, &handle),
+                        Err(e) => {
+                            log::error(format_args!("{} failed with {} while a device message waited for its receiver; the receive fails", e.call, e.name()));
+                            claims::moved(self.slot, 0, 0, &[0; 64]);
+                        }
+                    }
+                    return;
+                }
+                claims::Seen::Posted => {}
+            }
+            std::hint::spin_loop();
+        }
+    }
+}
+
+impl Drop for Send {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// One query for what the sender needs of its buffer: (allocation id, allocation start, whether
+/// `cuIpcGetMemHandle` takes it).
+fn allocation(d: &driver::Driver, src: *const c_void) -> Option<(u64, CUdeviceptr, bool)> {
+    let mut attrs = [BUFFER_ID, RANGE_START_ADDR, IS_LEGACY_CUDA_IPC_CAPABLE];
+    let mut data = [0u64; 3];
+    let mut slots: [*mut c_void; 3] = [std::ptr::null_mut(); 3];
+    for (s, x) in slots.iter_mut().zip(data.iter_mut()) {
+        *s = (x as *mut u64).cast();
+    }
+    // SAFETY: three attributes, three 8-byte out-slots.
+    if unsafe { (d.pointer_get_attributes)(3, attrs.as_mut_ptr(), slots.as_mut_ptr(), src as CUdeviceptr) } != 0 {
+        return None;
+    }
+    Some((data[0], data[1], data[2] as u32 != 0))
+}
+
+/// Announces `bytes` of the program's device memory at `src` for the receiver to copy:
+/// `None` when the buffer cannot be exported as it is (no slot free, memory from a pool or
+/// VMM), and the message takes the other paths.
+pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, token: [u8; envelope::TOKEN_BYTES], dest: c_int) -> Option<Result<Send, CudaError>> {
+    if !claims::ready() {
+        return None;
+    }
+    let d = driver::get()?;
+    let (id, base, capable) = allocation(d, src)?;
+    if !capable || id == 0 || base == 0 {
+        return None;
+    }
+    let prepared = (|| {
+        let ctx = InContext::enter(dev)?;
+        let mut ex = exports();
+        let handle = match ex.handles.iter().find(|h| h.0 == id) {
+            Some(&(_, h)) => h,
+            None => {
+                let mut h = IpcMemHandle([0; 64]);
+                // SAFETY: the start of a live allocation of this context.
+                check("cuIpcGetMemHandle", unsafe { (d.ipc_get_mem_handle)(&mut h, base) })?;
+                if ex.handles.len() >= 1024 {
+                    ex.handles.clear();
+                }
+                ex.handles.push((id, h));
+                h
+            }
+        };
+        // The receiver copies at any time from now on: the program's work on the buffer must
+        // be done. An event on the legacy default stream comes after the work of every
+        // blocking stream of the context, as the staged path's copy does.
+        let key = ctx.context() as usize;
+        let event = match ex.events.iter().find(|e| e.0 == key) {
+            Some(&(_, ev)) => ev as *mut c_void,
+            None => {
+                let mut ev: *mut c_void = std::ptr::null_mut();
+                // SAFETY: valid out-pointer; CU_EVENT_DISABLE_TIMING.
+                check("cuEventCreate", unsafe { (d.event_create)(&mut ev, 2) })?;
+                ex.events.push((key, ev as usize));
+                ev
+            }
+        };
+        drop(ex);
+        // SAFETY: an event of the current context; the legacy default stream.
+        check("cuEventRecord", unsafe { (d.event_record)(event, std::ptr::null_mut()) })?;
+        // SAFETY: the legacy default stream of the current context.
+        check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(std::ptr::null_mut()) })?;
+        drop(ctx);
+        Ok(handle)
+    })();
+    let handle = match prepared {
+        Ok(h) => h,
+        Err(e) => return Some(Err(e)),
+    };
+    let (slot, seq) = claims::post()?;
+    let mut e = Envelope::new(sender as u32, envelope::DIRECT, bytes as u64, id, src as u64 - base, handle.0, token);
+    e.pid = std::process::id();
+    e.slot = slot;
+    e.seq = seq;
+    let mut out = Box::new([0u8; envelope::BYTES]);
+    e.write(&mut out);
+    Some(Ok(Send { slot, dev: *dev, src, bytes, dest, envelope: out, open: true }))
+}
+
+// ---- the receiver's side -----------------------------------------------------------------
+
+struct Mapping {
+    sender: u32,
+    id: u64,
+    ctx: usize,
+    ptr: CUdeviceptr,
+    ordinal: i32,
+    used: u64,
+}
+
+struct Mapped {
+    list: Vec<Mapping>,
+    clock: u64,
+}
+
+// SAFETY: device addresses, used under the mutex.
+unsafe impl std::marker::Send for Mapped {}
+
+static MAPPED: Mutex<Mapped> = Mutex::new(Mapped { list: Vec::new(), clock: 0 });
+
+fn mapped() -> MutexGuard<'static, Mapped> {
+    MAPPED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The sender's allocation named by `e`, mapped in the current context `ctx`.
+fn map(e: &Envelope, ctx: &InContext, ordinal: i32) -> Result<CUdeviceptr, CudaError> {
+    let key = ctx.context() as usize;
+    let mut m = mapped();
+    m.clock += 1;
+    let now = m.clock;
+    if let Some(x) = m.list.iter_mut().find(|x| x.sender == e.sender && x.id == e.arena && x.ctx == key) {
+        x.used = now;
+        return Ok(x.ptr);
+    }
+    if m.list.len() >= MAPPINGS {
+        // Closing a mapping lets the sender's memory go once the sender frees it.
+        if let Some(i) = (0..m.list.len()).min_by_key(|&i| m.list[i].used) {
+            let old = m.list.swap_remove(i);
+            close(&old);
+        }
+    }
+    let mut p: CUdeviceptr = 0;
+    // SAFETY: valid out-pointer; the handle names a live allocation of the sender, which keeps
+    // it until this receive is done.
+    check("cuIpcOpenMemHandle", unsafe { (ctx.driver().ipc_open_mem_handle)(&mut p, IpcMemHandle(e.handle), LAZY_ENABLE_PEER_ACCESS) })?;
+    m.list.push(Mapping { sender: e.sender, id: e.arena, ctx: key, ptr: p, ordinal, used: now });
+    Ok(p)
+}
+
+fn close(x: &Mapping) {
+    let Some(d) = driver::get() else { return };
+    if let Ok(_c) = InContext::enter(&Device::new(x.ctx as CUcontext, x.ordinal)) {
+        // SAFETY: a mapping this module opened in that context.
+        unsafe { (d.ipc_close_mem_handle)(x.ptr) };
+    }
+}
+
+/// What a receive that got a direct envelope copies from.
+pub enum Source {
+    /// The sender's own buffer; the slot is this receiver's until [`Taken::done`].
+    Taken(Taken),
+    /// The sender moved the data to exported memory: this envelope names it as an IPC one.
+    Moved(Envelope),
+}
+
+pub struct Taken {
+    pid: u32,
+    slot: u32,
+}
+
+impl Taken {
+    /// The copy is over (or was not made): the sender's send may complete.
+    pub fn done(self, on_senders_gpu: bool) {
+        claims::done(self.pid, self.slot, on_senders_gpu);
+    }
+}
+
+/// Claims a direct envelope's message. `None`: the sender's slot cannot be found, or the
+/// sender could not move it, and the receive fails.
+pub fn claim(e: &Envelope) -> Option<Source> {
+    match claims::take(e.pid, e.slot, e.seq) {
+        claims::Found::Mine => Some(Source::Taken(Taken { pid: e.pid, slot: e.slot })),
+        claims::Found::Moved(0, _, _) | claims::Found::Lost => None,
+        claims::Found::Moved(arena, offset, handle) => {
+            let mut moved = Envelope::new(e.sender, envelope::IPC, e.bytes, arena, offset, handle, e.token);
+            moved.pid = e.pid;
+            Some(Source::Moved(moved))
+        }
+    }
+}
+
+/// Copies `len` bytes of the message to `dst` (device memory of `dev`, or host memory).
+pub fn copy(e: &Envelope, dst: *mut c_void, dev: Option<Device>, len: usize) -> Result<(), CudaError> {
+    imported::copy_from(e, dst, dev, len, |ctx, ordinal| Ok(map(e, ctx, ordinal)? + e.offset))
+}
+
+/// Closes every mapping and destroys the events (`MPI_Finalize`, after every rank is there).
+pub fn release_all() {
+    let list = std::mem::take(&mut mapped().list);
+    for x in &list {
+        close(x);
+    }
+    let mut ex = exports();
+    ex.handles.clear();
+    let Some(d) = driver::get() else { return };
+    for (_, ev) in ex.events.drain(..) {
+        // SAFETY: an event this module created.
+        unsafe { (d.event_destroy)(ev as *mut c_void) };
+    }
+}
