@@ -71,12 +71,12 @@ pub const DEFAULT_PIPELINE_WAIT_US: u64 = 20_000;
 /// 64 KiB: from there on a staged message costs tens of microseconds (2026-11-23, 2 x H200).
 pub const DEFAULT_IPC_BYTES: usize = 64 << 10;
 
-/// 2 MiB: two ranks sharing one GPU take turns on it, and an IPC message makes them switch.
-/// On one H100 shared by both ranks (2026-11-23, run af) an IPC ping-pong took 160 us one way
-/// at every size from 64 KiB to 4 MiB, staging 35, 72, 209 and 763 us at 64 KiB, 256 KiB,
-/// 1 MiB and 4 MiB; `bench/bw` moved 0.24, 0.96, 3.8 and 15 GB/s over IPC against 2.1, 3.9,
-/// 4.8 and 5.4 GB/s in chunks. Both cross between 1 and 2 MiB.
-pub const DEFAULT_IPC_SAME_GPU_BYTES: usize = 2 << 20;
+/// 1 MiB: two ranks sharing one GPU take turns on it, and an IPC message makes them switch, so
+/// a ping-pong costs about 150 us one way at every size up to 4 MiB (the manual IPC floor, one
+/// H100, 2026-11-25). Staged it costs 32 us at 64 KiB and 200-250 us at 1 MiB, while windows of
+/// messages gain from IPC from 64 KiB on (the receiver copies a whole window in one turn):
+/// from 1 MiB IPC wins in both shapes.
+pub const DEFAULT_IPC_SAME_GPU_BYTES: usize = 1 << 20;
 
 /// 1 GiB per rank: a window of 16 messages of 64 MiB in flight.
 pub const DEFAULT_IPC_POOL_BYTES: usize = 1 << 30;

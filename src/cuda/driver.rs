@@ -88,6 +88,7 @@ driver_api! {
     ctx_push_current = "cuCtxPushCurrent_v2": fn(CUcontext);
     ctx_pop_current = "cuCtxPopCurrent_v2": fn(*mut CUcontext);
     device_get = "cuDeviceGet": fn(*mut CUdevice, c_int);
+    device_get_count = "cuDeviceGetCount": fn(*mut c_int);
     primary_ctx_retain = "cuDevicePrimaryCtxRetain": fn(*mut CUcontext, CUdevice);
     primary_ctx_release = "cuDevicePrimaryCtxRelease_v2": fn(CUdevice);
     memcpy_dtoh = "cuMemcpyDtoH_v2": fn(*mut c_void, CUdeviceptr, usize);

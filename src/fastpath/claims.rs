@@ -211,6 +211,11 @@ pub fn look(index: u32) -> Seen {
     }
 }
 
+/// Whether the receiver has marked the message done, without acting on it.
+pub fn is_done(index: u32) -> bool {
+    own(index).is_some_and(|s| s.state.load(Acquire) == DONE)
+}
+
 /// Takes a posted message back: `true` when the receiver had not taken it, and the sender must
 /// now put the data where [`moved`] says.
 pub fn withdraw(index: u32) -> bool {

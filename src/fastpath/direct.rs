@@ -71,6 +71,7 @@ pub struct Send {
     dest: c_int,
     envelope: Box<[u8; envelope::BYTES]>,
     open: bool,
+    posted: Instant,
 }
 
 // SAFETY: the program's device address, read only by the driver while the send is open.
@@ -79,6 +80,12 @@ unsafe impl std::marker::Send for Send {}
 impl Send {
     pub fn envelope(&self) -> *const c_void {
         self.envelope.as_ptr().cast()
+    }
+
+    /// Whether completing the send now takes no wait: the receiver has copied, or the sender's
+    /// patience has run out since the send was posted (the send then withdraws at once).
+    pub fn settled(&self) -> bool {
+        !self.open || claims::is_done(self.slot) || self.posted.elapsed() > Duration::from_micros(patience())
     }
 
     /// The send of the envelope failed: nobody will take the message.
@@ -97,11 +104,8 @@ impl Send {
         }
         self.open = false;
         let full = config::get().pipeline_wait_us;
-        let patience = match PATIENCE.load(Relaxed) {
-            0 => full,
-            p => p,
-        };
-        let since = Instant::now();
+        let patience = patience();
+        let since = self.posted;
         let wait = Duration::from_micros(patience);
         let mut spins = 0u32;
         loop {
@@ -134,6 +138,14 @@ impl Send {
             }
             std::hint::spin_loop();
         }
+    }
+}
+
+/// Microseconds a send waits now for its receiver, counted from its posting.
+fn patience() -> u64 {
+    match PATIENCE.load(Relaxed) {
+        0 => config::get().pipeline_wait_us,
+        p => p,
     }
 }
 
@@ -220,7 +232,7 @@ pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, toke
     e.seq = seq;
     let mut out = Box::new([0u8; envelope::BYTES]);
     e.write(&mut out);
-    Some(Ok(Send { slot, dev: *dev, src, bytes, dest, envelope: out, open: true }))
+    Some(Ok(Send { slot, dev: *dev, src, bytes, dest, envelope: out, open: true, posted: Instant::now() }))
 }
 
 // ---- the receiver's side -----------------------------------------------------------------

@@ -204,7 +204,22 @@ pub fn wait(_name: &'static str, request: *mut c_void, status: *mut c_void, call
 }
 
 pub fn test(_name: &'static str, request: *mut c_void, flag: *mut c_int, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+    if not_yet(request, 1) {
+        put(flag, 0);
+        return 0;
+    }
     complete(request, 1, status, false, Statuses::single, call, |rc, st, _| (rc == 0 && out(flag, 0) != 0).then(|| st.at(0)))
+}
+
+/// `MPI_Test` and `MPI_Testall` must not wait: while one of their requests is a send from the
+/// program's device buffer whose receiver has not copied yet (and the sender's patience lasts),
+/// they report nothing complete, after landing what peers sent this rank meanwhile.
+fn not_yet(reqs: *const c_void, n: c_int) -> bool {
+    if !requests::any() || !requests::send_waiting(reqs, n) {
+        return false;
+    }
+    crate::fastpath::progress();
+    requests::send_waiting(reqs, n)
 }
 
 /// Writes an `int` output argument unless the caller passed null.
@@ -353,6 +368,10 @@ pub fn testall(
     statuses: *mut c_void,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
+    if not_yet(requests, count) {
+        put(flag, 0);
+        return 0;
+    }
     let done = move |rc| out(flag, 0) != 0 || (rc != 0 && errors::class(rc) == abi::get().err_in_status);
     complete(requests, count, statuses, true, |c| Statuses::array(c, count), call, |rc, st, k| {
         if done(rc) {

@@ -390,6 +390,19 @@ pub fn waiting_device_receives() -> Vec<(Handle, Window)> {
     found.into_iter().map(|(_, h, w)| (h, w)).collect()
 }
 
+/// Whether any of the `n` requests is a send from the program's device buffer still waiting for
+/// its receiver to copy (`fastpath::Kept::settled`): a call that must not wait then reports
+/// nothing complete.
+pub fn send_waiting(reqs: *const c_void, n: c_int) -> bool {
+    if reqs.is_null() || n <= 0 {
+        return false;
+    }
+    let abi = abi::get();
+    let t = table();
+    // SAFETY (the closure): the caller passes n requests.
+    (0..n as usize).any(|i| t.get(&abi.key(unsafe { abi.request_at(reqs, i) })).is_some_and(|e| e._envelope.as_ref().is_some_and(|k| !k.settled())))
+}
+
 /// One request of a completion call's array that cudampi tracks.
 pub struct Taken {
     pub index: usize,

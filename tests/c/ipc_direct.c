@@ -9,11 +9,14 @@
  *      receives (osu_bibw's order): each rank, waiting in its sends, copies the other's
  *      messages meanwhile;
  *   3. MPI_Isend, MPI_Irecv, MPI_Wait on the send, then on the receive (a halo exchange);
- *   4. the sender offsets into an allocation (the message starts 4099 bytes into it).
+ *   4. the sender offsets into an allocation (the message starts 4099 bytes into it);
+ *   5. MPI_Test does not wait: rank 0 polls its MPI_Isend with MPI_Test while rank 1 sleeps
+ *      200 ms before its MPI_Recv, so MPI_Test must report the send incomplete at least once.
  * Every receive buffer is poisoned, with slack after it, and compared with the pattern sent;
  * cudampi_get_stats must show the bytes over IPC. */
 #include "common.h"
 #include "../../include/cudampi.h"
+#include <unistd.h>
 
 #define SLACK 16
 #define WINDOW 8
@@ -103,6 +106,32 @@ static void offset_in_allocation(size_t n, int seed)
     }
 }
 
+static void test_polls(size_t n, int seed)
+{
+    int peer = 1 - t_rank;
+    if (t_rank == 0) {
+        void *s = mem_alloc(MEM_DEVICE, n);
+        mem_pattern(s, n, t_rank, seed);
+        MPI_Request q;
+        MPI_CHECK(MPI_Isend(s, (int)n, MPI_BYTE, peer, seed, MPI_COMM_WORLD, &q));
+        int flag = 0;
+        long polls = 0;
+        while (!flag) {
+            MPI_CHECK(MPI_Test(&q, &flag, MPI_STATUS_IGNORE));
+            polls++;
+        }
+        CHECK(polls > 1, "MPI_Test waited for the receiver: the send completed at the first of %ld polls", polls);
+        mem_free(s);
+    } else {
+        usleep(200000);
+        void *r = mem_alloc(MEM_DEVICE, n + SLACK);
+        mem_poison(r, n + SLACK);
+        MPI_CHECK(MPI_Recv(r, (int)n, MPI_BYTE, peer, seed, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        expect_pattern(r, n, peer, seed, "polled with MPI_Test");
+        mem_free(r);
+    }
+}
+
 int main(int argc, char **argv)
 {
     test_init(&argc, &argv);
@@ -120,6 +149,7 @@ int main(int argc, char **argv)
         windows(sizes[k], seed += 10, 1);
     }
     offset_in_allocation(200000, seed += 10);
+    test_polls(300000, seed += 10);
     if (get)
         get(&after);
     if (!host_mode() && get)

@@ -5,8 +5,8 @@
  * Rank 0 sends every other rank device messages of 256 KiB (above CUDAMPI_IPC_BYTES, below
  * CUDAMPI_IPC_SAME_GPU_BYTES), first into device buffers, then into host buffers, each
  * acknowledged by the receiver, and then one of 8 MiB. cudampi_get_stats on rank 0 tells which
- * went over IPC: the first message to a rank always does (nothing is known of it yet); after
- * that, a rank sharing rank 0's GPU, or receiving into host memory (copied on the sender's GPU),
+ * went over IPC: the first message to a rank does when the node has several GPUs (nothing is
+ * known of it yet; with one GPU every rank shares it); after that, a rank sharing rank 0's GPU, or receiving into host memory (copied on the sender's GPU),
  * gets the small messages staged and the 8 MiB one over IPC, while a rank on another GPU
  * receiving into device memory keeps getting them over IPC. With CUDAMPI_IPC_SAME_GPU_BYTES=0
  * (the matrix's forced IPC mode) every message goes over IPC. Every byte is compared with
@@ -87,9 +87,10 @@ int main(int argc, char **argv)
                 unsigned long long sent = one(src, SMALL, r, kinds[k], seed);
                 if (t_rank != 0 || host_mode())
                     continue;
-                /* The first device message to r finds nothing known of it. The first host one
-                 * follows the device messages' releases: staged when they said shared. */
-                int ipc = forced || (i == 0 ? k == 0 || dev[r] != dev[0] : !shared);
+                /* The first device message to r finds nothing known of it, unless the node has
+                 * one GPU. The first host one follows the device messages' releases: staged when
+                 * they said shared. */
+                int ipc = forced || (i == 0 ? (k == 0 && ndev > 1) || dev[r] != dev[0] : !shared);
                 unsigned long long want = ipc ? SMALL : 0;
                 if (i == 0 || i == ROUNDS - 1)
                     CHECK(sent == want, "message %d of 256 KiB to rank %d (GPU %d, rank 0 on GPU %d), %s receive: %llu bytes over IPC, expected %llu",
