@@ -314,6 +314,9 @@ static void gen_p2p(struct fcase *c)
     c->ty = pick(TY_GOOD);
     c->cnt = small_count();
     c->rcnt = chance(8) && c->cnt > 0 ? pick((int)c->cnt) : c->cnt + (chance(30) ? pick(5) : 0);
+    /* MPICH 5.0: a buffered send of a few bytes into a receive of 0 elements is reported
+     * truncated in some runs and not in others (host memory, no shim: 1 run in 10) */
+    if (is_mpich && !is_mpich40 && (c->sop == S_BSEND || c->sop == S_IBSEND) && c->rcnt == 0) c->rcnt = c->cnt;
     c->tag = 100 + c->idx % 20000;
     c->rtag = chance(30) ? MPI_ANY_TAG : c->tag;
     int proc_null = chance(12);
@@ -495,6 +498,9 @@ static void gen_sendrecv(struct fcase *c)
      * one count for both ranks */
     if (c->op == SR_REPLACE || c->op == SR_IREPLACE) c->sr_cnt[1] = c->sr_cnt[0];
     c->sr_anysrc = chance(30);
+    /* MPICH 5.0: a buffered send of a few bytes into a receive of 0 elements is reported
+     * truncated in some runs and not in others (host memory, no shim: 1 run in 10) */
+    if (is_mpich && !is_mpich40 && (c->sop == S_BSEND || c->sop == S_IBSEND) && c->rcnt == 0) c->rcnt = c->cnt;
     c->tag = 100 + c->idx % 20000;
     c->rtag = chance(30) ? MPI_ANY_TAG : c->tag;
     /* a receive expects what the peer sends, sometimes more, sometimes less (truncation) */
