@@ -41,6 +41,9 @@ const RANGE_START_ADDR: c_uint = 11;
 /// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`.
 const LAZY_ENABLE_PEER_ACCESS: u32 = 1;
 
+/// `CUDA_ERROR_ALREADY_MAPPED`.
+const ALREADY_MAPPED: u32 = 208;
+
 /// Sender allocations a receiver keeps mapped.
 const MAPPINGS: usize = 16;
 
@@ -97,8 +100,9 @@ impl Send {
     }
 
     /// Waits until the receiver has copied the message or, past the sender's patience, takes
-    /// it back and moves it to exported memory.
-    fn finish(&mut self) {
+    /// it back and moves it to exported memory. `meanwhile`: lands what peers sent this rank
+    /// while it waits (not while the caller holds the request table).
+    pub fn finish(&mut self, meanwhile: bool) {
         if !self.open {
             return;
         }
@@ -110,7 +114,7 @@ impl Send {
         let mut spins = 0u32;
         loop {
             spins = spins.wrapping_add(1);
-            if spins % 64 == 0 {
+            if meanwhile && spins % 64 == 0 {
                 pipeline::land_meanwhile();
             }
             match claims::look(self.slot) {
@@ -151,7 +155,7 @@ fn patience() -> u64 {
 
 impl Drop for Send {
     fn drop(&mut self) {
-        self.finish();
+        self.finish(true);
     }
 }
 
@@ -260,10 +264,10 @@ fn mapped() -> MutexGuard<'static, Mapped> {
     MAPPED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The sender's allocation named by `e`, mapped in the current context `ctx`.
-fn map(e: &Envelope, ctx: &InContext, ordinal: i32) -> Result<CUdeviceptr, CudaError> {
+/// The sender's allocation named by `e`, mapped in the current context `ctx`. The caller holds
+/// the lock until its copy is done, so that no other thread closes the mapping meanwhile.
+fn map(m: &mut Mapped, e: &Envelope, ctx: &InContext, ordinal: i32) -> Result<CUdeviceptr, CudaError> {
     let key = ctx.context() as usize;
-    let mut m = mapped();
     m.clock += 1;
     let now = m.clock;
     if let Some(x) = m.list.iter_mut().find(|x| x.sender == e.sender && x.id == e.arena && x.ctx == key) {
@@ -280,7 +284,20 @@ fn map(e: &Envelope, ctx: &InContext, ordinal: i32) -> Result<CUdeviceptr, CudaE
     let mut p: CUdeviceptr = 0;
     // SAFETY: valid out-pointer; the handle names a live allocation of the sender, which keeps
     // it until this receive is done.
-    check("cuIpcOpenMemHandle", unsafe { (ctx.driver().ipc_open_mem_handle)(&mut p, IpcMemHandle(e.handle), LAZY_ENABLE_PEER_ACCESS) })?;
+    let open = |p: &mut CUdeviceptr| unsafe { (ctx.driver().ipc_open_mem_handle)(p, IpcMemHandle(e.handle), LAZY_ENABLE_PEER_ACCESS) };
+    let mut rc = open(&mut p);
+    if rc == ALREADY_MAPPED {
+        // The driver carves small allocations from larger blocks and maps a block once per
+        // context: another allocation of the sender in the same block is mapped already (seen
+        // on an H100, driver 580). Its mapping goes, and this one takes its place.
+        let (gone, kept): (Vec<Mapping>, Vec<Mapping>) = m.list.drain(..).partition(|x| x.sender == e.sender && x.ctx == key);
+        m.list = kept;
+        for x in &gone {
+            close(x);
+        }
+        rc = open(&mut p);
+    }
+    check("cuIpcOpenMemHandle", rc)?;
     m.list.push(Mapping { sender: e.sender, id: e.arena, ctx: key, ptr: p, ordinal, used: now });
     Ok(p)
 }
@@ -329,7 +346,8 @@ pub fn claim(e: &Envelope) -> Option<Source> {
 
 /// Copies `len` bytes of the message to `dst` (device memory of `dev`, or host memory).
 pub fn copy(e: &Envelope, dst: *mut c_void, dev: Option<Device>, len: usize) -> Result<(), CudaError> {
-    imported::copy_from(e, dst, dev, len, |ctx, ordinal| Ok(map(e, ctx, ordinal)? + e.offset))
+    let mut m = mapped();
+    imported::copy_from(e, dst, dev, len, |ctx, ordinal| Ok(map(&mut m, e, ctx, ordinal)? + e.offset))
 }
 
 /// Closes every mapping and destroys the events (`MPI_Finalize`, after every rank is there).

@@ -173,6 +173,17 @@ impl Kept {
             Kept::Direct(d) => d.settled(),
         }
     }
+
+    /// Completes the send now if it is [`settled`](Kept::settled): a call that reports it
+    /// complete without freeing its request (`MPI_Request_get_status`) must not leave the
+    /// program's buffer to a receiver still to come.
+    pub fn finish_settled(&mut self) {
+        if let Kept::Direct(d) = self {
+            if d.settled() {
+                d.finish(false);
+            }
+        }
+    }
 }
 
 /// A completion call that must not wait (`MPI_Test`) found a send still waiting for its

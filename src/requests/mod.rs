@@ -403,6 +403,22 @@ pub fn send_waiting(reqs: *const c_void, n: c_int) -> bool {
     (0..n as usize).any(|i| t.get(&abi.key(unsafe { abi.request_at(reqs, i) })).is_some_and(|e| e._envelope.as_ref().is_some_and(|k| !k.settled())))
 }
 
+/// Completes the settled sends from the program's device buffer among the `n` requests
+/// (`fastpath::Kept::finish_settled`).
+pub fn finish_sends(reqs: *const c_void, n: c_int) {
+    if reqs.is_null() || n <= 0 {
+        return;
+    }
+    let abi = abi::get();
+    let mut t = table();
+    for i in 0..n as usize {
+        // SAFETY: the caller passes n requests.
+        if let Some(k) = t.get_mut(&abi.key(unsafe { abi.request_at(reqs, i) })).and_then(|e| e._envelope.as_mut()) {
+            k.finish_settled();
+        }
+    }
+}
+
 /// One request of a completion call's array that cudampi tracks.
 pub struct Taken {
     pub index: usize,

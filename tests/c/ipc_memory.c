@@ -1,4 +1,4 @@
-// cudampi-test: ranks=2 without-shim=skip env=CUDAMPI_IPC=1,CUDAMPI_IPC_SAME_GPU_BYTES=0,CUDAMPI_IPC_POOL_BYTES=128M timeout=300
+// cudampi-test: ranks=2 without-shim=skip env=CUDAMPI_IPC=1,CUDAMPI_IPC_SAME_GPU_BYTES=0,CUDAMPI_IPC_POOL_BYTES=128M timeout=600
 /* Memory stays bounded when every message comes from a fresh device buffer: 10,000 times, rank 0
  * allocates a device buffer, sends it to rank 1 and frees it, and rank 1 does the same with its
  * receive buffer, with sizes cycling through 64 KiB + 3, 1 MiB and 5 MiB (over CUDA IPC where
