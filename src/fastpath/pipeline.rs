@@ -603,42 +603,22 @@ fn receive_meanwhile() {
     if !SERIAL.load(Relaxed) || !any_request() {
         return;
     }
-    let Some(p) = real::pmpi() else { return };
     let mut b = begun();
     if step(&mut b) >= TAKING {
         return;
     }
-    let mut misses = 0;
-    for (h, w) in WAITING.get().map_or_else(Vec::new, |w| (w.receives)()) {
-        if b.iter().any(|x| x.request == h) {
-            continue;
-        }
-        let (mut flag, mut status) = (0, abi::Status::zeroed());
-        // SAFETY: a request the program posted and has not completed (no other MPI call runs
-        // meanwhile); the request is not freed.
-        let rc = unsafe { (p.request_get_status)(h, &mut flag, status.as_mut_ptr()) };
-        if rc != 0 || flag == 0 {
-            misses += 1;
-            if misses == MISSES {
-                return;
-            }
-            continue;
-        }
-        if received_bytes(status.as_mut_ptr()) != Some(envelope::BYTES) {
-            continue;
-        }
-        // SAFETY: the staging buffer holds what the receive got, at least the envelope's bytes.
-        let Some(e) = (unsafe { Envelope::read(w.host) }) else { continue };
+    let begun_requests: Vec<Handle> = b.iter().map(|x| x.request).collect();
+    arrived(|h| begun_requests.contains(&h), |h, w, e, _| {
         if e.kind != envelope::CHUNKS || e.bytes as usize > w.len || b.iter().any(|x| x.of(&e)) {
-            continue;
+            return false;
         }
-        let Ok(ctx) = InContext::enter(&w.dev) else { return };
+        let Ok(ctx) = InContext::enter(&w.dev) else { return true };
         if let Some(mut ring) = Ring::open(&e, &ctx, w.dev, w.user) {
             ring.step(&ctx, false);
             b.push(Begun { sender: e.sender, tag: e.arena, request: h, state: Early::Taking(Box::new(ring)) });
         }
-        return;
-    }
+        true
+    });
 }
 
 /// A send waiting for its receiver to copy from the program's buffer (`direct`) lands, meanwhile,
@@ -649,9 +629,26 @@ pub fn land_meanwhile() {
     if !SERIAL.load(Relaxed) || !any_request() {
         return;
     }
+    let Some(deliver) = WAITING.get().map(|w| w.deliver) else { return };
+    arrived(|_| false, |h, _, e, status| {
+        if e.kind != envelope::CHUNKS {
+            let _ = deliver(h, status);
+        }
+        false
+    });
+}
+
+/// Hands `visit` each device receive in flight (oldest first, past those `skip` names) that MPI
+/// reports complete with an envelope, with its staging window and status, until `visit` returns
+/// `true`. It stops at the [`MISSES`]th receive that has not completed: envelopes from one
+/// sender arrive in order. No other MPI call may run meanwhile; the requests are not freed.
+fn arrived(skip: impl Fn(Handle) -> bool, mut visit: impl FnMut(Handle, &Window, Envelope, *mut c_void) -> bool) {
     let (Some(p), Some(w)) = (real::pmpi(), WAITING.get()) else { return };
     let mut misses = 0;
     for (h, win) in (w.receives)() {
+        if skip(h) {
+            continue;
+        }
         let (mut flag, mut status) = (0, abi::Status::zeroed());
         // SAFETY: a request the program posted and has not completed (no other MPI call runs
         // meanwhile); the request is not freed.
@@ -668,10 +665,9 @@ pub fn land_meanwhile() {
         }
         // SAFETY: the staging buffer holds what the receive got, at least the envelope's bytes.
         let Some(e) = (unsafe { Envelope::read(win.host) }) else { continue };
-        if e.kind == envelope::CHUNKS {
-            continue;
+        if visit(h, &win, e, status.as_mut_ptr()) {
+            return;
         }
-        let _ = (w.deliver)(h, status.as_mut_ptr());
     }
 }
 
