@@ -135,10 +135,9 @@ pub fn setup(peers: &Peers) {
             let _ = SEGMENTS.set(Segments { own, peers: mapped, next: AtomicUsize::new(0) });
         }
         _ => {
-            if ok {
-                log::debug(format_args!("shared slots unavailable on some rank; device messages over IPC are copied once more"));
-            } else {
-                log::warn(format_args!("no shared memory for IPC slots (shm_open); device messages over IPC are copied once more"));
+            // Not a warning: a program that never sends device memory must print nothing more.
+            if crate::base::config::get().debug {
+                log::debug(format_args!("no shared memory for IPC slots on {} rank (shm_open); device messages over IPC are copied once more", if ok { "another" } else { "this" }));
             }
             for (_, at) in mapped.into_iter().chain(own.map(|o| (0, o))) {
                 // SAFETY: a mapping made above and never handed out.
