@@ -33,10 +33,9 @@ pub struct Config {
     pub ipc_same_gpu_bytes: usize,
     /// `CUDAMPI_IPC_POOL_BYTES`: most device memory a rank exports for IPC at once.
     pub ipc_pool_bytes: usize,
-    /// `CUDAMPI_IPC_DIRECT=1`: an IPC receiver copies straight from the program's own buffer
-    /// when it can (`fastpath/direct.rs`), and the send completes when it has. Off by default:
-    /// `tests/c/held_requests.c` hangs with it on MPICH 4.0. Off, the sender first copies every
-    /// IPC message into memory of its own.
+    /// On unless `CUDAMPI_IPC_DIRECT=0`: an IPC receiver copies straight from the program's
+    /// own buffer when it can (`fastpath/direct.rs`), and the send completes when it has.
+    /// Off, the sender first copies every IPC message into memory of its own.
     pub ipc_direct: bool,
     /// On unless `CUDAMPI_PIPELINE=0` (or `CUDAMPI_DISABLE=1`): large device messages cross in
     /// chunks, so that the copies out of and into device memory overlap the transfer
@@ -109,7 +108,7 @@ pub fn get() -> &'static Config {
         ipc_bytes: bytes("CUDAMPI_IPC_BYTES").unwrap_or(DEFAULT_IPC_BYTES),
         ipc_same_gpu_bytes: bytes("CUDAMPI_IPC_SAME_GPU_BYTES").unwrap_or(DEFAULT_IPC_SAME_GPU_BYTES),
         ipc_pool_bytes: bytes("CUDAMPI_IPC_POOL_BYTES").unwrap_or(DEFAULT_IPC_POOL_BYTES),
-        ipc_direct: flag("CUDAMPI_IPC_DIRECT"),
+        ipc_direct: !off("CUDAMPI_IPC_DIRECT"),
         pipeline: !disabled && !off("CUDAMPI_PIPELINE"),
         pipeline_bytes: bytes("CUDAMPI_PIPELINE_BYTES").unwrap_or(DEFAULT_PIPELINE_BYTES),
         pipeline_chunk: bytes("CUDAMPI_PIPELINE_CHUNK").unwrap_or(DEFAULT_PIPELINE_CHUNK).clamp(64 << 10, 1 << 30),

@@ -1,4 +1,4 @@
-// cudampi-test: ranks=2 without-shim=skip mpis=ompi4 env=CUDAMPI_IPC_DIRECT=1,CUDAMPI_IPC=1,CUDAMPI_IPC_BYTES=0,CUDAMPI_IPC_SAME_GPU_BYTES=0,CUDAMPI_PIPELINE_WAIT=60000000 timeout=120
+// cudampi-test: ranks=2 without-shim=skip env=CUDAMPI_IPC=1,CUDAMPI_IPC_BYTES=0,CUDAMPI_IPC_SAME_GPU_BYTES=0,CUDAMPI_PIPELINE_WAIT=60000000 timeout=120
 /* IPC from the program's own buffers: the receiver copies each message straight from the
  * sender's device buffer, and the send completes only once it has. The sender's patience is
  * set to 60 s here, so a send that waited for its receiver where the receiver could not copy
@@ -13,8 +13,7 @@
  *   5. MPI_Test does not wait: rank 0 polls its MPI_Isend with MPI_Test while rank 1 sleeps
  *      200 ms before its MPI_Recv, so MPI_Test must report the send incomplete at least once.
  * Every receive buffer is poisoned, with slack after it, and compared with the pattern sent;
- * cudampi_get_stats must show the bytes over IPC. On Open MPI 4.1 only, while the path is off by
- * default (held_requests hangs with it on MPICH 4.0). */
+ * cudampi_get_stats must show the bytes over IPC. */
 #include "common.h"
 #include "../../include/cudampi.h"
 #include <unistd.h>
