@@ -23,7 +23,7 @@
 //! and `base`.
 
 use std::ffi::{c_int, c_uint, c_void};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -62,6 +62,15 @@ fn exports() -> MutexGuard<'static, Exports> {
 
 /// Microseconds the next send waits for its receiver (0: the full `CUDAMPI_PIPELINE_WAIT`).
 static PATIENCE: AtomicU64 = AtomicU64::new(0);
+
+/// Set before the library's `MPI_Finalize`: a send the program never completed is dropped
+/// without waiting or calling MPI.
+static FINALIZING: AtomicBool = AtomicBool::new(false);
+
+/// Before the library's `MPI_Finalize`.
+pub fn finalizing() {
+    FINALIZING.store(true, Relaxed);
+}
 
 /// A message announced from the program's buffer, until its receiver has copied it or its
 /// sender has withdrawn it. Dropping it finishes it (`finish`): the send's completion.
@@ -103,7 +112,7 @@ impl Send {
     /// it back and moves it to exported memory. `meanwhile`: lands what peers sent this rank
     /// while it waits (not while the caller holds the request table).
     pub fn finish(&mut self, meanwhile: bool) {
-        if !self.open {
+        if !self.open || FINALIZING.load(Relaxed) {
             return;
         }
         self.open = false;

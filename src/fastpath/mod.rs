@@ -102,6 +102,7 @@ pub fn finalize() {
         unsafe { (p.barrier)(peers.shadow) };
     }
     held::clear();
+    direct::finalizing();
     imported::release_all();
     direct::release_all();
     exported::release_all();

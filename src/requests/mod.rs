@@ -367,7 +367,10 @@ pub fn insert(request: *const c_void, mut entry: Entry) -> Result<(), c_int> {
             }
         }
     }
-    table().insert(h, entry);
+    // An entry the handle held before (MPI reuses handles) is dropped after the lock: dropping
+    // a send from the program's buffer may wait for its receiver and look at the table.
+    let old = table().insert(h, entry);
+    drop(old);
     Ok(())
 }
 
@@ -604,7 +607,8 @@ pub fn remove(h: Handle) -> Option<Entry> {
 }
 
 pub fn put_back(h: Handle, e: Entry) {
-    table().insert(abi::get().key(h), e);
+    let old = table().insert(abi::get().key(h), e);
+    drop(old);
 }
 
 /// The program freed an active request: MPI's request stays alive here, completed in later
