@@ -297,9 +297,10 @@ fn map(m: &mut Mapped, e: &Envelope, ctx: &InContext, ordinal: i32) -> Result<CU
     let mut rc = open(&mut p);
     if rc == ALREADY_MAPPED {
         // The driver carves small allocations from larger blocks and maps a block once per
-        // context: another allocation of the sender in the same block is mapped already (seen
-        // on an H100, driver 580). Its mapping goes, and this one takes its place.
-        let (gone, kept): (Vec<Mapping>, Vec<Mapping>) = m.list.drain(..).partition(|x| x.sender == e.sender && x.ctx == key);
+        // process and device: another allocation of the sender in the same block is mapped
+        // already (seen on an H100, driver 580). The sender's mappings go, in every context,
+        // and this one takes their place.
+        let (gone, kept): (Vec<Mapping>, Vec<Mapping>) = m.list.drain(..).partition(|x| x.sender == e.sender);
         m.list = kept;
         for x in &gone {
             close(x);
