@@ -2,9 +2,11 @@
 //! off: GPU to GPU over CUDA IPC inside a node (`CUDAMPI_IPC`), and staging in chunks that
 //! overlap the transfer (`CUDAMPI_PIPELINE`, `pipeline`).
 //!
-//! For IPC the sender copies the message into a device buffer of its own that peers can map
-//! (`exported`) and sends, in place of the data, an envelope naming that buffer, with the
-//! program's own communicator, destination and tag; the send is then complete. The envelope is
+//! For IPC the sender sends, in place of the data, an envelope with the program's own
+//! communicator, destination and tag, naming either the program's own buffer (`direct`: the
+//! send completes once the receiver has copied, as a slot in shared memory says, `claims`) or
+//! a copy in device memory of its own that peers can map (`exported`: the send is then
+//! complete). The envelope is
 //! matched by whatever receive MPI's rules pick, so the order of messages, wildcards and
 //! cancellation of unmatched receives stay MPI's own. When a receive completes with an envelope,
 //! cudampi maps the sender's buffer (`imported`), copies the data to the receive buffer (device
