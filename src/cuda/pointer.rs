@@ -70,6 +70,8 @@ const IS_MANAGED: c_uint = CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED 
 const DEVICE_ORDINAL: c_uint = CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL as c_uint;
 const RANGE_START: c_uint = CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR as c_uint;
 const RANGE_SIZE: c_uint = CUpointer_attribute::CU_POINTER_ATTRIBUTE_RANGE_SIZE as c_uint;
+const BUFFER_ID: c_uint = CUpointer_attribute::CU_POINTER_ATTRIBUTE_BUFFER_ID as c_uint;
+const IPC_CAPABLE: c_uint = CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE as c_uint;
 const TYPE_HOST: u64 = CUmemorytype::CU_MEMORYTYPE_HOST as u64;
 const TYPE_DEVICE: u64 = CUmemorytype::CU_MEMORYTYPE_DEVICE as u64;
 const TYPE_UNIFIED: u64 = CUmemorytype::CU_MEMORYTYPE_UNIFIED as u64;
@@ -221,4 +223,28 @@ fn host_readable(ptr: *const c_void) -> Option<bool> {
         _ if std::io::Error::last_os_error().raw_os_error() == Some(libc::EFAULT) => Some(false),
         _ => None,
     }
+}
+
+/// A device allocation `cuIpcGetMemHandle` takes (`cudaMalloc`, `cuMemAlloc`; not pool or VMM
+/// memory).
+pub struct IpcAllocation {
+    /// The driver's id of the allocation, never reused within the process.
+    pub id: u64,
+    /// Where the allocation starts: the address `cuIpcGetMemHandle` wants.
+    pub start: u64,
+}
+
+/// The allocation holding device pointer `ptr`, if it can be exported over CUDA IPC as it is.
+/// One query, no context needed.
+pub fn ipc_allocation(ptr: *const c_void) -> Option<IpcAllocation> {
+    let d = driver::get()?;
+    // Zero-initialised 8-byte slots: the driver writes 4 or 8 bytes depending on the attribute.
+    let (mut id, mut start, mut capable) = (0u64, 0u64, 0u64);
+    let mut attrs = [BUFFER_ID, RANGE_START, IPC_CAPABLE];
+    let mut data: [*mut c_void; 3] = [(&mut id as *mut u64).cast(), (&mut start as *mut u64).cast(), (&mut capable as *mut u64).cast()];
+    // SAFETY: three attributes, three valid 8-byte out-slots.
+    if unsafe { (d.pointer_get_attributes)(3, attrs.as_mut_ptr(), data.as_mut_ptr(), ptr as u64) } != CUDA_SUCCESS {
+        return None;
+    }
+    (capable as u32 != 0 && id != 0 && start != 0).then_some(IpcAllocation { id, start })
 }

@@ -19,30 +19,25 @@
 //! allocations come and go; a mapping keeps the memory alive, so at most [`MAPPINGS`] are
 //! kept, the least recently used closed first).
 //!
-//! This module may use `claims`, `exported`, `imported`, `peers`, `envelope`, `cuda`, `mpi`
-//! and `base`.
+//! This module may use `claims`, `exported`, `imported`, `patience`, `peers`, `envelope`,
+//! `cuda`, `mpi` and `base`.
 
-use std::ffi::{c_int, c_uint, c_void};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::envelope::{self, Envelope};
+use super::imported::LAZY_ENABLE_PEER_ACCESS;
+use super::patience::Patience;
 use super::{claims, exported, imported, peers, pipeline};
-use crate::base::{config, log, stats};
+use crate::base::{log, stats};
 use crate::cuda::copy::check;
-use crate::cuda::driver::{self, CUcontext, CUdeviceptr, IpcMemHandle};
+use crate::cuda::driver::{self, CUcontext, CUdeviceptr, CuResult, IpcMemHandle};
 use crate::cuda::{CudaError, Device, InContext};
 
-const BUFFER_ID: c_uint = 7;
-const IS_LEGACY_CUDA_IPC_CAPABLE: c_uint = 10;
-const RANGE_START_ADDR: c_uint = 11;
-
-/// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`.
-const LAZY_ENABLE_PEER_ACCESS: u32 = 1;
-
 /// `CUDA_ERROR_ALREADY_MAPPED`.
-const ALREADY_MAPPED: u32 = 208;
+const ALREADY_MAPPED: CuResult = cudarc::driver::sys::cudaError_enum::CUDA_ERROR_ALREADY_MAPPED as CuResult;
 
 /// Sender allocations a receiver keeps mapped.
 const MAPPINGS: usize = 16;
@@ -60,8 +55,8 @@ fn exports() -> MutexGuard<'static, Exports> {
     EXPORTS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Microseconds the next send waits for its receiver (0: the full `CUDAMPI_PIPELINE_WAIT`).
-static PATIENCE: AtomicU64 = AtomicU64::new(0);
+/// How long the next send waits for its receiver, counted from its posting.
+static PATIENCE: Patience = Patience::new();
 
 /// Set before the library's `MPI_Finalize`: a send the program never completed is dropped
 /// without waiting or calling MPI.
@@ -97,7 +92,7 @@ impl Send {
     /// Whether completing the send now takes no wait: the receiver has copied, or the sender's
     /// patience has run out since the send was posted (the send then withdraws at once).
     pub fn settled(&self) -> bool {
-        !self.open || claims::is_done(self.slot) || self.posted.elapsed() > Duration::from_micros(patience())
+        !self.open || claims::is_done(self.slot) || self.posted.elapsed() > PATIENCE.now()
     }
 
     /// The send of the envelope failed: nobody will take the message.
@@ -116,10 +111,7 @@ impl Send {
             return;
         }
         self.open = false;
-        let full = config::get().pipeline_wait_us;
-        let patience = patience();
-        let since = self.posted;
-        let wait = Duration::from_micros(patience);
+        let wait = PATIENCE.now();
         let mut spins = 0u32;
         loop {
             spins = spins.wrapping_add(1);
@@ -131,12 +123,12 @@ impl Send {
                     if let Some(p) = peers::get() {
                         p.set_shares_gpu(self.dest, same_gpu);
                     }
-                    PATIENCE.store(full, Relaxed);
+                    PATIENCE.rewarded();
                     return;
                 }
                 claims::Seen::Taken => {}
-                claims::Seen::Posted if since.elapsed() > wait && claims::withdraw(self.slot) => {
-                    PATIENCE.store((patience / 4).max(full / 64).max(1), Relaxed);
+                claims::Seen::Posted if self.posted.elapsed() > wait && claims::withdraw(self.slot) => {
+                    PATIENCE.unrewarded(wait);
                     stats::add(&stats::IPC_WITHDRAWN, 1);
                     match exported::withdrawn(&self.dev, self.src, self.bytes) {
                         Ok((arena, offset, handle)) => claims::moved(self.slot, arena, offset, &handle),
@@ -154,34 +146,10 @@ impl Send {
     }
 }
 
-/// Microseconds a send waits now for its receiver, counted from its posting.
-fn patience() -> u64 {
-    match PATIENCE.load(Relaxed) {
-        0 => config::get().pipeline_wait_us,
-        p => p,
-    }
-}
-
 impl Drop for Send {
     fn drop(&mut self) {
         self.finish(true);
     }
-}
-
-/// One query for what the sender needs of its buffer: (allocation id, allocation start, whether
-/// `cuIpcGetMemHandle` takes it).
-fn allocation(d: &driver::Driver, src: *const c_void) -> Option<(u64, CUdeviceptr, bool)> {
-    let mut attrs = [BUFFER_ID, RANGE_START_ADDR, IS_LEGACY_CUDA_IPC_CAPABLE];
-    let mut data = [0u64; 3];
-    let mut slots: [*mut c_void; 3] = [std::ptr::null_mut(); 3];
-    for (s, x) in slots.iter_mut().zip(data.iter_mut()) {
-        *s = (x as *mut u64).cast();
-    }
-    // SAFETY: three attributes, three 8-byte out-slots.
-    if unsafe { (d.pointer_get_attributes)(3, attrs.as_mut_ptr(), slots.as_mut_ptr(), src as CUdeviceptr) } != 0 {
-        return None;
-    }
-    Some((data[0], data[1], data[2] as u32 != 0))
 }
 
 /// Announces `bytes` of the program's device memory at `src` for the receiver to copy:
@@ -192,10 +160,8 @@ pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, toke
         return None;
     }
     let d = driver::get()?;
-    let (id, base, capable) = allocation(d, src)?;
-    if !capable || id == 0 || base == 0 {
-        return None;
-    }
+    let a = crate::cuda::pointer::ipc_allocation(src)?;
+    let (id, base) = (a.id, a.start);
     let prepared = (|| {
         let ctx = InContext::enter(dev)?;
         let mut ex = exports();

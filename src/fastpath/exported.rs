@@ -13,11 +13,11 @@
 //! room waits while receivers give blocks back (`wait_for_room`), else takes the other paths.
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::envelope::{self, Envelope};
+use super::patience::Patience;
 use super::peers;
 use crate::base::config;
 use crate::cuda::copy::check;
@@ -188,24 +188,19 @@ impl Exported {
         if self.out.is_empty() || len > config::get().ipc_pool_bytes {
             return None;
         }
-        let full = config::get().pipeline_wait_us;
-        let patience = match PATIENCE.load(Relaxed) {
-            0 => full,
-            p => p,
-        };
-        let wait = Duration::from_micros(patience);
+        let wait = PATIENCE.now();
         let mut since = Instant::now();
         loop {
             let out = self.out.len();
             self.collect_releases();
             if self.out.len() < out {
                 if let Some(b) = self.block(d, ordinal, len, config::get().ipc_pool_bytes) {
-                    PATIENCE.store(full, Relaxed);
+                    PATIENCE.rewarded();
                     return Some(b);
                 }
                 since = Instant::now();
             } else if self.out.is_empty() || since.elapsed() > wait {
-                PATIENCE.store((patience / 4).max(full / 64).max(1), Relaxed);
+                PATIENCE.unrewarded(wait);
                 return None;
             }
             std::hint::spin_loop();
@@ -213,9 +208,8 @@ impl Exported {
     }
 }
 
-/// Microseconds the next send waits for exported memory without a block coming back (0: not
-/// yet set, the full `CUDAMPI_PIPELINE_WAIT`).
-static PATIENCE: AtomicU64 = AtomicU64::new(0);
+/// How long the next send waits for exported memory without a block coming back.
+static PATIENCE: Patience = Patience::new();
 
 /// A buffer holding a copy of the message, ready to be named in an envelope.
 pub struct Outgoing {

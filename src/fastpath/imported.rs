@@ -18,7 +18,7 @@ use crate::mpi::abi::{self, Handle};
 use crate::mpi::real;
 
 /// `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`: a peer GPU's buffer is reached over NVLink or PCIe.
-const LAZY_ENABLE_PEER_ACCESS: u32 = 1;
+pub const LAZY_ENABLE_PEER_ACCESS: u32 = 1;
 
 struct Imported {
     /// (sender, arena, context) -> (mapped address, the GPU of that context).

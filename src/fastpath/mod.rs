@@ -33,6 +33,7 @@ mod envelope;
 mod exported;
 pub mod held;
 mod imported;
+mod patience;
 mod peers;
 mod pipeline;
 
