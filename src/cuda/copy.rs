@@ -110,8 +110,9 @@ impl<'a> InContext<'a> {
     /// as one pitched copy, so a strided datatype costs one copy, not one per block. The copies
     /// are queued on the legacy default stream and waited for: measured on an H200 host, 1.2 us
     /// faster for small messages than the synchronous copy, which also returns early from
-    /// pageable memory; small ones by polling (`signal`). One or two words are not copied but
-    /// written by the stream (`signal::write_to_device`), except into managed memory.
+    /// pageable memory; small ones by polling (`signal`). One or two words (up to 32 on a GPU
+    /// another rank shares) are not copied but written by the stream
+    /// (`signal::write_to_device`), except into managed memory.
     pub fn runs_to_device(&self, dst: *mut c_void, src: *const c_void, runs: &[(usize, usize)]) -> Result<(), CudaError> {
         use cudarc::driver::sys::CUmemorytype;
         if let [(at, len)] = *runs {

@@ -194,6 +194,25 @@ struct LinkMap {
     l_prev: *mut LinkMap,
 }
 
+/// Whether this node has one GPU (and no `CUDA_VISIBLE_DEVICES` hides others), which every rank
+/// of the job on it then shares. Asked only once the driver is initialised (a caller found
+/// device memory); `false` until then.
+pub fn one_gpu() -> bool {
+    static ONE: OnceLock<bool> = OnceLock::new();
+    if let Some(&one) = ONE.get() {
+        return one;
+    }
+    let Some(d) = get() else { return false };
+    *ONE.get_or_init(|| {
+        if std::env::var_os("CUDA_VISIBLE_DEVICES").is_some() {
+            return false;
+        }
+        let mut n = 0;
+        // SAFETY: a valid out-pointer; the driver is initialised.
+        unsafe { (d.device_get_count)(&mut n) == 0 && n == 1 }
+    })
+}
+
 /// The driver if the process has loaded a working libcuda; `None` means every buffer is host
 /// memory. Cheap enough to call on every MPI call.
 #[inline]

@@ -19,7 +19,7 @@
 
 use std::cell::Cell;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use cudarc::driver::sys::CUstreamBatchMemOpType;
@@ -104,6 +104,34 @@ fn poll(d: &Driver, s: &Signals, i: u32) -> Result<(), CudaError> {
 /// 6.63/12.93 against 5.68/12.16, 32 B 6.51/13.37 against 7.01/13.34, 64 B 7.16/12.99 against
 /// 9.66/15.73.
 pub const MAX_WRITES: usize = 2;
+/// Writes allowed where another rank of the job shares this process's GPU (one GPU on the
+/// node, another rank on it): a copy to the device of up to 16 KiB then waits for the GPU to
+/// switch from the other process, whatever its size, while stream writes do not. One H100
+/// shared by two ranks (2026-11-25, `bench/turns`, each process in turn, us): a 16 B to 16 KiB
+/// copy 144-147, from 32 KiB 10-11; writes of 16, 64, 256 and 1024 B 7.9, 12.3, 29.4 and 97.4
+/// (alone 4.1, 6.2, 14.4, 48.7, where a copy takes 4-5). 256 B keeps a message under 30 us
+/// one way when the GPU is shared and costs at most 10 us more when it happens to be idle.
+pub const SHARED_MAX_WRITES: usize = 32;
+/// The writes one copy may take: [`MAX_WRITES`], or [`SHARED_MAX_WRITES`] once the GPU is
+/// known to be shared.
+static WRITE_LIMIT: AtomicUsize = AtomicUsize::new(MAX_WRITES);
+/// Set when another rank of the job runs on this node (`node_shared`).
+static NODE_SHARED: AtomicBool = AtomicBool::new(false);
+
+/// Another rank of the job runs on this node: where the node has one GPU, the two share it.
+pub fn node_shared() {
+    NODE_SHARED.store(true, Ordering::Relaxed);
+}
+
+/// How many stream writes a copy may take on this process's GPU.
+fn write_limit() -> usize {
+    let limit = WRITE_LIMIT.load(Ordering::Relaxed);
+    if limit == MAX_WRITES && NODE_SHARED.load(Ordering::Relaxed) && super::driver::one_gpu() {
+        WRITE_LIMIT.store(SHARED_MAX_WRITES, Ordering::Relaxed);
+        return SHARED_MAX_WRITES;
+    }
+    limit
+}
 const WRITE_VALUE_32: u32 = CUstreamBatchMemOpType::CU_STREAM_MEM_OP_WRITE_VALUE_32 as u32;
 const WRITE_VALUE_64: u32 = CUstreamBatchMemOpType::CU_STREAM_MEM_OP_WRITE_VALUE_64 as u32;
 /// Cleared once the driver refused a batch.
@@ -112,16 +140,17 @@ static WRITES: AtomicBool = AtomicBool::new(true);
 /// Copies the byte runs `(offset, len)` of `src` to the same offsets of device memory at `dst`
 /// (queued on the legacy default stream of the current context) with stream memory writes, and
 /// waits for them by polling. `None` when they cannot be written that way (a run not whole
-/// 4-byte words at a 4-byte aligned address, more than [`MAX_WRITES`] writes, no batches in
+/// 4-byte words at a 4-byte aligned address, more writes than [`write_limit`], no batches in
 /// this driver, or the batch refused): then nothing was queued that the caller's copy will not
 /// overwrite with the same bytes.
 pub fn write_to_device(d: &Driver, dst: u64, src: *const u8, runs: &[(usize, usize)]) -> Option<Result<(), CudaError>> {
     let s = d.signals.as_ref()?;
     let batch = s.stream_batch_mem_op?;
-    if !WRITES.load(Ordering::Relaxed) || runs.len() > MAX_WRITES {
+    let limit = write_limit();
+    if !WRITES.load(Ordering::Relaxed) || runs.len() > limit {
         return None;
     }
-    let mut ops = [MemOp::default(); MAX_WRITES + 1];
+    let mut ops = [MemOp::default(); SHARED_MAX_WRITES + 1];
     let mut n = 0;
     for &(at, len) in runs {
         let (mut a, end) = (dst + at as u64, dst + (at + len) as u64);
@@ -130,7 +159,7 @@ pub fn write_to_device(d: &Driver, dst: u64, src: *const u8, runs: &[(usize, usi
         }
         while a < end {
             let wide = a % 8 == 0 && end - a >= 8;
-            if n == MAX_WRITES {
+            if n == limit {
                 return None;
             }
             // SAFETY: 8 or 4 readable bytes of the run, at the same offset in the source.

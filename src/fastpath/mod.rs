@@ -87,6 +87,9 @@ pub fn init(waiting: Waiting) {
         if config::get().ipc {
             claims::setup(p);
         }
+        if p.node_shared() {
+            crate::cuda::signal::node_shared();
+        }
         let on = p.may_receive();
         RECEIVING.store(on, Relaxed);
         SENDING.store(on, Relaxed);
@@ -222,7 +225,7 @@ pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handl
     let world = peers.world_rank(comm, dest)?;
     let src = buf.cast::<u8>().wrapping_offset(span.offset as isize).cast();
     let token = peers::device_token(dev.ordinal);
-    let ipc_from = match peers.shares_gpu(world) || one_gpu() {
+    let ipc_from = match peers.shares_gpu(world) || crate::cuda::driver::one_gpu() {
         true => cfg.ipc_bytes.max(cfg.ipc_same_gpu_bytes),
         false => cfg.ipc_bytes,
     };
@@ -263,21 +266,6 @@ pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handl
         return Some(Offer::Chunks(pipeline::offer(&dev, src, span.len, peers.rank, world)));
     }
     None
-}
-
-/// Whether this node has one GPU (and no `CUDA_VISIBLE_DEVICES` hides others), which every rank
-/// of it then shares: IPC to any of them pays for the two processes taking turns, even before a
-/// release has said so.
-fn one_gpu() -> bool {
-    static ONE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ONE.get_or_init(|| {
-        if std::env::var_os("CUDA_VISIBLE_DEVICES").is_some() {
-            return false;
-        }
-        let mut n = 0;
-        // SAFETY: a valid out-pointer; the driver is initialised (the caller found device memory).
-        crate::cuda::driver::get().is_some_and(|d| unsafe { (d.device_get_count)(&mut n) } == 0 && n == 1)
-    })
 }
 
 /// Where a completed receive put what arrived, and where its data belongs.

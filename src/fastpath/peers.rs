@@ -342,6 +342,12 @@ impl Peers {
         Self::paths(me, r).0 && (r.sees_all != 0 || r.tokens[..r.visible as usize].contains(token))
     }
 
+    /// Whether another rank of the job runs on this node.
+    pub fn node_shared(&self) -> bool {
+        let Some(me) = self.record(self.rank) else { return false };
+        self.records.iter().enumerate().any(|(r, rec)| r as c_int != self.rank && rec.node == me.node)
+    }
+
     /// Ranks in `MPI_COMM_WORLD`.
     pub fn size(&self) -> usize {
         self.records.len()

@@ -1,6 +1,7 @@
 // cudampi-test: ranks=2 without-shim=crash env=CUDAMPI_IPC=0,CUDAMPI_PIPELINE=0,CUDAMPI_ORDERED_RECV_BYTES=0
 /* Small copies to the device are written by the GPU's stream memory writes (at most two 64- or
- * 32-bit writes: whole 4-byte words at 4-byte aligned addresses), everything else by a copy.
+ * 32-bit writes: whole 4-byte words at 4-byte aligned addresses; 32 when the ranks share the
+ * node's one GPU, as in small_writes_shared), everything else by a copy.
  * Each case below lands in a device buffer whose surroundings are poisoned, and is compared
  * with the same operation on host buffers or with the bytes sent:
  *   - MPI_Recv of 1 to 1024 bytes (MPI_BYTE) at offsets 0, 1, 2, 4 and 8 from an aligned
@@ -20,7 +21,27 @@
 
 #define GUARD 64
 #define AREA (GUARD + 1024 + 8 + GUARD)
-#define MAX_WRITES 2
+static int off(const char *name)
+{
+    const char *v = getenv(name);
+    return v && strcmp(v, "0") == 0;
+}
+
+/* At most two writes, or 32 where the ranks share the node's one GPU and know it: every rank
+ * runs on this node here, so one GPU (and no CUDA_VISIBLE_DEVICES) means it is shared, which
+ * the fast paths' handshake tells cudampi unless both are off. */
+static int max_writes(void)
+{
+    static int n;
+    if (!n) {
+        int devices = 0;
+        cudaGetDeviceCount(&devices);
+        int knows = !(off("CUDAMPI_IPC") && off("CUDAMPI_PIPELINE"));
+        n = devices == 1 && !getenv("CUDA_VISIBLE_DEVICES") && knows ? 32 : 2;
+    }
+    return n;
+}
+#define MAX_WRITES max_writes()
 
 typedef int (*stats_fn)(struct cudampi_stats *);
 static stats_fn get_stats;
