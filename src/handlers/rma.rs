@@ -50,7 +50,7 @@ fn issue(name: &'static str, prepared: Vec<Prepared>, has_result: bool, target: 
             Err(e) => e,
         };
     }
-    windows::keep(win, Pending { name, target, origin, result });
+    windows::keep(win, Pending { name, target, _origin: origin, result });
     rc
 }
 

@@ -44,8 +44,8 @@ struct Win {
 pub struct Pending {
     pub name: &'static str,
     pub target: c_int,
-    /// The buffer MPI reads (kept alive only).
-    pub origin: Vec<Staged>,
+    /// The buffers MPI reads, kept until then.
+    pub _origin: Vec<Staged>,
     /// The buffer MPI writes, copied to the device at completion.
     pub result: Option<Staged>,
 }
@@ -88,7 +88,7 @@ fn shadow(win: Handle) -> Option<Arc<Mutex<Shadow>>> {
 
 /// Completes the pending operations of `win` to `target` (all of them for `None`): results go
 /// to the device, staging buffers are released. The first failed copy's code is returned.
-fn complete(name: &'static str, win: Handle, target: Option<c_int>) -> Result<(), c_int> {
+fn complete(win: Handle, target: Option<c_int>) -> Result<(), c_int> {
     if !any() {
         return Ok(());
     }
@@ -119,7 +119,6 @@ fn complete(name: &'static str, win: Handle, target: Option<c_int>) -> Result<()
             }
         }
     }
-    let _ = name;
     first
 }
 
@@ -189,7 +188,7 @@ pub fn win_free(name: &'static str, win: *mut c_void, call: impl FnOnce() -> c_i
     }
     // SAFETY: the caller's window handle.
     let h = unsafe { abi::get().handle_at(win) };
-    let done = complete(name, h, None);
+    let done = complete(h, None);
     let rc = call();
     if rc != 0 {
         return rc;
@@ -220,7 +219,7 @@ pub fn win_fence(name: &'static str, assert: c_int, win: Handle, call: impl FnOn
     if rc != 0 {
         return rc;
     }
-    outcome(rc, &[published, complete(name, win, None), absorb(name, win)])
+    outcome(rc, &[published, complete(win, None), absorb(name, win)])
 }
 
 pub fn win_post(name: &'static str, assert: c_int, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
@@ -231,7 +230,7 @@ pub fn win_post(name: &'static str, assert: c_int, win: Handle, call: impl FnOnc
     outcome(call(), &[published])
 }
 
-pub fn win_complete(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+pub fn win_complete(_name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
     if !any() {
         return call();
     }
@@ -239,7 +238,7 @@ pub fn win_complete(name: &'static str, win: Handle, call: impl FnOnce() -> c_in
     if rc != 0 {
         return rc;
     }
-    outcome(rc, &[complete(name, win, None)])
+    outcome(rc, &[complete(win, None)])
 }
 
 pub fn win_wait(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
@@ -287,11 +286,11 @@ pub fn win_unlock(name: &'static str, target: Option<c_int>, win: Handle, call: 
     if rc != 0 {
         return rc;
     }
-    outcome(rc, &[published, complete(name, win, target), absorb(name, win)])
+    outcome(rc, &[published, complete(win, target), absorb(name, win)])
 }
 
 /// `MPI_Win_flush(_local)` (`target`) and `MPI_Win_flush(_local)_all` (`None`).
-pub fn win_flush(name: &'static str, target: Option<c_int>, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+pub fn win_flush(_name: &'static str, target: Option<c_int>, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
     if !any() {
         return call();
     }
@@ -299,7 +298,7 @@ pub fn win_flush(name: &'static str, target: Option<c_int>, win: Handle, call: i
     if rc != 0 {
         return rc;
     }
-    outcome(rc, &[complete(name, win, target)])
+    outcome(rc, &[complete(win, target)])
 }
 
 pub fn win_sync(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
