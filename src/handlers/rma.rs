@@ -3,8 +3,9 @@
 //! An origin buffer is copied to a staging buffer before the real call (MPI may read it until
 //! the operation completes at the origin); a result buffer gets a staging buffer that MPI
 //! fills, copied to device memory at the completion point MPI defines. A request form's
-//! staging buffers go with its request (`requests`), completed as any request's are; a blocking
-//! call's go with its window (`windows.rs`) until the synchronisation call that completes it.
+//! staging buffers go with its request (`requests`), completed as any request's are, and a
+//! result is also copied at a completion call on the window before that (`windows.rs`); a
+//! blocking call's go with its window until the synchronisation call that completes it.
 //! Errors are raised on the window, as MPI raises an RMA call's. Host buffers go straight
 //! through.
 
@@ -13,7 +14,7 @@ use std::ffi::{c_int, c_void};
 use crate::base::stats;
 use crate::cuda;
 use crate::handlers::windows::{self, Pending};
-use crate::mpi::abi::Handle;
+use crate::mpi::abi::{self, Handle};
 use crate::mpi::errors;
 use crate::requests::{self, Entry, Kind};
 use crate::staging::stage::{stage, Direction, Prepared, Staged};
@@ -44,11 +45,17 @@ fn issue(name: &'static str, prepared: Vec<Prepared>, has_result: bool, target: 
     if !request.is_null() {
         // The request holds one buffer MPI reads and one it writes; a compare-and-swap has no
         // request form, so at most one origin buffer comes here.
+        let has_result = result.is_some();
         let entry = Entry::collective(name, errors::on_window(win), origin.into_iter().next(), result, Kind::Once);
-        return match requests::insert(request, entry) {
-            Ok(()) => rc,
-            Err(e) => e,
-        };
+        let number = entry.number();
+        if let Err(e) = requests::insert(request, entry) {
+            return e;
+        }
+        if has_result {
+            // SAFETY: MPI has just written the new request's handle there.
+            windows::keep_request(win, target, unsafe { abi::get().request_at(request, 0) }, number);
+        }
+        return rc;
     }
     windows::keep(win, Pending { name, target, _origin: origin, result });
     rc

@@ -13,7 +13,8 @@
 //! A blocking RMA call on a device buffer (`rma.rs`) stages it, and the staging buffer stays
 //! here, with the window, until the operation completes at the origin: `MPI_Win_fence`,
 //! `MPI_Win_complete`, `MPI_Win_unlock(_all)`, `MPI_Win_flush(_local)(_all)` (those to one
-//! target complete only its operations). There a get's result is copied to device memory.
+//! target complete only its operations). There a get's result is copied to device memory,
+//! also a request-based one's whose request the program has not completed yet.
 //!
 //! A program with no device window and no pending staged operation pays one atomic load in
 //! each synchronisation call. Locks are held for list operations only, never across a copy
@@ -28,6 +29,7 @@ use crate::base::log;
 use crate::cuda::{self, Location};
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::errors;
+use crate::requests;
 use crate::staging::shadow::Shadow;
 use crate::staging::stage::Staged;
 
@@ -38,6 +40,10 @@ struct Win {
     shadow: Option<Arc<Mutex<Shadow>>>,
     /// Blocking operations on device buffers not yet complete at the origin, oldest first.
     pending: Vec<Pending>,
+    /// Request-based operations with a device result: (target, request, entry number). A
+    /// completion call on the window completes them too, so their results are copied then,
+    /// before the program completes the request.
+    requests: Vec<(c_int, Handle, u64)>,
 }
 
 /// One staged blocking operation.
@@ -79,6 +85,13 @@ pub fn keep(win: Handle, op: Pending) {
     recount(&t);
 }
 
+/// Notes a request-based operation with a device result (see [`Win::requests`]).
+pub fn keep_request(win: Handle, target: c_int, request: Handle, number: u64) {
+    let mut t = windows();
+    t.entry(abi::get().key(win)).or_default().requests.push((target, request, number));
+    recount(&t);
+}
+
 fn shadow(win: Handle) -> Option<Arc<Mutex<Shadow>>> {
     if !any() {
         return None;
@@ -92,26 +105,28 @@ fn complete(win: Handle, target: Option<c_int>) -> Result<(), c_int> {
     if !any() {
         return Ok(());
     }
-    let done: Vec<Pending> = {
+    let (done, reqs) = {
         let mut t = windows();
         let key = abi::get().key(win);
         let Some(w) = t.get_mut(&key) else { return Ok(()) };
-        let done = match target {
-            None => std::mem::take(&mut w.pending),
-            Some(r) => {
-                let (done, left) = std::mem::take(&mut w.pending).into_iter().partition(|p| p.target == r);
-                w.pending = left;
-                done
-            }
-        };
-        if w.pending.is_empty() && w.shadow.is_none() {
+        let mine = |r: c_int| target.is_none_or(|t| t == r);
+        let (done, left): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut w.pending).into_iter().partition(|p| mine(p.target));
+        w.pending = left;
+        let (reqs, left): (Vec<_>, Vec<_>) = std::mem::take(&mut w.requests).into_iter().partition(|r| mine(r.0));
+        w.requests = left;
+        if w.pending.is_empty() && w.requests.is_empty() && w.shadow.is_none() {
             t.remove(&key);
         }
         recount(&t);
-        done
+        (done, reqs)
     };
     let errh = errors::on_window(win);
     let mut first = Ok(());
+    for (_, h, number) in reqs {
+        if let Err(e) = requests::deliver_now(h, number) {
+            first = first.and(Err(e));
+        }
+    }
     for p in done {
         if let Some(r) = &p.result {
             if let Err(e) = r.deliver(p.name, errh, std::ptr::null_mut()) {
@@ -162,7 +177,7 @@ pub fn win_create(name: &'static str, base: *mut c_void, size: isize, comm: Hand
         // SAFETY: MPI has just written the new window's handle there.
         let h = abi::get().key(unsafe { abi::get().handle_at(win) });
         let mut t = windows();
-        t.insert(h, Win { shadow: Some(Arc::new(Mutex::new(s))), pending: Vec::new() });
+        t.insert(h, Win { shadow: Some(Arc::new(Mutex::new(s))), ..Win::default() });
         recount(&t);
     }
     rc

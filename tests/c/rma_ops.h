@@ -147,8 +147,12 @@ static void rma_epoch(struct trace *t, MPI_Win win, char *winbuf, char *origin, 
         MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
         MPI_CHECK(MPI_Win_lock(MPI_LOCK_SHARED, target, 0, win));
         rma_issue(win, target, origin, result, 1, reqs, &nreq);
-        MPI_CHECK(MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE));
         MPI_CHECK(MPI_Win_unlock(target, win));
+        /* The unlock completed the request-based operations: their results are in place
+         * before the requests are. */
+        snprintf(label, sizeof label, "%s: rget result after unlock", epoch_name[epoch]);
+        trace_mem(t, label, result + 3584, 256, NULL, MPI_DATATYPE_NULL, MPI_SUCCESS);
+        MPI_CHECK(MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE));
         MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
         /* Remote updates become private when the owner locks its window. */
         MPI_CHECK(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, t_rank, 0, win));
@@ -163,6 +167,8 @@ static void rma_epoch(struct trace *t, MPI_Win win, char *winbuf, char *origin, 
         /* Completed at the origin by the flush: a get's result is in the buffer now. */
         snprintf(label, sizeof label, "%s: get result after flush", epoch_name[epoch]);
         trace_mem(t, label, result + 512, 256, NULL, MPI_DATATYPE_NULL, MPI_SUCCESS);
+        snprintf(label, sizeof label, "%s: rget result after flush", epoch_name[epoch]);
+        trace_mem(t, label, result + 3584, 256, NULL, MPI_DATATYPE_NULL, MPI_SUCCESS);
         MPI_CHECK(MPI_Waitall(nreq, reqs, MPI_STATUSES_IGNORE));
         MPI_CHECK(MPI_Win_flush_local_all(win));
         MPI_CHECK(MPI_Win_flush_all(win));
@@ -211,9 +217,17 @@ static void rma_expect(const struct trace *t, int epoch)
     check_bytes(r->bytes, theirs + out + 1024, 256, "%s: MPI_Get_accumulate result", epoch_name[epoch]);
     check_bytes(r->bytes + 512, theirs + out + 3072, 256, "%s: MPI_Get result", epoch_name[epoch]);
     check_bytes(r->bytes + 272, theirs + out + 1560, 4, "%s: MPI_Fetch_and_op NO_OP result", epoch_name[epoch]);
-    if (epoch == EPOCH_LOCK_ALL)
+    if (epoch == EPOCH_LOCK_ALL) {
         check_bytes(rma_record(t, epoch, "get result after flush")->bytes, theirs + out + 3072, 256,
                     "%s: MPI_Get result at the flush", epoch_name[epoch]);
+        check_bytes(rma_record(t, epoch, "rget result after flush")->bytes, theirs + out + 3584, 256,
+                    "%s: MPI_Rget result at the flush", epoch_name[epoch]);
+    }
+    if (epoch == EPOCH_LOCK)
+        check_bytes(rma_record(t, epoch, "rget result after unlock")->bytes, theirs + out + 3584, 256,
+                    "%s: MPI_Rget result at the unlock", epoch_name[epoch]);
+    if (epoch == EPOCH_LOCK || epoch == EPOCH_LOCK_ALL)
+        check_bytes(r->bytes + 3584, theirs + out + 3584, 256, "%s: MPI_Rget result", epoch_name[epoch]);
     check_bytes(r->bytes + 260, theirs + out + 1540, 4, "%s: MPI_Compare_and_swap result", epoch_name[epoch]);
     check_bytes(w->bytes + in + 1540, sent + 772, 4, "%s: MPI_Compare_and_swap swapped", epoch_name[epoch]);
     check_bytes(w->bytes + in + 1544, mine + in + 1544, 8, "%s: MPI_Compare_and_swap kept", epoch_name[epoch]);
