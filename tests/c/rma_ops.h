@@ -123,6 +123,9 @@ static void rma_epoch(struct trace *t, MPI_Win win, char *winbuf, char *origin, 
     case EPOCH_FENCE:
         MPI_CHECK(MPI_Win_fence(0, win));
         rma_issue(win, target, origin, result, 0, reqs, &nreq);
+        /* A local store during the epoch to bytes no peer touches (this rank's own region):
+         * the closing fence must keep it, not restore the public copy's older bytes. */
+        mem_pattern(winbuf + (size_t)REGION * t_rank + 64, 512, t_rank, 300 + epoch);
         MPI_CHECK(MPI_Win_fence(0, win));
         break;
     case EPOCH_PSCW: {
@@ -236,6 +239,11 @@ static void rma_expect(const struct trace *t, int epoch)
         check_bytes(r->bytes + 1024 + 16 * b, theirs + out + 3328 + 8 * b, 8, "%s: vector MPI_Get block %d",
                     epoch_name[epoch], b);
         if (b < 7) check_all(r->bytes + 1024 + 16 * b + 8, POISON_BYTE, 8, "%s: vector MPI_Get gap %d", epoch_name[epoch], b);
+    }
+    if (epoch == EPOCH_FENCE) {
+        unsigned char *store = pattern_new(512, t_rank, 300 + epoch);
+        check_bytes(w->bytes + out + 64, store, 512, "%s: local store during the epoch", epoch_name[epoch]);
+        free(store);
     }
     /* Locations no peer touched keep the owner's stores. */
     check_bytes(w->bytes + in + 3072, mine + in + 3072, 1024, "%s: read-only part", epoch_name[epoch]);
