@@ -145,10 +145,11 @@ fn publish(name: &'static str, win: Handle) -> Result<(), c_int> {
     }
 }
 
-/// Public to private, after the real call.
-fn absorb(name: &'static str, win: Handle) -> Result<(), c_int> {
+/// Public to private, after the real call. `fresh`: this call published before the real call
+/// (or the program asserted `MPI_MODE_NOSTORE`), so the device memory equals the snapshot.
+fn absorb(name: &'static str, win: Handle, fresh: bool) -> Result<(), c_int> {
     match shadow(win) {
-        Some(s) => lock(&s).absorb(name, errors::on_window(win)),
+        Some(s) => lock(&s).absorb(name, errors::on_window(win), fresh),
         None => Ok(()),
     }
 }
@@ -215,7 +216,7 @@ pub fn win_free(name: &'static str, win: *mut c_void, call: impl FnOnce() -> c_i
         w
     };
     let absorbed = match gone.and_then(|w| w.shadow) {
-        Some(s) => lock(&s).absorb(name, errors::on_window(h)),
+        Some(s) => lock(&s).absorb(name, errors::on_window(h), false),
         None => Ok(()),
     };
     outcome(rc, &[done, absorbed])
@@ -234,7 +235,8 @@ pub fn win_fence(name: &'static str, assert: c_int, win: Handle, call: impl FnOn
     if rc != 0 {
         return rc;
     }
-    outcome(rc, &[published, complete(win, None), absorb(name, win)])
+    let fresh = published.is_ok();
+    outcome(rc, &[published, complete(win, None), absorb(name, win, fresh)])
 }
 
 pub fn win_post(name: &'static str, assert: c_int, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
@@ -264,7 +266,7 @@ pub fn win_wait(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -
     if rc != 0 {
         return rc;
     }
-    outcome(rc, &[absorb(name, win)])
+    outcome(rc, &[absorb(name, win, false)])
 }
 
 pub fn win_test(name: &'static str, win: Handle, flag: *mut c_int, call: impl FnOnce() -> c_int) -> c_int {
@@ -276,7 +278,7 @@ pub fn win_test(name: &'static str, win: Handle, flag: *mut c_int, call: impl Fn
     if rc != 0 || flag.is_null() || unsafe { *flag } == 0 {
         return rc;
     }
-    outcome(rc, &[absorb(name, win)])
+    outcome(rc, &[absorb(name, win, false)])
 }
 
 /// `MPI_Win_lock` and `MPI_Win_lock_all`.
@@ -288,7 +290,7 @@ pub fn win_lock(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -
     if rc != 0 {
         return rc;
     }
-    outcome(rc, &[absorb(name, win)])
+    outcome(rc, &[absorb(name, win, false)])
 }
 
 /// `MPI_Win_unlock` (`target`) and `MPI_Win_unlock_all` (`None`).
@@ -301,7 +303,8 @@ pub fn win_unlock(name: &'static str, target: Option<c_int>, win: Handle, call: 
     if rc != 0 {
         return rc;
     }
-    outcome(rc, &[published, complete(win, target), absorb(name, win)])
+    let fresh = published.is_ok();
+    outcome(rc, &[published, complete(win, target), absorb(name, win, fresh)])
 }
 
 /// `MPI_Win_flush(_local)` (`target`) and `MPI_Win_flush(_local)_all` (`None`).
@@ -325,7 +328,8 @@ pub fn win_sync(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -
     if rc != 0 {
         return rc;
     }
-    outcome(rc, &[published, absorb(name, win)])
+    let fresh = published.is_ok();
+    outcome(rc, &[published, absorb(name, win, fresh)])
 }
 
 /// `MPI_Win_get_attr`: a window over device memory reports the device base and the separate

@@ -98,8 +98,9 @@ impl Shadow {
     }
 
     /// Makes the remote updates of the public copy since the last synchronisation visible in
-    /// device memory (see the module comment).
-    pub fn absorb(&mut self, name: &'static str, errh: Option<Handle>) -> Result<(), c_int> {
+    /// device memory (see the module comment). `fresh`: [`Shadow::publish`] ran since the
+    /// program last could store, so the device memory equals the snapshot.
+    pub fn absorb(&mut self, name: &'static str, errh: Option<Handle>, fresh: bool) -> Result<(), c_int> {
         if self.len == 0 {
             return Ok(());
         }
@@ -107,18 +108,40 @@ impl Shadow {
         // remote update of a later epoch): a byte it changes after this comparison differs
         // from the snapshot afterwards and comes with the next synchronisation.
         let runs = differences(unsafe { bytes(self.public.ptr(), self.len) }, unsafe { bytes(self.snapshot.ptr(), self.len) });
-        if runs.is_empty() {
-            return Ok(());
-        }
+        let (Some(&(first, _)), Some(&(at, len))) = (runs.first(), runs.last()) else { return Ok(()) };
         let (public, snap) = (self.public.ptr().cast::<u8>(), self.snapshot.ptr().cast::<u8>());
         for &(at, len) in &runs {
             // SAFETY: within both buffers. The device gets the snapshot's bytes, so that the
             // two agree even if the public copy changes again meanwhile.
             unsafe { std::ptr::copy_nonoverlapping(public.add(at), snap.add(at), len) };
         }
-        self.window(self.snapshot.ptr(), self.snapshot.is_pinned()).runs_to_device(name, errh, &runs)
+        let span = [(first, at + len - first)];
+        if runs.len() <= FEW_RUNS {
+            return self.window(self.snapshot.ptr(), self.snapshot.is_pinned()).runs_to_device(name, errh, &runs);
+        }
+        // Many runs (an update rewrites values with some bytes unchanged, as floats' exponents
+        // often are) go as one copy of the span that covers them, one copy per run being far
+        // slower. The bytes between the runs must then be the device's own: the snapshot's when
+        // the device equals it, else read from the device first.
+        if fresh {
+            return self.window(self.snapshot.ptr(), self.snapshot.is_pinned()).runs_to_device(name, errh, &span);
+        }
+        let ctx = InContext::enter(&self.dev).map_err(|e| errors::cuda(name, errh, e, self.device, self.len, &self.dev))?;
+        let merged = pool::lease(self.len, &ctx).ok_or_else(|| errors::no_mem(name, errh, self.len))?;
+        drop(ctx);
+        let w = self.window(merged.ptr(), merged.is_pinned());
+        w.to_host(name, errh, span[0].0, span[0].1)?;
+        let to = merged.ptr().cast::<u8>();
+        for &(at, len) in &runs {
+            // SAFETY: within both buffers.
+            unsafe { std::ptr::copy_nonoverlapping(snap.add(at), to.add(at), len) };
+        }
+        w.runs_to_device(name, errh, &span)
     }
 }
+
+/// Runs of changed bytes an absorb copies one by one; beyond, it copies the span covering them.
+const FEW_RUNS: usize = 16;
 
 /// `len` bytes at `p`.
 ///

@@ -136,6 +136,9 @@ static void rma_epoch(struct trace *t, MPI_Win win, char *winbuf, char *origin, 
         MPI_CHECK(MPI_Win_post(from, 0, win));
         MPI_CHECK(MPI_Win_start(to, 0, win));
         rma_issue(win, target, origin, result, 0, reqs, &nreq);
+        /* A local store during the exposure epoch between bytes the peer updates: MPI_Win_wait
+         * must bring the peer's updates without undoing it. */
+        mem_pattern(winbuf + (size_t)REGION * source + 1800, 128, t_rank, 400 + epoch);
         MPI_CHECK(MPI_Win_complete(win));
         MPI_CHECK(MPI_Win_wait(win));
         MPI_Group_free(&world);
@@ -243,6 +246,11 @@ static void rma_expect(const struct trace *t, int epoch)
     if (epoch == EPOCH_FENCE) {
         unsigned char *store = pattern_new(512, t_rank, 300 + epoch);
         check_bytes(w->bytes + out + 64, store, 512, "%s: local store during the epoch", epoch_name[epoch]);
+        free(store);
+    }
+    if (epoch == EPOCH_PSCW) {
+        unsigned char *store = pattern_new(128, t_rank, 400 + epoch);
+        check_bytes(w->bytes + in + 1800, store, 128, "%s: local store during the epoch", epoch_name[epoch]);
         free(store);
     }
     /* Locations no peer touched keep the owner's stores. */
