@@ -40,9 +40,9 @@ macro_rules! unchanged {
     };
 }
 
-// Handles are `usize`. Count arrays (`*const i64`) have no impl on purpose: their functions
-// name a FAMILY that narrows them.
-unchanged!(c_int, usize, *const c_void, *mut c_void, *const c_int, *mut c_int);
+// Handles are `usize`, `MPI_Aint` displacements and sizes `isize`. Count arrays (`*const i64`)
+// have no impl on purpose: their functions name a FAMILY that narrows them.
+unchanged!(c_int, usize, isize, *const c_void, *mut c_void, *const c_int, *mut c_int);
 
 #[cold]
 pub fn too_large(name: &str) -> c_int {

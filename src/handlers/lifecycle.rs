@@ -50,6 +50,7 @@ pub fn finalize(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
     let rc = call();
     // After the library is done with any staging buffer it may have registered.
     requests::clear();
+    crate::handlers::windows::clear();
     pool::release_all();
     cuda::signal::release();
     cuda::copy::release_contexts();

@@ -1,7 +1,8 @@
 //! The handlers the table names, gathered for `export.rs`: blocking point-to-point (`p2p`),
 //! posting nonblocking, persistent and partitioned operations (`nonblocking`), `MPI_Wait`,
 //! `MPI_Test` and the other request calls (`completion`), collectives (`collectives`),
-//! `MPI_Pack` and `MPI_Unpack` (`packing`), and `MPI_Init`, `MPI_Finalize` and the
+//! `MPI_Pack` and `MPI_Unpack` (`packing`), one-sided communication (`rma`) and windows with
+//! their synchronisation (`windows`), and `MPI_Init`, `MPI_Finalize` and the
 //! CUDA-support queries (`lifecycle`); the probes live with the envelopes they look into
 //! (`fastpath::held`). A handler may use every layer below; only `entry` uses the handlers.
 
@@ -11,6 +12,8 @@ pub mod lifecycle;
 pub mod nonblocking;
 pub mod p2p;
 pub mod packing;
+pub mod rma;
+pub mod windows;
 
 pub use crate::fastpath::held::{improbe, iprobe, mprobe, probe};
 pub use crate::handlers::collectives::{coll, coll1};
@@ -20,5 +23,9 @@ pub use crate::handlers::p2p::{recv, send, sendrecv, sendrecv_replace};
 pub use crate::handlers::completion::{
     parrived, pready, pready_list, pready_range, request_free, request_get_status, request_get_status_all, request_get_status_any, request_get_status_some, some, start, startall, test, testall, testany, wait,
     waitall, waitany,
+};
+pub use crate::handlers::rma::{rma_compare_and_swap, rma_get, rma_get_accumulate, rma_put};
+pub use crate::handlers::windows::{
+    win_attach, win_complete, win_create, win_fence, win_flush, win_free, win_get_attr, win_lock, win_post, win_sync, win_test, win_unlock, win_wait,
 };
 pub use crate::handlers::nonblocking::{irecv, isend, isendrecv, isendrecv_replace, partitioned_init, persistent_init};

@@ -71,6 +71,13 @@ pub struct Abi {
     pub topo_dist_graph: c_int,
     /// `MPI_THREAD_MULTIPLE`.
     pub thread_multiple: c_int,
+    /// One-sided communication: the `MPI_WIN_BASE` and `MPI_WIN_MODEL` attribute keys, the
+    /// `MPI_WIN_SEPARATE` model, the `MPI_MODE_NOSTORE` assertion, `MPI_ERR_RMA_ATTACH`.
+    pub win_base: c_int,
+    pub win_model: c_int,
+    pub win_separate: c_int,
+    pub mode_nostore: c_int,
+    pub err_rma_attach: c_int,
 }
 
 /// `MPI_UNDEFINED`, the same in every family.
@@ -145,6 +152,11 @@ fn detect() -> Abi {
             topo_graph: 2,
             topo_dist_graph: 3,
             thread_multiple: 3,
+            win_base: 7,
+            win_model: 11,
+            win_separate: 1,
+            mode_nostore: 8,
+            err_rma_attach: 69,
         };
     }
     if abi_version_major() >= 1 {
@@ -184,6 +196,11 @@ fn detect() -> Abi {
             topo_graph: 212,
             topo_dist_graph: 213,
             thread_multiple: 4096,
+            win_base: 601,
+            win_model: 605,
+            win_separate: 322,
+            mode_nostore: 8192,
+            err_rma_attach: 46,
         };
     }
     Abi {
@@ -222,6 +239,11 @@ fn detect() -> Abi {
         topo_graph: 1,
         topo_dist_graph: 3,
         thread_multiple: 3,
+        win_base: 0x6600_0001,
+        win_model: 0x6600_0009,
+        win_separate: 1,
+        mode_nostore: 2048,
+        err_rma_attach: 56,
     }
 }
 

@@ -9,15 +9,33 @@ use crate::mpi::abi::{self, Handle};
 use crate::mpi::real;
 
 /// Invokes the error handler of `comm` (`MPI_COMM_SELF` for calls without a communicator, as
-/// MPI-4 specifies) and returns `code` for the entry point to return.
+/// MPI-4 specifies; the window's for a handle made by [`on_window`]) and returns `code` for
+/// the entry point to return.
 pub fn raise(comm: Option<Handle>, code: c_int) -> c_int {
     stats::add(&stats::ERRORS, 1);
     let comm = comm.unwrap_or(abi::get().comm_self);
     if let Some(p) = real::pmpi() {
-        // SAFETY: a communicator handle from the caller (or MPI_COMM_SELF) and a valid code.
-        unsafe { (p.comm_call_errhandler)(comm, code) };
+        // SAFETY: a window or communicator handle from the caller (or MPI_COMM_SELF) and a
+        // valid code.
+        unsafe {
+            match comm & WINDOW {
+                0 => (p.comm_call_errhandler)(comm, code),
+                _ => (p.win_call_errhandler)(comm & !WINDOW, code),
+            }
+        };
     }
     code
+}
+
+/// Marks a window handle among communicator handles. No handle of any family has the top bit
+/// set (user-space pointers, 32-bit `int`s, the standard ABI's small constants).
+const WINDOW: Handle = 1 << (Handle::BITS - 1);
+
+/// Where the errors of a call on window `win` go: the staging functions take the object to
+/// raise on as a communicator, and this hands them the window's error handler instead (MPI
+/// raises an RMA call's errors on its window).
+pub fn on_window(win: Handle) -> Option<Handle> {
+    Some(win | WINDOW)
 }
 
 pub fn no_mem(name: &str, comm: Option<Handle>, bytes: usize) -> c_int {

@@ -122,6 +122,7 @@ define_pmpi! {
     type_get_envelope = "PMPI_Type_get_envelope": fn(Handle, *mut c_int, *mut c_int, *mut c_int, *mut c_int);
     get_elements_x = "PMPI_Get_elements_x": fn(*const c_void, Handle, *mut i64);
     comm_call_errhandler = "PMPI_Comm_call_errhandler": fn(Handle, c_int);
+    win_call_errhandler = "PMPI_Win_call_errhandler": fn(Handle, c_int);
     comm_rank = "PMPI_Comm_rank": fn(Handle, *mut c_int);
     test = "PMPI_Test": fn(*mut c_void, *mut c_int, *mut c_void);
     wait = "PMPI_Wait": fn(*mut c_void, *mut c_void);

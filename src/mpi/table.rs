@@ -475,6 +475,71 @@ macro_rules! mpi_functions {
             MPI_Neighbor_alltoallw_init_c, PMPI_Neighbor_alltoallw_init_c starts PMPI_Ineighbor_alltoallw_c (sendbuf: *const c_void, sendcounts: *const i64, sdispls: *const i64, sendtypes: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, rdispls: *const i64, recvtypes: *const c_void, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::neighbor_alltoall(comm, Blocks::W(Ints::Wide(sendcounts), Ints::Wide(sdispls), sendtypes), 0, Blocks::W(Ints::Wide(recvcounts), Ints::Wide(rdispls), recvtypes), 0));
 
+            // One-sided communication (MPI-4.1 chapter 12): device origin, compare and result
+            // buffers are staged until the operation completes at the origin (handlers/rma.rs).
+            MPI_Put, PMPI_Put (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle)
+                => rma_put [origin_addr] ((origin_addr, origin_count as i64, origin_datatype), target_rank, win, std::ptr::null_mut());
+            MPI_Put_c, PMPI_Put_c or MPI_Put, PMPI_Put (origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, win: Handle)
+                => rma_put [origin_addr] ((origin_addr, origin_count, origin_datatype), target_rank, win, std::ptr::null_mut());
+            MPI_Rput, PMPI_Rput (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut c_void)
+                => rma_put [origin_addr] ((origin_addr, origin_count as i64, origin_datatype), target_rank, win, request);
+            MPI_Rput_c, PMPI_Rput_c or MPI_Rput, PMPI_Rput (origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, win: Handle, request: *mut c_void)
+                => rma_put [origin_addr] ((origin_addr, origin_count, origin_datatype), target_rank, win, request);
+            MPI_Get, PMPI_Get (origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle)
+                => rma_get [origin_addr] ((origin_addr as *const c_void, origin_count as i64, origin_datatype), target_rank, win, std::ptr::null_mut());
+            MPI_Get_c, PMPI_Get_c or MPI_Get, PMPI_Get (origin_addr: *mut c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, win: Handle)
+                => rma_get [origin_addr] ((origin_addr as *const c_void, origin_count, origin_datatype), target_rank, win, std::ptr::null_mut());
+            MPI_Rget, PMPI_Rget (origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut c_void)
+                => rma_get [origin_addr] ((origin_addr as *const c_void, origin_count as i64, origin_datatype), target_rank, win, request);
+            MPI_Rget_c, PMPI_Rget_c or MPI_Rget, PMPI_Rget (origin_addr: *mut c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, win: Handle, request: *mut c_void)
+                => rma_get [origin_addr] ((origin_addr as *const c_void, origin_count, origin_datatype), target_rank, win, request);
+            MPI_Accumulate, PMPI_Accumulate (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle)
+                => rma_put [origin_addr] ((origin_addr, origin_count as i64, origin_datatype), target_rank, win, std::ptr::null_mut());
+            MPI_Accumulate_c, PMPI_Accumulate_c or MPI_Accumulate, PMPI_Accumulate (origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, op: Handle, win: Handle)
+                => rma_put [origin_addr] ((origin_addr, origin_count, origin_datatype), target_rank, win, std::ptr::null_mut());
+            MPI_Raccumulate, PMPI_Raccumulate (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle, request: *mut c_void)
+                => rma_put [origin_addr] ((origin_addr, origin_count as i64, origin_datatype), target_rank, win, request);
+            MPI_Raccumulate_c, PMPI_Raccumulate_c or MPI_Raccumulate, PMPI_Raccumulate (origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, op: Handle, win: Handle, request: *mut c_void)
+                => rma_put [origin_addr] ((origin_addr, origin_count, origin_datatype), target_rank, win, request);
+            MPI_Get_accumulate, PMPI_Get_accumulate (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, result_addr: *mut c_void, result_count: c_int, result_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle)
+                => rma_get_accumulate [origin_addr, result_addr] ((origin_addr, origin_count as i64, origin_datatype), (result_addr as *const c_void, result_count as i64, result_datatype), target_rank, win, std::ptr::null_mut());
+            MPI_Get_accumulate_c, PMPI_Get_accumulate_c or MPI_Get_accumulate, PMPI_Get_accumulate (origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, result_addr: *mut c_void, result_count: i64, result_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, op: Handle, win: Handle)
+                => rma_get_accumulate [origin_addr, result_addr] ((origin_addr, origin_count, origin_datatype), (result_addr as *const c_void, result_count, result_datatype), target_rank, win, std::ptr::null_mut());
+            MPI_Rget_accumulate, PMPI_Rget_accumulate (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, result_addr: *mut c_void, result_count: c_int, result_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle, request: *mut c_void)
+                => rma_get_accumulate [origin_addr, result_addr] ((origin_addr, origin_count as i64, origin_datatype), (result_addr as *const c_void, result_count as i64, result_datatype), target_rank, win, request);
+            MPI_Rget_accumulate_c, PMPI_Rget_accumulate_c or MPI_Rget_accumulate, PMPI_Rget_accumulate (origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, result_addr: *mut c_void, result_count: i64, result_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, op: Handle, win: Handle, request: *mut c_void)
+                => rma_get_accumulate [origin_addr, result_addr] ((origin_addr, origin_count, origin_datatype), (result_addr as *const c_void, result_count, result_datatype), target_rank, win, request);
+            MPI_Fetch_and_op, PMPI_Fetch_and_op (origin_addr: *const c_void, result_addr: *mut c_void, datatype: Handle, target_rank: c_int, target_disp: isize, op: Handle, win: Handle)
+                => rma_get_accumulate [origin_addr, result_addr] ((origin_addr, 1, datatype), (result_addr as *const c_void, 1, datatype), target_rank, win, std::ptr::null_mut());
+            MPI_Compare_and_swap, PMPI_Compare_and_swap (origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: Handle, target_rank: c_int, target_disp: isize, win: Handle)
+                => rma_compare_and_swap [origin_addr, compare_addr, result_addr] (origin_addr, compare_addr, result_addr, datatype, target_rank, win);
+
+            // Windows over device memory get a host public copy, synchronised with the device
+            // memory where MPI's separate model says (handlers/windows.rs); the completion calls
+            // also complete the staged operations.
+            MPI_Win_create, PMPI_Win_create (base: *mut c_void, size: isize, disp_unit: c_int, info: Handle, comm: Handle, win: *mut c_void)
+                => win_create [base] (base, size, comm, win);
+            MPI_Win_create_c, PMPI_Win_create_c or MPI_Win_create, PMPI_Win_create (base: *mut c_void, size: isize, disp_unit: i64, info: Handle, comm: Handle, win: *mut c_void)
+                => win_create [base] (base, size, comm, win);
+            MPI_Win_attach, PMPI_Win_attach (win: Handle, base: *mut c_void, size: isize) => win_attach [] (win, base, size);
+            MPI_Win_free, PMPI_Win_free (win: *mut c_void) => win_free [] (win);
+            MPI_Win_fence, PMPI_Win_fence (assert: c_int, win: Handle) => win_fence [] (assert, win);
+            MPI_Win_post, PMPI_Win_post (group: Handle, assert: c_int, win: Handle) => win_post [] (assert, win);
+            MPI_Win_complete, PMPI_Win_complete (win: Handle) => win_complete [] (win);
+            MPI_Win_wait, PMPI_Win_wait (win: Handle) => win_wait [] (win);
+            MPI_Win_test, PMPI_Win_test (win: Handle, flag: *mut c_int) => win_test [] (win, flag);
+            MPI_Win_lock, PMPI_Win_lock (lock_type: c_int, rank: c_int, assert: c_int, win: Handle) => win_lock [] (win);
+            MPI_Win_lock_all, PMPI_Win_lock_all (assert: c_int, win: Handle) => win_lock [] (win);
+            MPI_Win_unlock, PMPI_Win_unlock (rank: c_int, win: Handle) => win_unlock [] (Some(rank), win);
+            MPI_Win_unlock_all, PMPI_Win_unlock_all (win: Handle) => win_unlock [] (None, win);
+            MPI_Win_flush, PMPI_Win_flush (rank: c_int, win: Handle) => win_flush [] (Some(rank), win);
+            MPI_Win_flush_all, PMPI_Win_flush_all (win: Handle) => win_flush [] (None, win);
+            MPI_Win_flush_local, PMPI_Win_flush_local (rank: c_int, win: Handle) => win_flush [] (Some(rank), win);
+            MPI_Win_flush_local_all, PMPI_Win_flush_local_all (win: Handle) => win_flush [] (None, win);
+            MPI_Win_sync, PMPI_Win_sync (win: Handle) => win_sync [] (win);
+            MPI_Win_get_attr, PMPI_Win_get_attr (win: Handle, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int)
+                => win_get_attr [] (win, win_keyval, attribute_val, flag);
+
         }
     };
 }

@@ -199,6 +199,11 @@ impl Entry {
         e
     }
 
+    /// Names the entry among all made: a handle MPI hands out again gets a new number.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
     fn persistent(&self) -> bool {
         !matches!(self.kind, Kind::Once)
     }
@@ -532,6 +537,15 @@ pub fn deliver_early(h: Handle, status: *mut c_void) -> Result<(), c_int> {
         with(h, |e| e.arrived = Some(n));
     }
     r
+}
+
+/// An operation whose request the program has not completed yet was completed by another
+/// call (a one-sided request by `MPI_Win_flush`, say): its data is copied now, and the later
+/// completion copies nothing. `number` ([`Entry::number`]) leaves alone an entry that a handle
+/// MPI has handed out again since carries.
+pub fn deliver_now(h: Handle, number: u64) -> Result<(), c_int> {
+    let Some(d) = with(h, |e| if e.number == number { e.take_delivery() } else { None }).flatten() else { return Ok(()) };
+    d.run(std::ptr::null_mut())
 }
 
 impl Served {

@@ -1,0 +1,365 @@
+//! Windows: the windows over device memory and their synchronisation, and the one-sided
+//! operations on device buffers that wait for their completion point.
+//!
+//! A window created over device memory gets a host public copy (`staging::shadow`) and
+//! reports `MPI_WIN_MODEL` = `MPI_WIN_SEPARATE`; `MPI_WIN_BASE` stays the device address. The
+//! copies are synchronised where MPI's separate model says (MPI-4.1 §12.7): the program's stores
+//! become public at `MPI_Win_fence`, `MPI_Win_post`, `MPI_Win_unlock(_all)` and `MPI_Win_sync`
+//! (before the real call, so that no access of the next epoch sees stale bytes), and remote
+//! updates reach device memory at `MPI_Win_fence`, `MPI_Win_wait` (and a successful
+//! `MPI_Win_test`), `MPI_Win_lock(_all)`, `MPI_Win_sync` (after the real call) and also at
+//! `MPI_Win_unlock(_all)` and `MPI_Win_free`.
+//!
+//! A blocking RMA call on a device buffer (`rma.rs`) stages it, and the staging buffer stays
+//! here, with the window, until the operation completes at the origin: `MPI_Win_fence`,
+//! `MPI_Win_complete`, `MPI_Win_unlock(_all)`, `MPI_Win_flush(_local)(_all)` (those to one
+//! target complete only its operations). There a get's result is copied to device memory,
+//! also a request-based one's whose request the program has not completed yet.
+//!
+//! A program with no device window and no pending staged operation pays one atomic load in
+//! each synchronisation call. Locks are held for list operations only, never across a copy
+//! or an MPI call. It may use every layer below the handlers; `rma.rs` and `lifecycle.rs` use it.
+
+use std::collections::BTreeMap;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::base::log;
+use crate::cuda::{self, Location};
+use crate::mpi::abi::{self, Handle};
+use crate::mpi::errors;
+use crate::requests;
+use crate::staging::shadow::Shadow;
+use crate::staging::stage::Staged;
+
+/// What cudampi keeps of one window.
+#[derive(Default)]
+struct Win {
+    /// This process's part of the window is device memory.
+    shadow: Option<Arc<Mutex<Shadow>>>,
+    /// Blocking operations on device buffers not yet complete at the origin, oldest first.
+    pending: Vec<Pending>,
+    /// Request-based operations with a device result: (target, request, entry number). A
+    /// completion call on the window completes them too, so their results are copied then,
+    /// before the program completes the request.
+    requests: Vec<(c_int, Handle, u64)>,
+}
+
+/// One staged blocking operation.
+pub struct Pending {
+    pub name: &'static str,
+    pub target: c_int,
+    /// The buffers MPI reads, kept until then.
+    pub _origin: Vec<Staged>,
+    /// The buffer MPI writes, copied to the device at completion.
+    pub result: Option<Staged>,
+}
+
+static WINDOWS: Mutex<BTreeMap<Handle, Win>> = Mutex::new(BTreeMap::new());
+/// Entries in `WINDOWS`.
+static TRACKED: AtomicUsize = AtomicUsize::new(0);
+
+fn windows() -> MutexGuard<'static, BTreeMap<Handle, Win>> {
+    WINDOWS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn lock(s: &Mutex<Shadow>) -> MutexGuard<'_, Shadow> {
+    s.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether any window has device memory or a pending staged operation.
+#[inline(always)]
+fn any() -> bool {
+    TRACKED.load(Relaxed) != 0
+}
+
+fn recount(t: &BTreeMap<Handle, Win>) {
+    TRACKED.store(t.len(), Relaxed);
+}
+
+/// Keeps a staged blocking operation with its window until it completes at the origin.
+pub fn keep(win: Handle, op: Pending) {
+    let mut t = windows();
+    t.entry(abi::get().key(win)).or_default().pending.push(op);
+    recount(&t);
+}
+
+/// Notes a request-based operation with a device result (see [`Win::requests`]).
+pub fn keep_request(win: Handle, target: c_int, request: Handle, number: u64) {
+    let mut t = windows();
+    t.entry(abi::get().key(win)).or_default().requests.push((target, request, number));
+    recount(&t);
+}
+
+fn shadow(win: Handle) -> Option<Arc<Mutex<Shadow>>> {
+    if !any() {
+        return None;
+    }
+    windows().get(&abi::get().key(win)).and_then(|w| w.shadow.clone())
+}
+
+/// Completes the pending operations of `win` to `target` (all of them for `None`): results go
+/// to the device, staging buffers are released. The first failed copy's code is returned.
+fn complete(win: Handle, target: Option<c_int>) -> Result<(), c_int> {
+    if !any() {
+        return Ok(());
+    }
+    let (done, reqs) = {
+        let mut t = windows();
+        let key = abi::get().key(win);
+        let Some(w) = t.get_mut(&key) else { return Ok(()) };
+        let mine = |r: c_int| target.is_none_or(|t| t == r);
+        let (done, left): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut w.pending).into_iter().partition(|p| mine(p.target));
+        w.pending = left;
+        let (reqs, left): (Vec<_>, Vec<_>) = std::mem::take(&mut w.requests).into_iter().partition(|r| mine(r.0));
+        w.requests = left;
+        if w.pending.is_empty() && w.requests.is_empty() && w.shadow.is_none() {
+            t.remove(&key);
+        }
+        recount(&t);
+        (done, reqs)
+    };
+    let errh = errors::on_window(win);
+    let mut first = Ok(());
+    for (_, h, number) in reqs {
+        if let Err(e) = requests::deliver_now(h, number) {
+            first = first.and(Err(e));
+        }
+    }
+    for p in done {
+        if let Some(r) = &p.result {
+            if let Err(e) = r.deliver(p.name, errh, std::ptr::null_mut()) {
+                first = first.and(Err(e));
+            }
+        }
+    }
+    first
+}
+
+/// Private to public, before the real call (see the module comment).
+fn publish(name: &'static str, win: Handle) -> Result<(), c_int> {
+    match shadow(win) {
+        Some(s) => lock(&s).publish(name, errors::on_window(win)),
+        None => Ok(()),
+    }
+}
+
+/// Public to private, after the real call. `fresh`: this call published before the real call
+/// (or the program asserted `MPI_MODE_NOSTORE`), so the device memory equals the snapshot.
+fn absorb(name: &'static str, win: Handle, fresh: bool) -> Result<(), c_int> {
+    match shadow(win) {
+        Some(s) => lock(&s).absorb(name, errors::on_window(win), fresh),
+        None => Ok(()),
+    }
+}
+
+/// The call's own code if it failed, else the first of cudampi's.
+fn outcome(rc: c_int, mine: &[Result<(), c_int>]) -> c_int {
+    if rc != 0 {
+        return rc;
+    }
+    mine.iter().find_map(|r| r.err()).unwrap_or(0)
+}
+
+/// `MPI_Win_create(_c)`: a device base gets a host public copy, which the library is given.
+pub fn win_create(name: &'static str, base: *mut c_void, size: isize, comm: Handle, win: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+    let dev = match cuda::locate(base) {
+        Location::Device(dev) if size >= 0 => dev,
+        Location::Unreadable if size > 0 => return errors::unreadable(name, Some(comm), base),
+        _ => return call(base),
+    };
+    let s = match Shadow::new(name, Some(comm), dev, base, size as usize) {
+        Ok(s) => s,
+        Err(rc) => return rc,
+    };
+    let rc = call(s.public());
+    if rc == 0 && !win.is_null() {
+        // SAFETY: MPI has just written the new window's handle there.
+        let h = abi::get().key(unsafe { abi::get().handle_at(win) });
+        let mut t = windows();
+        t.insert(h, Win { shadow: Some(Arc::new(Mutex::new(s))), ..Win::default() });
+        recount(&t);
+    }
+    rc
+}
+
+/// `MPI_Win_attach`: a dynamic window's memory is addressed by its own address at the target
+/// (`MPI_Get_address`), which a host copy elsewhere cannot take, so device memory is refused.
+pub fn win_attach(name: &'static str, win: Handle, base: *mut c_void, size: isize, call: impl FnOnce() -> c_int) -> c_int {
+    if size > 0 && matches!(cuda::locate(base), Location::Device(_)) {
+        log::error(format_args!(
+            "{name}: device memory {base:p} cannot be attached to a dynamic window; create the window over it with MPI_Win_create"
+        ));
+        return errors::raise(errors::on_window(win), abi::get().err_rma_attach);
+    }
+    call()
+}
+
+/// `MPI_Win_free`: remote updates of the last epoch reach device memory, then the public copy
+/// goes.
+pub fn win_free(name: &'static str, win: *mut c_void, call: impl FnOnce() -> c_int) -> c_int {
+    if !any() || win.is_null() {
+        return call();
+    }
+    // SAFETY: the caller's window handle.
+    let h = unsafe { abi::get().handle_at(win) };
+    let done = complete(h, None);
+    let rc = call();
+    if rc != 0 {
+        return rc;
+    }
+    let gone = {
+        let mut t = windows();
+        let w = t.remove(&abi::get().key(h));
+        recount(&t);
+        w
+    };
+    let absorbed = match gone.and_then(|w| w.shadow) {
+        Some(s) => lock(&s).absorb(name, errors::on_window(h), false),
+        None => Ok(()),
+    };
+    outcome(rc, &[done, absorbed])
+}
+
+fn nostore(assert: c_int) -> bool {
+    assert & abi::get().mode_nostore != 0
+}
+
+pub fn win_fence(name: &'static str, assert: c_int, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    if !any() {
+        return call();
+    }
+    let published = if nostore(assert) { Ok(()) } else { publish(name, win) };
+    let rc = call();
+    if rc != 0 {
+        return rc;
+    }
+    let fresh = published.is_ok();
+    outcome(rc, &[published, complete(win, None), absorb(name, win, fresh)])
+}
+
+pub fn win_post(name: &'static str, assert: c_int, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    if !any() {
+        return call();
+    }
+    let published = if nostore(assert) { Ok(()) } else { publish(name, win) };
+    outcome(call(), &[published])
+}
+
+pub fn win_complete(_name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    if !any() {
+        return call();
+    }
+    let rc = call();
+    if rc != 0 {
+        return rc;
+    }
+    outcome(rc, &[complete(win, None)])
+}
+
+pub fn win_wait(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    if !any() {
+        return call();
+    }
+    let rc = call();
+    if rc != 0 {
+        return rc;
+    }
+    outcome(rc, &[absorb(name, win, false)])
+}
+
+pub fn win_test(name: &'static str, win: Handle, flag: *mut c_int, call: impl FnOnce() -> c_int) -> c_int {
+    if !any() {
+        return call();
+    }
+    let rc = call();
+    // SAFETY: the caller's flag, which MPI has just set.
+    if rc != 0 || flag.is_null() || unsafe { *flag } == 0 {
+        return rc;
+    }
+    outcome(rc, &[absorb(name, win, false)])
+}
+
+/// `MPI_Win_lock` and `MPI_Win_lock_all`.
+pub fn win_lock(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    if !any() {
+        return call();
+    }
+    let rc = call();
+    if rc != 0 {
+        return rc;
+    }
+    outcome(rc, &[absorb(name, win, false)])
+}
+
+/// `MPI_Win_unlock` (`target`) and `MPI_Win_unlock_all` (`None`).
+pub fn win_unlock(name: &'static str, target: Option<c_int>, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    if !any() {
+        return call();
+    }
+    let published = publish(name, win);
+    let rc = call();
+    if rc != 0 {
+        return rc;
+    }
+    let fresh = published.is_ok();
+    outcome(rc, &[published, complete(win, target), absorb(name, win, fresh)])
+}
+
+/// `MPI_Win_flush(_local)` (`target`) and `MPI_Win_flush(_local)_all` (`None`).
+pub fn win_flush(_name: &'static str, target: Option<c_int>, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    if !any() {
+        return call();
+    }
+    let rc = call();
+    if rc != 0 {
+        return rc;
+    }
+    outcome(rc, &[complete(win, target)])
+}
+
+pub fn win_sync(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    if !any() {
+        return call();
+    }
+    let published = publish(name, win);
+    let rc = call();
+    if rc != 0 {
+        return rc;
+    }
+    let fresh = published.is_ok();
+    outcome(rc, &[published, absorb(name, win, fresh)])
+}
+
+/// `MPI_Win_get_attr`: a window over device memory reports the device base and the separate
+/// model.
+pub fn win_get_attr(name: &'static str, win: Handle, keyval: c_int, value: *mut c_void, flag: *mut c_int, call: impl FnOnce() -> c_int) -> c_int {
+    let rc = call();
+    let _ = name;
+    // SAFETY (the flag): the caller's, which MPI has just set.
+    if rc != 0 || value.is_null() || flag.is_null() || unsafe { *flag } == 0 {
+        return rc;
+    }
+    let Some(s) = shadow(win) else { return rc };
+    let abi = abi::get();
+    if keyval == abi.win_base {
+        // SAFETY: for MPI_WIN_BASE, MPI stores the base address at `value`.
+        unsafe { value.cast::<*mut c_void>().write_unaligned(lock(&s).device()) };
+    } else if keyval == abi.win_model {
+        // The attribute's value is a pointer to the model, which must outlive the call.
+        static SEPARATE: AtomicI32 = AtomicI32::new(0);
+        SEPARATE.store(abi.win_separate, Relaxed);
+        // SAFETY: for MPI_WIN_MODEL, MPI stores a pointer to an int at `value`.
+        unsafe { value.cast::<*mut c_int>().write_unaligned(SEPARATE.as_ptr()) };
+    }
+    rc
+}
+
+/// Forgets every window and releases the public copies and staging buffers (after the real
+/// `MPI_Finalize`).
+pub fn clear() {
+    let all = std::mem::take(&mut *windows());
+    TRACKED.store(0, Relaxed);
+    drop(all);
+}
