@@ -4,7 +4,7 @@
 use std::ffi::{c_int, c_void};
 
 use super::narrow::{self, Narrow};
-use crate::mpi::abi::Handle;
+use crate::mpi::abi::{Handle, Offset};
 use crate::mpi::real::Real;
 
 /// Builds the persistent collective's start: its nonblocking twin called with the arguments

@@ -192,6 +192,14 @@ impl Entry {
         e
     }
 
+    /// The entry of a nonblocking file read or write: no message, so nothing of the fast paths
+    /// concerns it, but a read's status counts the bytes read (`Back::Read`).
+    pub fn file(name: &'static str, comm: Option<Handle>, send: Option<Staged>, recv: Option<Staged>) -> Entry {
+        let mut e = Entry::new(name, comm, send, recv, Kind::Once);
+        e.p2p = false;
+        e
+    }
+
     /// The entry of a nonblocking or persistent collective.
     pub fn collective(name: &'static str, comm: Option<Handle>, send: Option<Staged>, recv: Option<Staged>, kind: Kind) -> Entry {
         let mut e = Entry::new(name, comm, send, recv, kind);
@@ -326,7 +334,9 @@ impl Delivery {
 
     /// `status` is the completed request's status, or null when the call gives none.
     pub fn run(self, status: *mut c_void) -> Result<(), c_int> {
-        let status = if self.p2p { status } else { std::ptr::null_mut() };
+        // A collective's status counts nothing; a file read's counts the bytes read.
+        let counted = self.p2p || matches!(self.target, Target::Staged { back: Back::Read, .. });
+        let status = if counted { status } else { std::ptr::null_mut() };
         match self.target {
             Target::Host(h) => crate::fastpath::host_received(self.name, h.buf, h.count, h.datatype, self.comm, status),
             Target::Staged { window, back, runs, ranges: None } => stage::deliver(window, back, runs.as_deref(), self.name, self.comm, status),
