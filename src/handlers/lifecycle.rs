@@ -1,7 +1,8 @@
 //! `MPI_Init*`, `MPI_Finalize` and the CUDA-support queries: `MPIX_Query_cuda_support`,
 //! MPICH's `MPIX_GPU_query_support`, and MPI 4.1's `mpi_memory_alloc_kinds` info, which
 //! lists the CUDA memory kinds beside the library's own on `MPI_INFO_ENV` and on the info of
-//! communicators, windows and files.
+//! communicators, windows and files. `MPI_INFO_ENV` itself is read-only, so the calls that
+//! read an info object read a copy of it made at `MPI_Init` that lists them.
 
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering::Relaxed;
@@ -27,7 +28,7 @@ pub fn init(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
             log::set_rank(rank);
         }
     }
-    add_alloc_kinds(abi.info_env);
+    env_copy();
     requests::watch::init();
     fastpath::init(fastpath::Waiting { any: requests::any, receives: requests::waiting_device_receives, deliver: requests::deliver_early });
     if cfg.debug {
@@ -52,6 +53,7 @@ pub fn finalize(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
     crate::mpi::datatype::quiet::release();
     fastpath::finalize();
     requests::watch::clear();
+    free_env_copy();
     let rc = call();
     // After the library is done with any staging buffer it may have registered.
     requests::clear();
@@ -185,4 +187,40 @@ pub fn get_info(_name: &'static str, info_used: *mut c_void, call: impl FnOnce()
         add_alloc_kinds(unsafe { abi::get().handle_at(info_used) });
     }
     rc
+}
+
+/// The copy of `MPI_INFO_ENV` that lists the CUDA kinds, made at `MPI_Init`.
+static ENV_COPY: std::sync::Mutex<Option<Handle>> = std::sync::Mutex::new(None);
+
+fn env_copy_slot() -> std::sync::MutexGuard<'static, Option<Handle>> {
+    ENV_COPY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn env_copy() {
+    let Some(p) = real::pmpi() else { return };
+    let mut copy: Handle = 0;
+    // SAFETY: MPI is initialised; valid out-pointer.
+    if unsafe { (p.info_dup)(abi::get().info_env, &mut copy) } != 0 {
+        return;
+    }
+    add_alloc_kinds(copy);
+    let old = env_copy_slot().replace(copy);
+    if let Some(mut old) = old {
+        // SAFETY: a copy made here before (a second MPI_Init_thread the library refused).
+        unsafe { (p.info_free)(&mut old) };
+    }
+}
+
+fn free_env_copy() {
+    let (Some(mut copy), Some(p)) = (env_copy_slot().take(), real::pmpi()) else { return };
+    // SAFETY: the copy made at MPI_Init, no longer handed out.
+    unsafe { (p.info_free)(&mut copy) };
+}
+
+/// `MPI_Info_get` and the other calls that read an info object: `MPI_INFO_ENV` is read
+/// through its copy.
+pub fn info_env(_name: &'static str, info: Handle, call: impl FnOnce(Handle) -> c_int) -> c_int {
+    let abi = abi::get();
+    let copy = if abi.same(info, abi.info_env) { *env_copy_slot() } else { None };
+    call(copy.unwrap_or(info))
 }

@@ -16,7 +16,7 @@ pub mod packing;
 pub use crate::fastpath::held::{improbe, iprobe, mprobe, probe};
 pub use crate::handlers::collectives::{coll, coll1};
 pub use crate::handlers::io::{file_begin_read, file_begin_write, file_end_read, file_end_write, file_iread, file_iwrite, file_read, file_write};
-pub use crate::handlers::lifecycle::{finalize, get_info, gpu_query_support, init, query_cuda_support};
+pub use crate::handlers::lifecycle::{finalize, get_info, gpu_query_support, info_env, init, query_cuda_support};
 pub use crate::handlers::packing::{pack, unpack};
 pub use crate::handlers::p2p::{recv, send, sendrecv, sendrecv_replace};
 pub use crate::handlers::completion::{

@@ -171,6 +171,8 @@ define_pmpi! {
     info_get_valuelen = "PMPI_Info_get_valuelen": fn(Handle, *const c_char, *mut c_int, *mut c_int);
     info_get = "PMPI_Info_get": fn(Handle, *const c_char, c_int, *mut c_char, *mut c_int);
     info_set = "PMPI_Info_set": fn(Handle, *const c_char, *const c_char);
+    info_dup = "PMPI_Info_dup": fn(Handle, *mut Handle);
+    info_free = "PMPI_Info_free": fn(*mut Handle);
 }
 
 /// `MPI_Grequest_query_function`, `MPI_Grequest_free_function`, `MPI_Grequest_cancel_function`.

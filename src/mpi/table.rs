@@ -41,6 +41,17 @@ macro_rules! mpi_functions {
             MPI_Comm_get_info, PMPI_Comm_get_info (comm: Handle, info_used: *mut c_void) => get_info [] (info_used);
             MPI_Win_get_info, PMPI_Win_get_info (win: Handle, info_used: *mut c_void) => get_info [] (info_used);
             MPI_File_get_info, PMPI_File_get_info (fh: Handle, info_used: *mut c_void) => get_info [] (info_used);
+            // MPI_INFO_ENV is read-only (MPICH 5 refuses MPI_Info_set on it): these read a copy
+            // that lists the CUDA kinds instead (lifecycle.rs).
+            MPI_Info_get, PMPI_Info_get (info: Handle, key: *const c_void, valuelen: c_int, value: *mut c_void, flag: *mut c_int)
+                => info_env [info] (info);
+            MPI_Info_get_string, PMPI_Info_get_string (info: Handle, key: *const c_void, buflen: *mut c_int, value: *mut c_void, flag: *mut c_int)
+                => info_env [info] (info);
+            MPI_Info_get_valuelen, PMPI_Info_get_valuelen (info: Handle, key: *const c_void, valuelen: *mut c_int, flag: *mut c_int)
+                => info_env [info] (info);
+            MPI_Info_get_nkeys, PMPI_Info_get_nkeys (info: Handle, nkeys: *mut c_int) => info_env [info] (info);
+            MPI_Info_get_nthkey, PMPI_Info_get_nthkey (info: Handle, n: c_int, key: *mut c_void) => info_env [info] (info);
+            MPI_Info_dup, PMPI_Info_dup (info: Handle, newinfo: *mut c_void) => info_env [info] (info);
 
             // Blocking point-to-point.
             MPI_Send, PMPI_Send fortran(send, SEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
