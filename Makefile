@@ -8,7 +8,9 @@
 #   make layers         scripts/layers.py: src/ imports only downward, no import circle
 #   make demo           scripts/demo.sh
 #   make install        PREFIX=/usr/local (and DESTDIR=): lib/libcudampi.so.0, lib/libcudampi.so,
-#                       include/cudampi.h, lib/pkgconfig/cudampi.pc, bin/cudampi-run
+#                       include/cudampi.h, include/cudampi-ext/mpi-ext.h (first on the include
+#                       path of pkg-config --cflags cudampi), lib/pkgconfig/cudampi.pc,
+#                       bin/cudampi-run
 #   make header         regenerate include/cudampi.h with cbindgen, when it is installed
 #   make clean          cargo clean, and build/ except the downloaded MPIs (distclean: all)
 #
@@ -72,6 +74,8 @@ install:
 	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libcudampi.so.0
 	ln -sfn libcudampi.so.0 $(DESTDIR)$(PREFIX)/lib/libcudampi.so
 	install -m 644 include/cudampi.h $(DESTDIR)$(PREFIX)/include/cudampi.h
+	install -d $(DESTDIR)$(PREFIX)/include/cudampi-ext
+	install -m 644 include/cudampi-ext/mpi-ext.h $(DESTDIR)$(PREFIX)/include/cudampi-ext/mpi-ext.h
 	printf '%s\n' \
 		'prefix=$(PREFIX)' \
 		'exec_prefix=$${prefix}' \
@@ -82,7 +86,7 @@ install:
 		'Description: Makes a non-CUDA-aware MPI accept GPU device buffers (link before -lmpi)' \
 		'Version: $(VERSION)' \
 		'Libs: -L$${libdir} -Wl,--no-as-needed -lcudampi' \
-		'Cflags: -I$${includedir}' \
+		'Cflags: -I$${includedir}/cudampi-ext -I$${includedir}' \
 		>$(DESTDIR)$(PREFIX)/lib/pkgconfig/cudampi.pc
 
 header:

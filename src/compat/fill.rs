@@ -4,7 +4,7 @@
 use std::ffi::{c_int, c_void};
 
 use super::narrow::{self, Narrow};
-use crate::mpi::abi::Handle;
+use crate::mpi::abi::{Handle, Offset};
 use crate::mpi::real::Real;
 
 /// Builds the persistent collective's start: its nonblocking twin called with the arguments
@@ -113,6 +113,7 @@ pub fn by_hand(real: &mut Real) -> bool {
     by_hand!(real, looks, MPI_Request_get_status_any, PMPI_Request_get_status_any => super::status::any);
     by_hand!(real, looks, MPI_Request_get_status_all, PMPI_Request_get_status_all => super::status::all);
     by_hand!(real, looks, MPI_Request_get_status_some, PMPI_Request_get_status_some => super::status::some);
+    by_hand!(real, looks, MPI_Info_get_string, PMPI_Info_get_string => super::info::get_string);
     let _ = looks;
     own
 }

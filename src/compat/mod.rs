@@ -13,7 +13,8 @@
 //!   while cudampi runs the operation;
 //! - persistent collectives post their nonblocking twin at every start (`persistent`);
 //! - `MPI_Request_get_status_any/all/some` ask `MPI_Request_get_status` of each request
-//!   (`status`).
+//!   (`status`);
+//! - `MPI_Info_get_string` asks `MPI_Info_get_valuelen` and `MPI_Info_get` (`info`).
 //!
 //! When any of these makes requests of its own, the completion calls (`MPI_Wait` and the rest,
 //! `MPI_Start`, `MPI_Request_free`) are wrapped too, so that they progress those requests and
@@ -25,6 +26,7 @@
 //! function values that `entry` hands it at start-up, so the two do not import each other.
 
 mod fill;
+mod info;
 pub mod narrow;
 mod persistent;
 mod requests;

@@ -11,7 +11,7 @@ use std::ffi::{c_int, c_void};
 use super::requests::{self, Owned};
 use crate::base::log;
 use crate::mpi::comm::{group, neighbors};
-use crate::mpi::abi::{self, Handle};
+use crate::mpi::abi::{self, Handle, Offset};
 use crate::mpi::errors;
 
 /// An argument of a `_c` function, as its int-count twin takes it.
@@ -40,9 +40,9 @@ macro_rules! unchanged {
     };
 }
 
-// Handles are `usize`, `MPI_Aint` displacements and sizes `isize`. Count arrays (`*const i64`)
-// have no impl on purpose: their functions name a FAMILY that narrows them.
-unchanged!(c_int, usize, isize, *const c_void, *mut c_void, *const c_int, *mut c_int);
+// Handles are `usize`, `MPI_Aint` displacements and sizes `isize`, file offsets `Offset`. Count
+// arrays (`*const i64`) have no impl on purpose: their functions name a FAMILY that narrows them.
+unchanged!(c_int, usize, isize, Offset, *const c_void, *mut c_void, *const c_int, *mut c_int);
 
 #[cold]
 pub fn too_large(name: &str) -> c_int {

@@ -8,7 +8,7 @@ use std::ffi::{c_int, c_void};
 
 use crate::handlers::collectives::{plan, Blocks, Ints, Mode};
 use crate::handlers::packing::{Pos, Rep};
-use crate::mpi::abi::Handle;
+use crate::mpi::abi::{Handle, Offset};
 
 macro_rules! export_one {
     ($name:ident ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*)) => {

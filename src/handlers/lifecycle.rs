@@ -1,10 +1,15 @@
-//! `MPI_Init*`, `MPI_Finalize` and the CUDA-support queries.
+//! `MPI_Init*`, `MPI_Finalize` and the CUDA-support queries: `MPIX_Query_cuda_support`,
+//! MPICH's `MPIX_GPU_query_support`, and MPI 4.1's `mpi_memory_alloc_kinds` info, which
+//! lists the CUDA memory kinds beside the library's own on `MPI_INFO_ENV` and on the info of
+//! communicators, windows and files. `MPI_INFO_ENV` itself is read-only, so the calls that
+//! read an info object read a copy of it made at `MPI_Init` that lists them.
 
-use std::ffi::c_int;
+use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::base::{config, log, stats};
-use crate::mpi::{abi, real};
+use crate::mpi::abi::{self, Handle};
+use crate::mpi::real;
 use crate::staging::pool;
 use crate::{cuda, fastpath, requests};
 
@@ -23,6 +28,7 @@ pub fn init(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
             log::set_rank(rank);
         }
     }
+    env_copy();
     requests::watch::init();
     fastpath::init(fastpath::Waiting { any: requests::any, receives: requests::waiting_device_receives, deliver: requests::deliver_early });
     if cfg.debug {
@@ -47,10 +53,12 @@ pub fn finalize(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
     crate::mpi::datatype::quiet::release();
     fastpath::finalize();
     requests::watch::clear();
+    free_env_copy();
     let rc = call();
     // After the library is done with any staging buffer it may have registered.
     requests::clear();
     crate::handlers::windows::clear();
+    crate::handlers::io::finalize();
     pool::release_all();
     cuda::signal::release();
     cuda::copy::release_contexts();
@@ -131,3 +139,89 @@ pub fn gpu_query_support(_name: &'static str, gpu_type: c_int, is_supported: *mu
     0
 }
 
+
+/// The memory kinds of MPI 4.1's side document for CUDA: every one is accepted wherever MPI
+/// takes a buffer.
+const CUDA_KINDS: [&str; 3] = ["cuda:device", "cuda:host", "cuda:managed"];
+
+/// Adds the CUDA kinds to the `mpi_memory_alloc_kinds` value of `info`, after the kinds the
+/// library lists (none where it knows no such key). Nothing is changed where the library
+/// refuses: the program's call succeeds as it would without cudampi.
+fn add_alloc_kinds(info: Handle) {
+    let Some(p) = real::pmpi() else { return };
+    let key = c"mpi_memory_alloc_kinds";
+    let (mut len, mut flag) = (0, 0);
+    // SAFETY: an info handle the library gave; a NUL-terminated key; valid out-pointers.
+    if unsafe { (p.info_get_valuelen)(info, key.as_ptr(), &mut len, &mut flag) } != 0 {
+        return;
+    }
+    let mut kinds: Vec<String> = Vec::new();
+    if flag != 0 && len > 0 {
+        let mut value = vec![0u8; len as usize + 1];
+        // SAFETY: value holds len + 1 bytes, as MPI_Info_get requires for a value of len.
+        if unsafe { (p.info_get)(info, key.as_ptr(), len, value.as_mut_ptr().cast::<c_char>(), &mut flag) } != 0 || flag == 0 {
+            return;
+        }
+        let value = std::ffi::CStr::from_bytes_until_nul(&value).map(|v| v.to_string_lossy().into_owned()).unwrap_or_default();
+        kinds.extend(value.split(',').map(str::trim).filter(|k| !k.is_empty()).map(String::from));
+    }
+    let before = kinds.len();
+    for k in CUDA_KINDS {
+        if !kinds.iter().any(|have| have == k) {
+            kinds.push(k.to_string());
+        }
+    }
+    if kinds.len() == before {
+        return;
+    }
+    let Ok(value) = std::ffi::CString::new(kinds.join(",")) else { return };
+    // SAFETY: NUL-terminated key and value.
+    unsafe { (p.info_set)(info, key.as_ptr(), value.as_ptr()) };
+}
+
+/// `MPI_Comm_get_info`, `MPI_Win_get_info`, `MPI_File_get_info`: the new info object the
+/// program receives lists the CUDA memory kinds too.
+pub fn get_info(_name: &'static str, info_used: *mut c_void, call: impl FnOnce() -> c_int) -> c_int {
+    let rc = call();
+    if rc == 0 && !info_used.is_null() {
+        // SAFETY: the library has just written the new info handle there.
+        add_alloc_kinds(unsafe { abi::get().handle_at(info_used) });
+    }
+    rc
+}
+
+/// The copy of `MPI_INFO_ENV` that lists the CUDA kinds, made at `MPI_Init`.
+static ENV_COPY: std::sync::Mutex<Option<Handle>> = std::sync::Mutex::new(None);
+
+fn env_copy_slot() -> std::sync::MutexGuard<'static, Option<Handle>> {
+    ENV_COPY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn env_copy() {
+    let Some(p) = real::pmpi() else { return };
+    let mut copy: Handle = 0;
+    // SAFETY: MPI is initialised; valid out-pointer.
+    if unsafe { (p.info_dup)(abi::get().info_env, &mut copy) } != 0 {
+        return;
+    }
+    add_alloc_kinds(copy);
+    let old = env_copy_slot().replace(copy);
+    if let Some(mut old) = old {
+        // SAFETY: a copy made here before (a second MPI_Init_thread the library refused).
+        unsafe { (p.info_free)(&mut old) };
+    }
+}
+
+fn free_env_copy() {
+    let (Some(mut copy), Some(p)) = (env_copy_slot().take(), real::pmpi()) else { return };
+    // SAFETY: the copy made at MPI_Init, no longer handed out.
+    unsafe { (p.info_free)(&mut copy) };
+}
+
+/// `MPI_Info_get` and the other calls that read an info object: `MPI_INFO_ENV` is read
+/// through its copy.
+pub fn info_env(_name: &'static str, info: Handle, call: impl FnOnce(Handle) -> c_int) -> c_int {
+    let abi = abi::get();
+    let copy = if abi.same(info, abi.info_env) { *env_copy_slot() } else { None };
+    call(copy.unwrap_or(info))
+}

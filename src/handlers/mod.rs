@@ -1,13 +1,15 @@
 //! The handlers the table names, gathered for `export.rs`: blocking point-to-point (`p2p`),
 //! posting nonblocking, persistent and partitioned operations (`nonblocking`), `MPI_Wait`,
 //! `MPI_Test` and the other request calls (`completion`), collectives (`collectives`),
-//! `MPI_Pack` and `MPI_Unpack` (`packing`), one-sided communication (`rma`) and windows with
-//! their synchronisation (`windows`), and `MPI_Init`, `MPI_Finalize` and the
+//! `MPI_Pack` and `MPI_Unpack` (`packing`), MPI-IO reads and writes (`io`), one-sided
+//! communication (`rma`) and windows with their synchronisation (`windows`), and `MPI_Init`,
+//! `MPI_Finalize` and the
 //! CUDA-support queries (`lifecycle`); the probes live with the envelopes they look into
 //! (`fastpath::held`). A handler may use every layer below; only `entry` uses the handlers.
 
 pub mod collectives;
 pub mod completion;
+pub mod io;
 pub mod lifecycle;
 pub mod nonblocking;
 pub mod p2p;
@@ -17,7 +19,8 @@ pub mod windows;
 
 pub use crate::fastpath::held::{improbe, iprobe, mprobe, probe};
 pub use crate::handlers::collectives::{coll, coll1};
-pub use crate::handlers::lifecycle::{finalize, gpu_query_support, init, query_cuda_support};
+pub use crate::handlers::io::{file_begin_read, file_begin_write, file_end_read, file_end_write, file_iread, file_iwrite, file_read, file_write};
+pub use crate::handlers::lifecycle::{finalize, get_info, gpu_query_support, info_env, init, query_cuda_support};
 pub use crate::handlers::packing::{pack, unpack};
 pub use crate::handlers::p2p::{recv, send, sendrecv, sendrecv_replace};
 pub use crate::handlers::completion::{

@@ -11,6 +11,13 @@ use std::sync::OnceLock;
 /// An MPI handle as it sits in a register or stack slot: an `int` (MPICH) or a pointer.
 pub type Handle = usize;
 
+/// An `MPI_Offset` argument (a file position): 64 bits in every family. A type of its own so
+/// that serving a large-count file call by its int-count twin (`compat/narrow.rs`) narrows the
+/// count and leaves the offset whole.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Offset(pub i64);
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Family {
     OpenMpi,
@@ -49,6 +56,7 @@ pub struct Abi {
     pub err_buffer: c_int,
     pub err_type: c_int,
     pub errors_return: Handle,
+    pub info_env: Handle,
     pub err_count: c_int,
     pub err_other: c_int,
     pub err_intern: c_int,
@@ -134,6 +142,7 @@ fn detect() -> Abi {
             err_buffer: 1,
             err_type: 3,
             errors_return: symbol(c"ompi_mpi_errors_return") as Handle,
+            info_env: symbol(c"ompi_mpi_info_env") as Handle,
             err_count: 2,
             err_other: 16,
             err_intern: 17,
@@ -178,6 +187,7 @@ fn detect() -> Abi {
             err_buffer: 1,
             err_type: 3,
             errors_return: 0x143,
+            info_env: 0x131,
             err_count: 2,
             err_other: 16,
             err_intern: 17,
@@ -221,6 +231,7 @@ fn detect() -> Abi {
         err_buffer: 1,
         err_type: 3,
         errors_return: 0x5400_0001,
+        info_env: 0x5c00_0001,
         err_count: 2,
         err_other: 15,
         err_intern: 16,

@@ -38,6 +38,21 @@ pub fn on_window(win: Handle) -> Option<Handle> {
     Some(win | WINDOW)
 }
 
+/// Invokes the error handler of the file `fh`, as the library raises its own errors of a file
+/// call (`MPI_ERRORS_RETURN` unless the program chose another), and returns `code`.
+pub fn raise_file(fh: Handle, code: c_int) -> c_int {
+    static CALL: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    // A library built without MPI-IO lacks the function (and every call on a file).
+    let f = *CALL.get_or_init(|| real::lookup("PMPI_File_call_errhandler\0"));
+    if f != 0 {
+        // SAFETY: the library's `int MPI_File_call_errhandler(MPI_File, int)`.
+        let f: unsafe extern "C" fn(Handle, c_int) -> c_int = unsafe { std::mem::transmute(f) };
+        // SAFETY: the caller's file handle and a valid code.
+        unsafe { f(fh, code) };
+    }
+    code
+}
+
 pub fn no_mem(name: &str, comm: Option<Handle>, bytes: usize) -> c_int {
     log::error(format_args!("{name}: cannot allocate {bytes} bytes of host memory to stage a device buffer"));
     raise(comm, abi::get().err_no_mem)

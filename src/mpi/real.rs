@@ -2,10 +2,10 @@
 //! PMPI tool or the MPI library after cudampi in the search order receives the call, and the
 //! shim's own helper calls, which go straight to the library's `PMPI_` layer.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_char, c_int, c_void};
 use std::sync::OnceLock;
 
-use crate::mpi::abi::Handle;
+use crate::mpi::abi::{Handle, Offset};
 use crate::mpi::loader::{self, make_mpi_global, next};
 
 macro_rules! define_real {
@@ -78,6 +78,13 @@ static REAL: OnceLock<Real> = OnceLock::new();
 #[inline]
 pub fn get() -> &'static Real {
     REAL.get_or_init(resolve)
+}
+
+/// The library's function `name` (ending in NUL), for a call cudampi makes for itself to a
+/// function some builds lack; 0 where the library has none.
+pub fn lookup(name: &str) -> usize {
+    make_mpi_global();
+    next(name, 0)
 }
 
 /// What an entry point returns when the MPI below lacks the function (an MPI-4 call on an
@@ -162,6 +169,11 @@ define_pmpi! {
     query_thread = "PMPI_Query_thread": fn(*mut c_int);
     pack_size = "PMPI_Pack_size": fn(c_int, Handle, Handle, *mut c_int);
     pack = "PMPI_Pack": fn(*const c_void, c_int, Handle, *mut c_void, c_int, *mut c_int, Handle);
+    info_get_valuelen = "PMPI_Info_get_valuelen": fn(Handle, *const c_char, *mut c_int, *mut c_int);
+    info_get = "PMPI_Info_get": fn(Handle, *const c_char, c_int, *mut c_char, *mut c_int);
+    info_set = "PMPI_Info_set": fn(Handle, *const c_char, *const c_char);
+    info_dup = "PMPI_Info_dup": fn(Handle, *mut Handle);
+    info_free = "PMPI_Info_free": fn(*mut Handle);
 }
 
 /// `MPI_Grequest_query_function`, `MPI_Grequest_free_function`, `MPI_Grequest_cancel_function`.

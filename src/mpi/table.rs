@@ -36,6 +36,22 @@ macro_rules! mpi_functions {
             MPIX_Query_cuda_support, PMPIX_Query_cuda_support () => query_cuda_support [] ();
             MPIX_GPU_query_support, PMPIX_GPU_query_support (gpu_type: c_int, is_supported: *mut c_int)
                 => gpu_query_support [] (gpu_type, is_supported);
+            // MPI 4.1's `mpi_memory_alloc_kinds` lists the CUDA kinds too (lifecycle.rs; on
+            // MPI_INFO_ENV from MPI_Init).
+            MPI_Comm_get_info, PMPI_Comm_get_info (comm: Handle, info_used: *mut c_void) => get_info [] (info_used);
+            MPI_Win_get_info, PMPI_Win_get_info (win: Handle, info_used: *mut c_void) => get_info [] (info_used);
+            MPI_File_get_info, PMPI_File_get_info (fh: Handle, info_used: *mut c_void) => get_info [] (info_used);
+            // MPI_INFO_ENV is read-only (MPICH 5 refuses MPI_Info_set on it): these read a copy
+            // that lists the CUDA kinds instead (lifecycle.rs).
+            MPI_Info_get, PMPI_Info_get (info: Handle, key: *const c_void, valuelen: c_int, value: *mut c_void, flag: *mut c_int)
+                => info_env [info] (info);
+            MPI_Info_get_string, PMPI_Info_get_string (info: Handle, key: *const c_void, buflen: *mut c_int, value: *mut c_void, flag: *mut c_int)
+                => info_env [info] (info);
+            MPI_Info_get_valuelen, PMPI_Info_get_valuelen (info: Handle, key: *const c_void, valuelen: *mut c_int, flag: *mut c_int)
+                => info_env [info] (info);
+            MPI_Info_get_nkeys, PMPI_Info_get_nkeys (info: Handle, nkeys: *mut c_int) => info_env [info] (info);
+            MPI_Info_get_nthkey, PMPI_Info_get_nthkey (info: Handle, n: c_int, key: *mut c_void) => info_env [info] (info);
+            MPI_Info_dup, PMPI_Info_dup (info: Handle, newinfo: *mut c_void) => info_env [info] (info);
 
             // Blocking point-to-point.
             MPI_Send, PMPI_Send fortran(send, SEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
@@ -214,6 +230,139 @@ macro_rules! mpi_functions {
                 => unpack [inbuf, outbuf] (inbuf, insize, Pos::Wide(position), outbuf, count as i64, datatype, Rep::External);
             MPI_Unpack_external_c, PMPI_Unpack_external_c or MPI_Unpack_external, PMPI_Unpack_external via unpack_external (datarep: *const c_void, inbuf: *const c_void, insize: i64, position: *mut i64, outbuf: *mut c_void, count: i64, datatype: Handle)
                 => unpack [inbuf, outbuf] (inbuf, insize, Pos::Wide(position), outbuf, count, datatype, Rep::External);
+
+            // MPI-IO: every read and write of a file. Writes stage the device bytes before the
+            // call; reads land in device memory when the call returns, when the request
+            // completes, or at the split collective's `_end` (io.rs). Offsets are `Offset`, so
+            // a `_c` form served by its int-count twin narrows only the count.
+            // Explicit offsets.
+            MPI_File_read_at, PMPI_File_read_at (fh: Handle, offset: Offset, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut c_void)
+                => file_read [buf, status] (fh, buf, count as i64, datatype, status);
+            MPI_File_read_at_c, PMPI_File_read_at_c or MPI_File_read_at, PMPI_File_read_at (fh: Handle, offset: Offset, buf: *mut c_void, count: i64, datatype: Handle, status: *mut c_void)
+                => file_read [buf, status] (fh, buf, count, datatype, status);
+            MPI_File_read_at_all, PMPI_File_read_at_all (fh: Handle, offset: Offset, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut c_void)
+                => file_read [buf, status] (fh, buf, count as i64, datatype, status);
+            MPI_File_read_at_all_c, PMPI_File_read_at_all_c or MPI_File_read_at_all, PMPI_File_read_at_all (fh: Handle, offset: Offset, buf: *mut c_void, count: i64, datatype: Handle, status: *mut c_void)
+                => file_read [buf, status] (fh, buf, count, datatype, status);
+            MPI_File_write_at, PMPI_File_write_at (fh: Handle, offset: Offset, buf: *const c_void, count: c_int, datatype: Handle, status: *mut c_void)
+                => file_write [buf] (fh, buf, count as i64, datatype);
+            MPI_File_write_at_c, PMPI_File_write_at_c or MPI_File_write_at, PMPI_File_write_at (fh: Handle, offset: Offset, buf: *const c_void, count: i64, datatype: Handle, status: *mut c_void)
+                => file_write [buf] (fh, buf, count, datatype);
+            MPI_File_write_at_all, PMPI_File_write_at_all (fh: Handle, offset: Offset, buf: *const c_void, count: c_int, datatype: Handle, status: *mut c_void)
+                => file_write [buf] (fh, buf, count as i64, datatype);
+            MPI_File_write_at_all_c, PMPI_File_write_at_all_c or MPI_File_write_at_all, PMPI_File_write_at_all (fh: Handle, offset: Offset, buf: *const c_void, count: i64, datatype: Handle, status: *mut c_void)
+                => file_write [buf] (fh, buf, count, datatype);
+            MPI_File_iread_at, PMPI_File_iread_at (fh: Handle, offset: Offset, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut c_void)
+                => file_iread [buf] (fh, buf, count as i64, datatype, request);
+            MPI_File_iread_at_c, PMPI_File_iread_at_c or MPI_File_iread_at, PMPI_File_iread_at (fh: Handle, offset: Offset, buf: *mut c_void, count: i64, datatype: Handle, request: *mut c_void)
+                => file_iread [buf] (fh, buf, count, datatype, request);
+            MPI_File_iread_at_all, PMPI_File_iread_at_all (fh: Handle, offset: Offset, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut c_void)
+                => file_iread [buf] (fh, buf, count as i64, datatype, request);
+            MPI_File_iread_at_all_c, PMPI_File_iread_at_all_c or MPI_File_iread_at_all, PMPI_File_iread_at_all (fh: Handle, offset: Offset, buf: *mut c_void, count: i64, datatype: Handle, request: *mut c_void)
+                => file_iread [buf] (fh, buf, count, datatype, request);
+            MPI_File_iwrite_at, PMPI_File_iwrite_at (fh: Handle, offset: Offset, buf: *const c_void, count: c_int, datatype: Handle, request: *mut c_void)
+                => file_iwrite [buf] (fh, buf, count as i64, datatype, request);
+            MPI_File_iwrite_at_c, PMPI_File_iwrite_at_c or MPI_File_iwrite_at, PMPI_File_iwrite_at (fh: Handle, offset: Offset, buf: *const c_void, count: i64, datatype: Handle, request: *mut c_void)
+                => file_iwrite [buf] (fh, buf, count, datatype, request);
+            MPI_File_iwrite_at_all, PMPI_File_iwrite_at_all (fh: Handle, offset: Offset, buf: *const c_void, count: c_int, datatype: Handle, request: *mut c_void)
+                => file_iwrite [buf] (fh, buf, count as i64, datatype, request);
+            MPI_File_iwrite_at_all_c, PMPI_File_iwrite_at_all_c or MPI_File_iwrite_at_all, PMPI_File_iwrite_at_all (fh: Handle, offset: Offset, buf: *const c_void, count: i64, datatype: Handle, request: *mut c_void)
+                => file_iwrite [buf] (fh, buf, count, datatype, request);
+            // Individual file pointers.
+            MPI_File_read, PMPI_File_read (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut c_void)
+                => file_read [buf, status] (fh, buf, count as i64, datatype, status);
+            MPI_File_read_c, PMPI_File_read_c or MPI_File_read, PMPI_File_read (fh: Handle, buf: *mut c_void, count: i64, datatype: Handle, status: *mut c_void)
+                => file_read [buf, status] (fh, buf, count, datatype, status);
+            MPI_File_read_all, PMPI_File_read_all (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut c_void)
+                => file_read [buf, status] (fh, buf, count as i64, datatype, status);
+            MPI_File_read_all_c, PMPI_File_read_all_c or MPI_File_read_all, PMPI_File_read_all (fh: Handle, buf: *mut c_void, count: i64, datatype: Handle, status: *mut c_void)
+                => file_read [buf, status] (fh, buf, count, datatype, status);
+            MPI_File_write, PMPI_File_write (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut c_void)
+                => file_write [buf] (fh, buf, count as i64, datatype);
+            MPI_File_write_c, PMPI_File_write_c or MPI_File_write, PMPI_File_write (fh: Handle, buf: *const c_void, count: i64, datatype: Handle, status: *mut c_void)
+                => file_write [buf] (fh, buf, count, datatype);
+            MPI_File_write_all, PMPI_File_write_all (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut c_void)
+                => file_write [buf] (fh, buf, count as i64, datatype);
+            MPI_File_write_all_c, PMPI_File_write_all_c or MPI_File_write_all, PMPI_File_write_all (fh: Handle, buf: *const c_void, count: i64, datatype: Handle, status: *mut c_void)
+                => file_write [buf] (fh, buf, count, datatype);
+            MPI_File_iread, PMPI_File_iread (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut c_void)
+                => file_iread [buf] (fh, buf, count as i64, datatype, request);
+            MPI_File_iread_c, PMPI_File_iread_c or MPI_File_iread, PMPI_File_iread (fh: Handle, buf: *mut c_void, count: i64, datatype: Handle, request: *mut c_void)
+                => file_iread [buf] (fh, buf, count, datatype, request);
+            MPI_File_iread_all, PMPI_File_iread_all (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut c_void)
+                => file_iread [buf] (fh, buf, count as i64, datatype, request);
+            MPI_File_iread_all_c, PMPI_File_iread_all_c or MPI_File_iread_all, PMPI_File_iread_all (fh: Handle, buf: *mut c_void, count: i64, datatype: Handle, request: *mut c_void)
+                => file_iread [buf] (fh, buf, count, datatype, request);
+            MPI_File_iwrite, PMPI_File_iwrite (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut c_void)
+                => file_iwrite [buf] (fh, buf, count as i64, datatype, request);
+            MPI_File_iwrite_c, PMPI_File_iwrite_c or MPI_File_iwrite, PMPI_File_iwrite (fh: Handle, buf: *const c_void, count: i64, datatype: Handle, request: *mut c_void)
+                => file_iwrite [buf] (fh, buf, count, datatype, request);
+            MPI_File_iwrite_all, PMPI_File_iwrite_all (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut c_void)
+                => file_iwrite [buf] (fh, buf, count as i64, datatype, request);
+            MPI_File_iwrite_all_c, PMPI_File_iwrite_all_c or MPI_File_iwrite_all, PMPI_File_iwrite_all (fh: Handle, buf: *const c_void, count: i64, datatype: Handle, request: *mut c_void)
+                => file_iwrite [buf] (fh, buf, count, datatype, request);
+            // Shared file pointer.
+            MPI_File_read_shared, PMPI_File_read_shared (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut c_void)
+                => file_read [buf, status] (fh, buf, count as i64, datatype, status);
+            MPI_File_read_shared_c, PMPI_File_read_shared_c or MPI_File_read_shared, PMPI_File_read_shared (fh: Handle, buf: *mut c_void, count: i64, datatype: Handle, status: *mut c_void)
+                => file_read [buf, status] (fh, buf, count, datatype, status);
+            MPI_File_read_ordered, PMPI_File_read_ordered (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut c_void)
+                => file_read [buf, status] (fh, buf, count as i64, datatype, status);
+            MPI_File_read_ordered_c, PMPI_File_read_ordered_c or MPI_File_read_ordered, PMPI_File_read_ordered (fh: Handle, buf: *mut c_void, count: i64, datatype: Handle, status: *mut c_void)
+                => file_read [buf, status] (fh, buf, count, datatype, status);
+            MPI_File_write_shared, PMPI_File_write_shared (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut c_void)
+                => file_write [buf] (fh, buf, count as i64, datatype);
+            MPI_File_write_shared_c, PMPI_File_write_shared_c or MPI_File_write_shared, PMPI_File_write_shared (fh: Handle, buf: *const c_void, count: i64, datatype: Handle, status: *mut c_void)
+                => file_write [buf] (fh, buf, count, datatype);
+            MPI_File_write_ordered, PMPI_File_write_ordered (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut c_void)
+                => file_write [buf] (fh, buf, count as i64, datatype);
+            MPI_File_write_ordered_c, PMPI_File_write_ordered_c or MPI_File_write_ordered, PMPI_File_write_ordered (fh: Handle, buf: *const c_void, count: i64, datatype: Handle, status: *mut c_void)
+                => file_write [buf] (fh, buf, count, datatype);
+            MPI_File_iread_shared, PMPI_File_iread_shared (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut c_void)
+                => file_iread [buf] (fh, buf, count as i64, datatype, request);
+            MPI_File_iread_shared_c, PMPI_File_iread_shared_c or MPI_File_iread_shared, PMPI_File_iread_shared (fh: Handle, buf: *mut c_void, count: i64, datatype: Handle, request: *mut c_void)
+                => file_iread [buf] (fh, buf, count, datatype, request);
+            MPI_File_iwrite_shared, PMPI_File_iwrite_shared (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut c_void)
+                => file_iwrite [buf] (fh, buf, count as i64, datatype, request);
+            MPI_File_iwrite_shared_c, PMPI_File_iwrite_shared_c or MPI_File_iwrite_shared, PMPI_File_iwrite_shared (fh: Handle, buf: *const c_void, count: i64, datatype: Handle, request: *mut c_void)
+                => file_iwrite [buf] (fh, buf, count, datatype, request);
+            // Split collectives: the `_begin`'s staging buffer waits for the `_end` of the same file.
+            MPI_File_read_at_all_begin, PMPI_File_read_at_all_begin (fh: Handle, offset: Offset, buf: *mut c_void, count: c_int, datatype: Handle)
+                => file_begin_read [buf] (fh, buf, count as i64, datatype);
+            MPI_File_read_at_all_begin_c, PMPI_File_read_at_all_begin_c or MPI_File_read_at_all_begin, PMPI_File_read_at_all_begin (fh: Handle, offset: Offset, buf: *mut c_void, count: i64, datatype: Handle)
+                => file_begin_read [buf] (fh, buf, count, datatype);
+            MPI_File_read_at_all_end, PMPI_File_read_at_all_end (fh: Handle, buf: *mut c_void, status: *mut c_void)
+                => file_end_read [buf, status] (fh, buf, status);
+            MPI_File_write_at_all_begin, PMPI_File_write_at_all_begin (fh: Handle, offset: Offset, buf: *const c_void, count: c_int, datatype: Handle)
+                => file_begin_write [buf] (fh, buf, count as i64, datatype);
+            MPI_File_write_at_all_begin_c, PMPI_File_write_at_all_begin_c or MPI_File_write_at_all_begin, PMPI_File_write_at_all_begin (fh: Handle, offset: Offset, buf: *const c_void, count: i64, datatype: Handle)
+                => file_begin_write [buf] (fh, buf, count, datatype);
+            MPI_File_write_at_all_end, PMPI_File_write_at_all_end (fh: Handle, buf: *const c_void, status: *mut c_void)
+                => file_end_write [buf] (fh, buf);
+            MPI_File_read_all_begin, PMPI_File_read_all_begin (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle)
+                => file_begin_read [buf] (fh, buf, count as i64, datatype);
+            MPI_File_read_all_begin_c, PMPI_File_read_all_begin_c or MPI_File_read_all_begin, PMPI_File_read_all_begin (fh: Handle, buf: *mut c_void, count: i64, datatype: Handle)
+                => file_begin_read [buf] (fh, buf, count, datatype);
+            MPI_File_read_all_end, PMPI_File_read_all_end (fh: Handle, buf: *mut c_void, status: *mut c_void)
+                => file_end_read [buf, status] (fh, buf, status);
+            MPI_File_write_all_begin, PMPI_File_write_all_begin (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle)
+                => file_begin_write [buf] (fh, buf, count as i64, datatype);
+            MPI_File_write_all_begin_c, PMPI_File_write_all_begin_c or MPI_File_write_all_begin, PMPI_File_write_all_begin (fh: Handle, buf: *const c_void, count: i64, datatype: Handle)
+                => file_begin_write [buf] (fh, buf, count, datatype);
+            MPI_File_write_all_end, PMPI_File_write_all_end (fh: Handle, buf: *const c_void, status: *mut c_void)
+                => file_end_write [buf] (fh, buf);
+            MPI_File_read_ordered_begin, PMPI_File_read_ordered_begin (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle)
+                => file_begin_read [buf] (fh, buf, count as i64, datatype);
+            MPI_File_read_ordered_begin_c, PMPI_File_read_ordered_begin_c or MPI_File_read_ordered_begin, PMPI_File_read_ordered_begin (fh: Handle, buf: *mut c_void, count: i64, datatype: Handle)
+                => file_begin_read [buf] (fh, buf, count, datatype);
+            MPI_File_read_ordered_end, PMPI_File_read_ordered_end (fh: Handle, buf: *mut c_void, status: *mut c_void)
+                => file_end_read [buf, status] (fh, buf, status);
+            MPI_File_write_ordered_begin, PMPI_File_write_ordered_begin (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle)
+                => file_begin_write [buf] (fh, buf, count as i64, datatype);
+            MPI_File_write_ordered_begin_c, PMPI_File_write_ordered_begin_c or MPI_File_write_ordered_begin, PMPI_File_write_ordered_begin (fh: Handle, buf: *const c_void, count: i64, datatype: Handle)
+                => file_begin_write [buf] (fh, buf, count, datatype);
+            MPI_File_write_ordered_end, PMPI_File_write_ordered_end (fh: Handle, buf: *const c_void, status: *mut c_void)
+                => file_end_write [buf] (fh, buf);
 
             // Collectives, blocking, nonblocking (MPI_I...) and persistent (MPI-4 ..._init),
             // each with its large-count form: `plan::` says which buffers this rank's call

@@ -103,6 +103,10 @@ pub struct Entry {
     /// A point-to-point receive, whose status says whether it was cancelled and how much
     /// arrived; a collective's status says nothing.
     pub p2p: bool,
+    /// A nonblocking file access: its request is the library's own, never shared, and is
+    /// completed only by the completion calls (with MPICH 5.0, `MPI_Request_get_status` right
+    /// after `MPI_File_iread_shared` leaves the request broken for the `MPI_Test` that follows).
+    file: bool,
     /// A receive into host memory that an IPC envelope may reach.
     pub host: Option<HostRecv>,
     /// The envelope a chunked send is sending, kept until the send completes.
@@ -168,6 +172,7 @@ impl Entry {
             delivered: false,
             arrived: None,
             p2p: true,
+            file: false,
             host: None,
             _envelope: None,
             _copy: None,
@@ -189,6 +194,15 @@ impl Entry {
     pub fn envelope(name: &'static str, comm: Option<Handle>, envelope: crate::fastpath::Kept) -> Entry {
         let mut e = Entry::new(name, comm, None, None, Kind::Once);
         e._envelope = Some(envelope);
+        e
+    }
+
+    /// The entry of a nonblocking file read or write: no message, so nothing of the fast paths
+    /// concerns it, but a read's status counts the bytes read (`Back::Read`).
+    pub fn file(name: &'static str, comm: Option<Handle>, send: Option<Staged>, recv: Option<Staged>) -> Entry {
+        let mut e = Entry::new(name, comm, send, recv, Kind::Once);
+        e.p2p = false;
+        e.file = true;
         e
     }
 
@@ -331,7 +345,9 @@ impl Delivery {
 
     /// `status` is the completed request's status, or null when the call gives none.
     pub fn run(self, status: *mut c_void) -> Result<(), c_int> {
-        let status = if self.p2p { status } else { std::ptr::null_mut() };
+        // A collective's status counts nothing; a file read's counts the bytes read.
+        let counted = self.p2p || matches!(self.target, Target::Staged { back: Back::Read, .. });
+        let status = if counted { status } else { std::ptr::null_mut() };
         match self.target {
             Target::Host(h) => crate::fastpath::host_received(self.name, h.buf, h.count, h.datatype, self.comm, status),
             Target::Staged { window, back, runs, ranges: None } => stage::deliver(window, back, runs.as_deref(), self.name, self.comm, status),
@@ -359,7 +375,7 @@ pub fn insert(request: *const c_void, mut entry: Entry) -> Result<(), c_int> {
     let h = abi.key(unsafe { abi.request_at(request, 0) });
     // Point-to-point requests are never shared, and their status from MPI_Request_get_status
     // would not carry a truncation error; they complete in the completion calls.
-    if matches!(entry.kind, Kind::Once) && !entry.p2p {
+    if matches!(entry.kind, Kind::Once) && !entry.p2p && !entry.file {
         if let Some(p) = real::pmpi() {
             let (mut flag, mut status) = (0, abi::Status::zeroed());
             // SAFETY: a live request; valid out-pointers. The request is not freed.

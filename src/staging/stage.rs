@@ -69,6 +69,10 @@ pub enum Direction {
     /// is copied in and only the runs go back (the whole span is copied in first only when
     /// there are too many runs to list).
     Write,
+    /// An MPI-IO read: the file may end before the buffer does, so named datatypes copy back
+    /// the bytes the status counts, and derived ones copy the span in first and write back
+    /// its runs. A file's bytes are never an envelope of the fast paths.
+    Read,
 }
 
 /// What to copy back to the device once MPI has written the staging buffer.
@@ -80,6 +84,8 @@ pub enum Back {
     /// The whole span (it was filled first, or MPI writes all of it), or only its runs when
     /// the staged buffer has them.
     Span,
+    /// The bytes the status says were read from a file (never an envelope).
+    Read,
 }
 
 pub struct Staged {
@@ -195,6 +201,8 @@ fn prepare_device(
         Direction::Recv if span.named => (false, Back::Received),
         Direction::Recv | Direction::Replace | Direction::RecvWhole => (true, Back::Span),
         Direction::Write => (!span.named, Back::Span),
+        Direction::Read if span.named => (false, Back::Read),
+        Direction::Read => (true, Back::Span),
     };
     let mut s = lease_for(name, buf, dev, span, comm, fill, back)?;
     if back == Back::Span && !span.named {
@@ -334,17 +342,21 @@ pub fn deliver(
     comm: Option<Handle>,
     status: *mut c_void,
 ) -> Result<(), c_int> {
-    if back == Back::Nothing || (!status.is_null() && cancelled(status)) {
+    // A file read's status has no cancelled flag of its own (the library leaves the field as
+    // the caller's status had it).
+    if back == Back::Nothing || (back != Back::Read && !status.is_null() && cancelled(status)) {
         return Ok(());
     }
-    if let Some(r) = ENVELOPES.get().and_then(|e| (e.landed)(name, comm, status, w, runs)) {
-        return r;
+    if back != Back::Read {
+        if let Some(r) = ENVELOPES.get().and_then(|e| (e.landed)(name, comm, status, w, runs)) {
+            return r;
+        }
     }
     if let (Back::Span, Some(runs)) = (back, runs) {
         return w.runs_to_device(name, comm, runs);
     }
     let len = match back {
-        Back::Received => match received_bytes(status) {
+        Back::Received | Back::Read => match received_bytes(status) {
             Some(n) => n.min(w.len),
             None => {
                 log::error(format_args!(

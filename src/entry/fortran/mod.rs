@@ -22,7 +22,7 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 #[allow(unused_imports)] // named by the table's signatures
-use crate::mpi::abi::Handle;
+use crate::mpi::abi::{Handle, Offset};
 
 pub use args::{Arg, Ctx, Gate, TypeArrays};
 pub use library::{Descriptor, Plain, View};
