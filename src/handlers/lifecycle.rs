@@ -1,6 +1,7 @@
-//! `MPI_Init*`, `MPI_Finalize` and the CUDA-support queries.
+//! `MPI_Init*`, `MPI_Finalize`, the CUDA-support queries, and `MPI_Type_free` (the end of a
+//! datatype whose blocks cudampi keeps).
 
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::base::{config, log, stats};
@@ -45,6 +46,7 @@ pub fn finalize(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
     crate::compat::finalize();
     progress_until_all_finalize();
     crate::mpi::datatype::quiet::release();
+    crate::mpi::typemap::clear();
     fastpath::finalize();
     requests::watch::clear();
     let rc = call();
@@ -130,3 +132,12 @@ pub fn gpu_query_support(_name: &'static str, gpu_type: c_int, is_supported: *mu
     0
 }
 
+/// `MPI_Type_free`: what cudampi learnt of the datatype goes with it, since the library may hand
+/// the same handle out for the next datatype it makes.
+pub fn type_free(_name: &'static str, datatype: *mut c_void, call: impl FnOnce() -> c_int) -> c_int {
+    if !datatype.is_null() {
+        // SAFETY: the caller's MPI_Datatype, which the call reads anyway.
+        crate::mpi::typemap::forget(unsafe { abi::get().request_at(datatype, 0) });
+    }
+    call()
+}

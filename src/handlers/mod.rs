@@ -1,8 +1,8 @@
 //! The handlers the table names, gathered for `export.rs`: blocking point-to-point (`p2p`),
 //! posting nonblocking, persistent and partitioned operations (`nonblocking`), `MPI_Wait`,
 //! `MPI_Test` and the other request calls (`completion`), collectives (`collectives`),
-//! `MPI_Pack` and `MPI_Unpack` (`packing`), and `MPI_Init`, `MPI_Finalize` and the
-//! CUDA-support queries (`lifecycle`); the probes live with the envelopes they look into
+//! `MPI_Pack` and `MPI_Unpack` (`packing`), and `MPI_Init`, `MPI_Finalize`, `MPI_Type_free` and
+//! the CUDA-support queries (`lifecycle`); the probes live with the envelopes they look into
 //! (`fastpath::held`). A handler may use every layer below; only `entry` uses the handlers.
 
 pub mod collectives;
@@ -14,7 +14,7 @@ pub mod packing;
 
 pub use crate::fastpath::held::{improbe, iprobe, mprobe, probe};
 pub use crate::handlers::collectives::{coll, coll1};
-pub use crate::handlers::lifecycle::{finalize, gpu_query_support, init, query_cuda_support};
+pub use crate::handlers::lifecycle::{finalize, gpu_query_support, init, query_cuda_support, type_free};
 pub use crate::handlers::packing::{pack, unpack};
 pub use crate::handlers::p2p::{recv, send, sendrecv, sendrecv_replace};
 pub use crate::handlers::completion::{

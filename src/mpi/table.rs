@@ -214,6 +214,8 @@ macro_rules! mpi_functions {
                 => unpack [inbuf, outbuf] (inbuf, insize, Pos::Wide(position), outbuf, count as i64, datatype, Rep::External);
             MPI_Unpack_external_c, PMPI_Unpack_external_c or MPI_Unpack_external, PMPI_Unpack_external via unpack_external (datarep: *const c_void, inbuf: *const c_void, insize: i64, position: *mut i64, outbuf: *mut c_void, count: i64, datatype: Handle)
                 => unpack [inbuf, outbuf] (inbuf, insize, Pos::Wide(position), outbuf, count, datatype, Rep::External);
+            // A freed datatype's strided blocks are forgotten (typemap.rs): MPI hands its handle out again.
+            MPI_Type_free, PMPI_Type_free (datatype: *mut c_void) => type_free [] (datatype);
 
             // Collectives, blocking, nonblocking (MPI_I...) and persistent (MPI-4 ..._init),
             // each with its large-count form: `plan::` says which buffers this rank's call
