@@ -8,8 +8,9 @@
  * is done on host buffers, and the whole device allocation (gaps and margins included) must
  * equal the host one byte for byte. A shorter message (one element fewer) and a message of
  * plain doubles ending mid-element check that only the bytes that arrived are written.
- * MPI_Pack and MPI_Unpack of device buffers match the host's. A datatype freed and its handle
- * reused for another layout is seen afresh.
+ * MPI_Pack and MPI_Unpack of device buffers match the host's, and so does MPI_(I)alltoallw of
+ * subarray blocks into a buffer with gaps between them. A datatype freed and its handle reused
+ * for another layout is seen afresh.
  *
  * cudampi's counters: a receive copies exactly the payload to the device (bytes_to_device),
  * a send exactly the payload to the host (bytes_to_host), except for a type of many small
@@ -353,6 +354,66 @@ static void build(void)
     add("vector(4,1,2,MPI_SHORT_INT) (no strided form: padding inside the pair)", t, 2, ANY, 0);
 }
 
+/* MPI_Alltoallw (blocking and nonblocking) of subarray blocks of a ROWS x COLS matrix into a
+ * ROWS x (COLS + t_size) one: one column of gap after each peer's block stays untouched, and
+ * the counters count the payload. */
+#define ROWS 6
+#define COLS 8
+static void alltoallw(int seed)
+{
+    int w = COLS / t_size, rw = COLS + t_size;
+    MPI_Datatype *st = xmalloc(sizeof(MPI_Datatype) * (size_t)t_size), *rt = xmalloc(sizeof(MPI_Datatype) * (size_t)t_size);
+    int *counts = xmalloc(sizeof(int) * (size_t)t_size), *displs = xmalloc(sizeof(int) * (size_t)t_size);
+    for (int p = 0; p < t_size; p++) {
+        int sizes[2] = {ROWS, COLS}, sub[2] = {ROWS, w}, starts[2] = {0, p * w};
+        MPI_Type_create_subarray(2, sizes, sub, starts, MPI_ORDER_C, MPI_DOUBLE, &st[p]);
+        int rsizes[2] = {ROWS, rw}, rstarts[2] = {0, p * (w + 1)};
+        MPI_Type_create_subarray(2, rsizes, sub, rstarts, MPI_ORDER_C, MPI_DOUBLE, &rt[p]);
+        MPI_Type_commit(&st[p]);
+        MPI_Type_commit(&rt[p]);
+        counts[p] = 1;
+        displs[p] = 0;
+    }
+    size_t sbytes = ROWS * COLS * 8, rbytes = (size_t)ROWS * (size_t)rw * 8, payload = (size_t)ROWS * (size_t)w * 8 * (size_t)t_size;
+    for (int nb = 0; nb < 2; nb++) {
+        unsigned char *ds = mem_alloc(MEM_DEVICE, sbytes), *dr = mem_alloc(MEM_DEVICE, rbytes);
+        unsigned char *hs = pattern_new(sbytes, t_rank, seed + nb), *hr = xmalloc(rbytes);
+        mem_put(ds, hs, sbytes);
+        mem_gap(dr, rbytes, seed + nb);
+        gap_fill(hr, rbytes, seed + nb);
+        struct counters before = counters();
+        if (nb) {
+            MPI_Request r;
+            MPI_CHECK(MPI_Ialltoallw(ds, counts, displs, st, dr, counts, displs, rt, comm, &r));
+            MPI_CHECK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        } else {
+            MPI_CHECK(MPI_Alltoallw(ds, counts, displs, st, dr, counts, displs, rt, comm));
+        }
+        struct counters after = counters();
+        MPI_CHECK(MPI_Alltoallw(hs, counts, displs, st, hr, counts, displs, rt, comm));
+        unsigned char *got = mem_fetch(dr, rbytes);
+        check_bytes(got, hr, rbytes, "%s of subarray blocks: device receive buffer against the host one", nb ? "MPI_Ialltoallw" : "MPI_Alltoallw");
+        if (get_stats)
+            CHECK(after.to_host - before.to_host == payload && after.to_device - before.to_device == payload,
+                  "%s: %llu bytes to the host and %llu to the device, expected the payload %zu each (receive span %zu)",
+                  nb ? "MPI_Ialltoallw" : "MPI_Alltoallw", (unsigned long long)(after.to_host - before.to_host),
+                  (unsigned long long)(after.to_device - before.to_device), payload, rbytes);
+        free(got);
+        free(hs);
+        free(hr);
+        mem_free(ds);
+        mem_free(dr);
+    }
+    for (int p = 0; p < t_size; p++) {
+        MPI_Type_free(&st[p]);
+        MPI_Type_free(&rt[p]);
+    }
+    free(st);
+    free(rt);
+    free(counts);
+    free(displs);
+}
+
 /* A freed datatype's handle, reused for another layout, is not taken for the old one. */
 static void reuse(int seed)
 {
@@ -397,6 +458,7 @@ int main(int argc, char **argv)
         seed++;
     }
     reuse(seed);
+    alltoallw(seed + 10);
     for (int i = 0; i < ncases; i++) MPI_Type_free(&cases[i].dt);
     MPI_Comm_free(&comm);
     return report_and_finalize();
