@@ -4,7 +4,8 @@
  * subarray of struct, vector of vector of indexed, resized with a negative lower bound, a
  * 3-level subarray face, Fortran order, a negative stride, out-of-order displacements), a
  * message goes rank 0 -> rank 1 from a patterned device allocation into one filled with a gap
- * pattern, blocking, nonblocking, persistent (twice) and as a send-receive both ways; the same
+ * pattern, blocking, nonblocking, persistent (twice), after MPI_Mprobe, and as a send-receive
+ * (and MPI_Sendrecv_replace) both ways; the same
  * is done on host buffers, and the whole device allocation (gaps and margins included) must
  * equal the host one byte for byte. A shorter message (one element fewer) and a message of
  * plain doubles ending mid-element check that only the bytes that arrived are written.
@@ -74,14 +75,15 @@ static struct counters counters(void)
     return c;
 }
 
-enum { BLOCKING, NONBLOCKING, PERSISTENT, MODES };
-static const char *mode_name[] = {"blocking", "nonblocking", "persistent"};
+enum { BLOCKING, NONBLOCKING, PERSISTENT, MATCHED, MODES };
+static const char *mode_name[] = {"blocking", "nonblocking", "persistent", "MPI_Mprobe + MPI_Mrecv"};
 
 static void send_one(void *buf, int count, MPI_Datatype dt, int mode, int tag)
 {
     MPI_Request r;
     switch (mode) {
     case BLOCKING:
+    case MATCHED:
         MPI_CHECK(MPI_Send(buf, count, dt, 1, tag, comm));
         break;
     case NONBLOCKING:
@@ -115,6 +117,12 @@ static int recv_one(void *buf, int count, MPI_Datatype dt, int mode, int tag, vo
         MPI_CHECK(MPI_Irecv(buf, count, dt, 0, tag, comm, &r));
         MPI_CHECK(MPI_Wait(&r, &st));
         break;
+    case MATCHED: {
+        MPI_Message msg;
+        MPI_CHECK(MPI_Mprobe(0, tag, comm, &msg, &st));
+        MPI_CHECK(MPI_Mrecv(buf, count, dt, &msg, &st));
+        break;
+    }
     case PERSISTENT:
         MPI_CHECK(MPI_Recv_init(buf, count, dt, 0, tag, comm, &r));
         MPI_CHECK(MPI_Start(&r));
@@ -210,6 +218,13 @@ static void exchange(const struct tcase *c, int seed)
     MPI_CHECK(MPI_Sendrecv(hs + MARGIN - lo, c->count, c->dt, peer, 8, hr + MARGIN - lo, c->count, c->dt, peer, 8, comm, MPI_STATUS_IGNORE));
     unsigned char *got = mem_fetch(dr, total);
     check_bytes(got, hr, total, "%s x%d, MPI_Sendrecv: device allocation against the host one", c->name, c->count);
+    free(got);
+    /* MPI_Sendrecv_replace: the received blocks replace the sent ones, the gaps stay. */
+    mem_put(ds, hs, total);
+    MPI_CHECK(MPI_Sendrecv_replace(ds + MARGIN - lo, c->count, c->dt, peer, 9, peer, 9, comm, MPI_STATUS_IGNORE));
+    MPI_CHECK(MPI_Sendrecv_replace(hs + MARGIN - lo, c->count, c->dt, peer, 10, peer, 10, comm, MPI_STATUS_IGNORE));
+    got = mem_fetch(ds, total);
+    check_bytes(got, hs, total, "%s x%d, MPI_Sendrecv_replace: device allocation against the host one", c->name, c->count);
     size_t payload = type_size(c->dt) * (size_t)c->count;
     if (get_stats && c->send_copies == PAYLOAD)
         CHECK(after.to_host - before.to_host == payload && after.to_device - before.to_device == payload,
