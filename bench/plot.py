@@ -3,10 +3,10 @@
 
     bench/plot.py DIR
 
-Reads DIR/latency.json, bw.json, bibw.json and coll.json (whichever exist; the runs with the
-fast paths off, latency-staged.json, bw-staged.json and bibw-staged.json, and the floor of
-floor.json join them as curves of their own), writes DIR/latency.png, bandwidth.png and coll.png
-when matplotlib is installed, and prints the table: selected sizes of every benchmark, each way
+Reads DIR/latency.json, bw.json, bibw.json, coll.json and datatypes.json (whichever exist; the
+runs with the fast paths off, latency-staged.json, bw-staged.json and bibw-staged.json, and the
+floor of floor.json join them as curves of their own), writes DIR/latency.png, bandwidth.png,
+coll.png and datatypes.png when matplotlib is installed, and prints the table: selected sizes of every benchmark, each way
 side by side, then cudampi's figures as ratios of the floor.
 """
 import json
@@ -116,7 +116,7 @@ def machine_line(d):
         m.get("mpi", "?").split(", package")[0], m.get("shim") or "cudampi not loaded", m.get("date_utc", "?"))
 
 
-def plots(folder, lat, bw, bibw, coll):
+def plots(folder, lat, bw, bibw, coll, dt=None):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -166,7 +166,34 @@ def plots(folder, lat, bw, bibw, coll):
             panel(ax, [r for r in coll["results"] if r["collective"] == c], "us",
                   "MPI_%s, %d ranks" % (c.capitalize(), coll["parameters"]["nranks"]), "us per call")
         save(fig, "coll.png", coll)
+    if dt:
+        res = dt["results"]
+        keys = [("device_shim_us", "cudampi"), ("manual_us", "manual cudaMemcpy2D"), ("host_us", "host MPI")]
+        fig, ax = plt.subplots(figsize=(max(8, 1.3 * len(res)), 5))
+        width = 0.8 / len(keys)
+        for k, (key, label) in enumerate(keys):
+            xs = [i + (k - 1) * width for i, r in enumerate(res) if r.get(key)]
+            ys = [r[key] for r in res if r.get(key)]
+            ax.bar(xs, ys, width, label=label)
+        ax.set_xticks(range(len(res)))
+        ax.set_xticklabels([r["case"] for r in res], rotation=30, ha="right", fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylabel("us per exchange (median)")
+        ax.set_title("non-contiguous datatypes, %d ranks" % dt["parameters"]["nranks"])
+        ax.grid(True, axis="y", which="both", alpha=0.3)
+        ax.legend()
+        save(fig, "datatypes.png", dt)
     return made
+
+
+def datatypes_table(dt):
+    print("\n## non-contiguous datatypes, us per exchange (median)")
+    print("%-26s %12s %10s %10s %10s %8s" % ("case", "payload B", "cudampi", "manual", "host", "cud/man"))
+    for r in dt["results"]:
+        dev, man, host = r.get("device_shim_us"), r.get("manual_us"), r.get("host_us")
+        f = lambda v: "%10.1f" % v if v is not None else "%10s" % "-"
+        ratio = "%8.2f" % (dev / man) if dev and man else "%8s" % "-"
+        print("%-26s %12d %s %s %s %s" % (r["case"], r["payload_bytes"], f(dev), f(man), f(host), ratio))
 
 
 def main():
@@ -178,10 +205,11 @@ def main():
     floor = load(folder, "floor")
     for name, key, unit in FLOORS:
         merge({"latency": lat, "bw": bw}[name], floor, "floor", unit, key)
-    made = plots(folder, lat, bw, bibw, coll)
+    dt = load(folder, "datatypes")
+    made = plots(folder, lat, bw, bibw, coll, dt)
     if made:
         print("plots: " + ", ".join(os.path.join(folder, m) for m in made))
-    first = lat or bw or bibw or coll
+    first = lat or bw or bibw or coll or dt
     if not first:
         print("plot: no results in %s" % folder)
         return 1
@@ -209,11 +237,14 @@ def main():
             rows = [r for r in coll["results"] if r["collective"] == c]
             if rows:
                 table("MPI_%s, us per call" % c.capitalize(), rows, "us", [8, 4096, 65536, 1 << 20, 16 << 20, 64 << 20], "%.2f")
+    if dt:
+        datatypes_table(dt)
     if lat:
         ratios("one-way latency (times)", lat["results"], "us", [8, 4096, 32768, 1 << 20, 4 << 20, 16 << 20, 64 << 20])
     if bw:
         ratios("bandwidth (shares)", bw["results"], "mbs", [65536, 1 << 20, 4 << 20, 16 << 20, 64 << 20])
     bad = sum(d.get("check_errors", 0) for d in (lat, bw, bibw, coll, floor) if d)
+    bad += sum(1 for r in (dt or {}).get("results", []) if r.get("checked") is False)
     return 1 if bad else 0
 
 

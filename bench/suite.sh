@@ -6,6 +6,8 @@
 #   coll        bench/coll       (osu_allreduce, osu_bcast, osu_alltoall)
 #   rma         bench/rma        MPI_Put and MPI_Get latency and bandwidth, device windows and
 #                                 origins against host ones (Open MPI: OMPI_MCA_osc=^ucx unless set)
+#   datatypes   bench/datatypes  (a matrix column, cube faces and an MPI_Alltoallw pencil
+#                                 transpose with derived datatypes, against cudaMemcpy2D by hand)
 #   floor       bench/floor      what the GPU allows: a manual CUDA IPC copy per message (one at a
 #                                 time, a window, a ping-pong) with MPI carrying tokens only
 #   io          bench/io         MPI_File_write_at_all and read_at_all of up to BENCH_IO_MAX
@@ -28,8 +30,8 @@
 # (openmpi or mpich; default: from `mpirun --version`), SHIM (default
 # target/release/libcudampi.so), CUDA_HOME (default /usr/local/cuda) or FIXTURE_LIB and
 # FIXTURE_INC (the stand-in driver), CUDAMPI_BENCH_NCCL (the NCCL library; looked for when
-# unset), BENCH_ONLY (the benchmarks to time, of "floor latency bw bibw coll rma io"; default
-# all), BENCH_IO_MAX (the largest file of bench/io, default 1G),
+# unset), BENCH_ONLY (the benchmarks to time, of "floor latency bw bibw coll rma io datatypes";
+# default all), BENCH_IO_MAX (the largest file of bench/io, default 1G),
 # CUDAMPI_* (given to the ranks).
 # Exit status 1 when a benchmark failed or a data check found a wrong byte.
 set -uo pipefail
@@ -71,7 +73,7 @@ else
     # the driver's libcuda at run time; the toolkit's stub only satisfies the link
     cflags=(-I"$cuda/include") libs=(-L"$cl" -Wl,-rpath,"$cl" -L"$cl/stubs" -lcudart -lcuda)
 fi
-for b in pingpong bw coll floor rma io; do
+for b in pingpong bw coll floor rma io datatypes; do
     if ! $MPICC -O2 -Wall "${cflags[@]}" -o "$out/bin/$b" "$ROOT/bench/$b.c" "${libs[@]}" -ldl -lm >"$out/$b.build.log" 2>&1; then
         echo "suite: building bench/$b.c failed:"
         tail -20 "$out/$b.build.log"
@@ -127,6 +129,7 @@ if [ $check = 1 ]; then
     run check-floor "$B/floor" -c -m 1:256k -i 10 -x 2 -r 1
     OMPI_MCA_osc=${OMPI_MCA_osc-^ucx} run check-rma "$B/rma" -c -m 8:256k -i 10 -x 2
     run check-io "$B/io" -c -m 64k:4M -i 2
+    run check-datatypes "$B/datatypes" -k -n 64,256 -c 32 -g 32 -i 3 -x 1
     # the fast paths for every size, so that these small sizes take them too
     CUDAMPI_IPC=0 CUDAMPI_PIPELINE=1 CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64k run check-bw-chunks "$B/bw" -b -c -m 1k:256k -i 10 -x 2 -w 16 -W device
     CUDAMPI_PIPELINE=0 CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 CUDAMPI_IPC_SAME_GPU_BYTES=0 run check-bw-ipc "$B/bw" -b -c -m 1k:256k -i 10 -x 2 -w 16 -W device
@@ -147,9 +150,10 @@ if [ $quick = 1 ]; then
     run coll "$B/coll" -m 8:64k -i 5 -x 1 -o "$out/coll.json"
     OMPI_MCA_osc=${OMPI_MCA_osc-^ucx} run rma "$B/rma" -m 8:64k -i 5 -x 1 --json "$out/rma.json"
     run io "$B/io" -m 64k:1M -i 1 -o "$out/io.json"
+    run datatypes "$B/datatypes" -k -n 256,1024 -c 64 -g 64 -i 5 -x 1 -o "$out/datatypes.json"
 else
     # want NAME: the benchmark is among BENCH_ONLY (default: all)
-    want() { case " ${BENCH_ONLY:-floor latency bw bibw coll rma io} " in *" $1 "*) ;; *) return 1 ;; esac; }
+    want() { case " ${BENCH_ONLY:-floor latency bw bibw coll rma io datatypes} " in *" $1 "*) ;; *) return 1 ;; esac; }
     want floor && run floor "$B/floor" -m 1:64M -o "$out/floor.json"
     want latency && run latency "$B/pingpong" -m 1:64M -S 8 -o "$out/latency.json"
     want latency && staged latency "$B/pingpong" -m 1:64M -S 8 -r 3 -n 10
@@ -160,6 +164,7 @@ else
     want coll && run coll "$B/coll" -m 8:64M -o "$out/coll.json"
     want rma && OMPI_MCA_osc=${OMPI_MCA_osc-^ucx} run rma "$B/rma" -m 8:64M --json "$out/rma.json"
     want io && run io "$B/io" -m 1M:"${BENCH_IO_MAX:-1G}" -o "$out/io.json"
+    want datatypes && run datatypes "$B/datatypes" -k -o "$out/datatypes.json"
 fi
 
 # ---- plots and the table -----------------------------------------------------------------------

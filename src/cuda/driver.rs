@@ -53,6 +53,36 @@ pub struct Memcpy2D {
     pub height: usize,
 }
 
+/// `CUDA_MEMCPY3D`, with its memory-type enums read as integers.
+#[repr(C)]
+pub struct Memcpy3D {
+    pub src_x_in_bytes: usize,
+    pub src_y: usize,
+    pub src_z: usize,
+    pub src_lod: usize,
+    pub src_memory_type: c_uint,
+    pub src_host: *const c_void,
+    pub src_device: CUdeviceptr,
+    pub src_array: *mut c_void,
+    pub reserved0: *mut c_void,
+    pub src_pitch: usize,
+    pub src_height: usize,
+    pub dst_x_in_bytes: usize,
+    pub dst_y: usize,
+    pub dst_z: usize,
+    pub dst_lod: usize,
+    pub dst_memory_type: c_uint,
+    pub dst_host: *mut c_void,
+    pub dst_device: CUdeviceptr,
+    pub dst_array: *mut c_void,
+    pub reserved1: *mut c_void,
+    pub dst_pitch: usize,
+    pub dst_height: usize,
+    pub width_in_bytes: usize,
+    pub height: usize,
+    pub depth: usize,
+}
+
 macro_rules! driver_api {
     ($($field:ident = $sym:literal : fn($($arg:ty),*);)*) => {
         /// Entry points of the loaded libcuda.
@@ -100,6 +130,7 @@ driver_api! {
     event_query = "cuEventQuery": fn(*mut c_void);
     event_destroy = "cuEventDestroy_v2": fn(*mut c_void);
     memcpy_2d_async = "cuMemcpy2DAsync_v2": fn(*const Memcpy2D, *mut c_void);
+    memcpy_3d_async = "cuMemcpy3DAsync_v2": fn(*const Memcpy3D, *mut c_void);
     mem_host_register = "cuMemHostRegister_v2": fn(*mut c_void, usize, c_uint);
     mem_host_unregister = "cuMemHostUnregister": fn(*mut c_void);
     stream_synchronize = "cuStreamSynchronize": fn(*mut c_void);

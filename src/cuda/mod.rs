@@ -8,6 +8,8 @@ mod hostmem;
 mod mapwatch;
 pub mod pointer;
 pub mod signal;
+pub mod strided;
 
 pub use copy::{CudaError, InContext};
 pub use pointer::{locate, surely_host, Device, Location};
+pub use strided::Strided;

@@ -77,7 +77,7 @@ pub fn announced(len: usize) -> bool {
 /// whose ranks do not all run cudampi with the same fast paths. `waiting` lists the device
 /// receives in flight, which chunks may begin before their completion call.
 pub fn init(waiting: Waiting) {
-    stage::envelopes(Envelopes { announced, landed });
+    stage::envelopes(Envelopes { announced, landed, bytes: ENVELOPE_BYTES });
     peers::handshake();
     if peers::get().is_none() {
         return;
@@ -273,7 +273,8 @@ pub struct Landing<'a> {
     /// Host memory holding the message as MPI wrote it: the staging buffer or the program's
     /// own host buffer, at the first byte of the datatype's span.
     pub at: *mut c_void,
-    /// The datatype's byte runs within the span when it has gaps.
+    /// The datatype's byte runs within the span when it has gaps, in the order the message
+    /// fills them (a staged receive with the datatype's blocks), or sorted.
     pub runs: Option<&'a [(usize, usize)]>,
     /// Bytes the receive accepts.
     pub capacity: usize,
@@ -394,6 +395,8 @@ fn scatter(packed: &[u8], to: &Landing, runs: &[(usize, usize)], device: Option<
             break;
         }
     }
+    // Runs in packing order may go down as well as up; the copy takes them sorted.
+    written.sort_unstable();
     match device {
         Some((dev, user)) => InContext::enter(&dev)?.runs_to_device(user, to.at, &written),
         None => Ok(()),

@@ -5,18 +5,20 @@
 //! (a non-root receive buffer, a send buffer replaced by `MPI_IN_PLACE`, everything on an
 //! `MPI_PROC_NULL` root of an intercommunicator) get no plan entry and are never looked at.
 //! A buffer's staging covers the span its counts, displacements and datatypes' true extents
-//! reach, copied once each way; a receive span that MPI writes only in part (gaps between
-//! blocks, derived datatypes, `MPI_IN_PLACE`) is copied in first, so the bytes MPI leaves
-//! alone keep their device values.
+//! reach. Where its blocks leave gaps and every datatype has strided blocks (`mpi::typemap`),
+//! only those blocks are copied, each way; otherwise the span is copied once each way, and a
+//! receive span that MPI writes only in part (gaps between blocks, derived datatypes,
+//! `MPI_IN_PLACE`) is copied in first, so the bytes MPI leaves alone keep their device values.
 
 use std::ffi::{c_int, c_void};
 
 use crate::base::stats;
-use crate::cuda::{self, Location};
+use crate::cuda::{self, Location, Strided};
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::comm::{group, neighbors};
 use crate::mpi::datatype::{self, Span, TypeInfo};
 use crate::mpi::errors;
+use crate::mpi::typemap;
 use crate::requests::{self, Entry, Kind};
 use crate::staging::stage::{self, Back, Runs, Staged};
 
@@ -379,6 +381,46 @@ fn runs_of(a: &Arg, span: Span) -> Result<Option<Runs>, c_int> {
     Ok(stage::span_runs(runs, span))
 }
 
+/// The strided blocks of an argument's blocks within its span, peer by peer; `None` when a
+/// datatype has none, or there are more than `typemap::MAX_BLOCKS`.
+fn form_of(a: &Arg, span: Span) -> Option<Vec<Strided>> {
+    let n = a.n.max(0) as usize;
+    let abi = abi::get();
+    let mut out: Vec<Strided> = Vec::new();
+    let mut last: Option<(Handle, TypeInfo, typemap::Form)> = None;
+    for i in 0..n {
+        // SAFETY: the caller passes one count, displacement (and datatype) per peer.
+        let (count, dt) = unsafe {
+            match a.blocks {
+                Blocks::Same(c) => (c, a.datatype),
+                Blocks::V(counts, _) => (counts.at(i), a.datatype),
+                Blocks::W(counts, _, types) => (counts.at(i), abi.request_at(types, i)),
+            }
+        };
+        if count <= 0 {
+            continue;
+        }
+        if !matches!(&last, Some((h, _, _)) if abi.same(*h, dt)) {
+            let t = datatype::query(dt).ok()?;
+            last = Some((dt, t, typemap::element(dt, &t)?));
+        }
+        let (_, t, element) = last.as_ref()?;
+        // SAFETY: as above.
+        let base = unsafe {
+            match a.blocks {
+                Blocks::Same(c) => i as i64 * c * t.extent,
+                Blocks::V(_, displs) => displs.at(i) * t.extent,
+                Blocks::W(_, displs, _) => displs.at(i),
+            }
+        };
+        out.extend(typemap::message(element, count, t.extent, span.offset - base, span.len)?);
+        if out.len() > typemap::MAX_BLOCKS {
+            return None;
+        }
+    }
+    Some(out)
+}
+
 /// How the call's request, if any, is created.
 #[derive(Clone, Copy)]
 pub enum Mode {
@@ -437,13 +479,32 @@ fn stage_plan(
         // A datatype the library will not unpack (an uncommitted one) is copied whole, gaps
         // included: the library answers the call itself, with the class its own order of
         // checks gives (an operation undefined for the datatype comes first, in every MPI).
-        let runs = if writes && !gapless { runs_of(&a, span).unwrap_or(None) } else { None };
         // One device buffer given as both the send and the receive buffer (not MPI_IN_PLACE):
         // the library is shown one staging buffer for both, as it would be shown one host
         // buffer, and answers as it would there (every library refuses the aliasing).
         let aliased = i == 1
             && std::ptr::eq(bufs[0], bufs[1])
             && out.staged[0].as_ref().is_some_and(|s| s.span.offset >= span.offset && s.span.offset + s.span.len as i64 <= span.offset + span.len as i64);
+        // Blocks with gaps move their payload only: nothing is copied in for a buffer MPI
+        // writes whole, and only the blocks go back.
+        let form = if !gapless && !aliased && span.len > 0 { form_of(&a, span) } else { None };
+        if let Some(form) = form {
+            let (fill, back) = match a.usage {
+                Use::Read => (true, Back::Nothing),
+                Use::Write => (false, Back::Span),
+                Use::ReadWrite => (true, Back::Span),
+                Use::Scratch => (false, Back::Nothing),
+            };
+            let mut s = stage::lease_for(name, bufs[i], dev, span, comm, fill, back)?;
+            s.form = Some(form.into());
+            if !matches!(mode, Mode::Persistent(_)) {
+                s.fill(name, comm)?;
+            }
+            out.ptrs[i] = s.mpi_ptr();
+            out.staged[i] = Some(s);
+            continue;
+        }
+        let runs = if writes && !gapless { runs_of(&a, span).unwrap_or(None) } else { None };
         let (fill, back) = match a.usage {
             _ if aliased => (true, Back::Span),
             _ if span.len == 0 => (false, Back::Nothing),

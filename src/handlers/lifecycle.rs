@@ -1,8 +1,9 @@
-//! `MPI_Init*`, `MPI_Finalize` and the CUDA-support queries: `MPIX_Query_cuda_support`,
-//! MPICH's `MPIX_GPU_query_support`, and MPI 4.1's `mpi_memory_alloc_kinds` info, which
-//! lists the CUDA memory kinds beside the library's own on `MPI_INFO_ENV` and on the info of
-//! communicators, windows and files. `MPI_INFO_ENV` itself is read-only, so the calls that
-//! read an info object read a copy of it made at `MPI_Init` that lists them.
+//! `MPI_Init*`, `MPI_Finalize`, `MPI_Type_free` (the end of a datatype whose blocks cudampi
+//! keeps) and the CUDA-support queries: `MPIX_Query_cuda_support`, MPICH's
+//! `MPIX_GPU_query_support`, and MPI 4.1's `mpi_memory_alloc_kinds` info, which lists the CUDA
+//! memory kinds beside the library's own on `MPI_INFO_ENV` and on the info of communicators,
+//! windows and files. `MPI_INFO_ENV` itself is read-only, so the calls that read an info object
+//! read a copy of it made at `MPI_Init` that lists them.
 
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::Ordering::Relaxed;
@@ -51,6 +52,7 @@ pub fn finalize(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
     crate::compat::finalize();
     progress_until_all_finalize();
     crate::mpi::datatype::quiet::release();
+    crate::mpi::typemap::clear();
     fastpath::finalize();
     requests::watch::clear();
     free_env_copy();
@@ -224,4 +226,14 @@ pub fn info_env(_name: &'static str, info: Handle, call: impl FnOnce(Handle) -> 
     let abi = abi::get();
     let copy = if abi.same(info, abi.info_env) { *env_copy_slot() } else { None };
     call(copy.unwrap_or(info))
+}
+
+/// `MPI_Type_free`: what cudampi learnt of the datatype goes with it, since the library may hand
+/// the same handle out for the next datatype it makes.
+pub fn type_free(_name: &'static str, datatype: *mut c_void, call: impl FnOnce() -> c_int) -> c_int {
+    if !datatype.is_null() {
+        // SAFETY: the caller's MPI_Datatype, which the call reads anyway.
+        crate::mpi::typemap::forget(unsafe { abi::get().request_at(datatype, 0) });
+    }
+    call()
 }

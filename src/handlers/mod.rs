@@ -3,8 +3,8 @@
 //! `MPI_Test` and the other request calls (`completion`), collectives (`collectives`),
 //! `MPI_Pack` and `MPI_Unpack` (`packing`), MPI-IO reads and writes (`io`), one-sided
 //! communication (`rma`) and windows with their synchronisation (`windows`), and `MPI_Init`,
-//! `MPI_Finalize` and the
-//! CUDA-support queries (`lifecycle`); the probes live with the envelopes they look into
+//! `MPI_Finalize`, `MPI_Type_free` and the CUDA-support queries (`lifecycle`); the probes live
+//! with the envelopes they look into
 //! (`fastpath::held`). A handler may use every layer below; only `entry` uses the handlers.
 
 pub mod collectives;
@@ -20,7 +20,7 @@ pub mod windows;
 pub use crate::fastpath::held::{improbe, iprobe, mprobe, probe};
 pub use crate::handlers::collectives::{coll, coll1};
 pub use crate::handlers::io::{file_begin_read, file_begin_write, file_end_read, file_end_write, file_iread, file_iwrite, file_read, file_write};
-pub use crate::handlers::lifecycle::{finalize, get_info, gpu_query_support, info_env, init, query_cuda_support};
+pub use crate::handlers::lifecycle::{finalize, get_info, gpu_query_support, info_env, init, query_cuda_support, type_free};
 pub use crate::handlers::packing::{pack, unpack};
 pub use crate::handlers::p2p::{recv, send, sendrecv, sendrecv_replace};
 pub use crate::handlers::completion::{

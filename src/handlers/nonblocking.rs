@@ -347,9 +347,13 @@ pub fn partitioned_init(
         Ok(g) => g,
         Err(rc) => return rc,
     };
-    // Every partition arrives whole, so a receive writes back whole partitions.
+    // Every partition arrives whole, so a receive writes back whole partitions (of the span,
+    // filled first: the blocks are not cut by partition).
     if !send {
         p.back = Back::Span;
+        if p.form.take().is_some() {
+            p.fill = true;
+        }
     }
     let parts = Partitions {
         first: part.offset - p.span.offset,

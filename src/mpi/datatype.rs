@@ -25,6 +25,8 @@ pub struct TypeInfo {
     pub true_lb: i64,
     pub true_extent: i64,
     pub named: bool,
+    /// What `MPI_Type_get_envelope` answers: integers, addresses, datatypes, combiner.
+    pub envelope: [c_int; 4],
 }
 
 /// Predefined datatypes this thread asked about. Their handles stay valid and never name
@@ -34,7 +36,7 @@ const NAMED_SLOTS: usize = 8;
 type NamedCache = ([(Handle, TypeInfo); NAMED_SLOTS], usize);
 thread_local! {
     static NAMED: std::cell::RefCell<NamedCache> = const {
-        std::cell::RefCell::new(([(0, TypeInfo { size: 0, extent: 0, true_lb: 0, true_extent: 0, named: false }); NAMED_SLOTS], 0))
+        std::cell::RefCell::new(([(0, TypeInfo { size: 0, extent: 0, true_lb: 0, true_extent: 0, named: false, envelope: [0; 4] }); NAMED_SLOTS], 0))
     };
 }
 
@@ -97,7 +99,7 @@ fn ask(datatype: Handle) -> Result<TypeInfo, c_int> {
         check((p.type_get_envelope)(datatype, &mut ints, &mut addrs, &mut types, &mut combiner))?;
     }
     let named = combiner == abi::get().combiner_named;
-    Ok(TypeInfo { size, extent, true_lb, true_extent, named })
+    Ok(TypeInfo { size, extent, true_lb, true_extent, named, envelope: [ints, addrs, types, combiner] })
 }
 
 impl TypeInfo {

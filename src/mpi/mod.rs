@@ -1,6 +1,7 @@
 //! What cudampi knows of the MPI library below it: which family is loaded and its constants
 //! (`abi`), the one table of the functions cudampi exports (`table`), how the library is found
-//! (`loader`) and its functions (`real`), the spans of typed buffers (`datatype`), what a
+//! (`loader`) and its functions (`real`), the spans of typed buffers (`datatype`) and
+//! their typemaps as strided blocks (`typemap`), what a
 //! receive matches (`matching`), what cudampi asks about a communicator (`comm`), the errors
 //! cudampi raises as the library would (`errors`), and the C boundary no panic crosses (`ffi`).
 //! It may use `base`, and `cuda` to name a failed CUDA call in an error. What it must know of
@@ -16,3 +17,4 @@ pub mod loader;
 pub mod matching;
 pub mod real;
 pub mod table;
+pub mod typemap;

@@ -127,6 +127,8 @@ define_pmpi! {
     type_get_extent_x = "PMPI_Type_get_extent_x": fn(Handle, *mut i64, *mut i64);
     type_get_true_extent_x = "PMPI_Type_get_true_extent_x": fn(Handle, *mut i64, *mut i64);
     type_get_envelope = "PMPI_Type_get_envelope": fn(Handle, *mut c_int, *mut c_int, *mut c_int, *mut c_int);
+    type_get_contents = "PMPI_Type_get_contents": fn(Handle, c_int, c_int, c_int, *mut c_int, *mut i64, *mut c_void);
+    type_free = "PMPI_Type_free": fn(*mut Handle);
     get_elements_x = "PMPI_Get_elements_x": fn(*const c_void, Handle, *mut i64);
     comm_call_errhandler = "PMPI_Comm_call_errhandler": fn(Handle, c_int);
     win_call_errhandler = "PMPI_Win_call_errhandler": fn(Handle, c_int);

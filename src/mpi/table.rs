@@ -230,6 +230,8 @@ macro_rules! mpi_functions {
                 => unpack [inbuf, outbuf] (inbuf, insize, Pos::Wide(position), outbuf, count as i64, datatype, Rep::External);
             MPI_Unpack_external_c, PMPI_Unpack_external_c or MPI_Unpack_external, PMPI_Unpack_external via unpack_external (datarep: *const c_void, inbuf: *const c_void, insize: i64, position: *mut i64, outbuf: *mut c_void, count: i64, datatype: Handle)
                 => unpack [inbuf, outbuf] (inbuf, insize, Pos::Wide(position), outbuf, count, datatype, Rep::External);
+            // A freed datatype's strided blocks are forgotten (typemap.rs): MPI hands its handle out again.
+            MPI_Type_free, PMPI_Type_free (datatype: *mut c_void) => type_free [] (datatype);
 
             // MPI-IO: every read and write of a file. Writes stage the device bytes before the
             // call; reads land in device memory when the call returns, when the request

@@ -27,7 +27,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::{errors, real};
-use crate::staging::stage::{self, Back, Runs, Staged, Window};
+use crate::staging::stage::{self, Back, Form, Runs, Staged, Window};
 
 /// Entries alive anywhere: in the table, held by a completion call, or orphaned.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -293,7 +293,7 @@ impl Entry {
             }
             _ => None,
         };
-        let target = Target::Staged { window: r.window(), back: r.back, runs: r.runs.clone(), ranges };
+        let target = Target::Staged { window: r.window(), back: r.back, runs: r.runs.clone(), form: r.form.clone(), ranges };
         Some(Delivery { name: self.name, comm: self.comm, target, p2p: self.p2p })
     }
 
@@ -328,6 +328,7 @@ enum Target {
         window: Window,
         back: Back,
         runs: Option<Runs>,
+        form: Option<Form>,
         /// Partitioned receives: the byte ranges still to copy.
         ranges: Option<Vec<(usize, usize)>>,
     },
@@ -350,7 +351,7 @@ impl Delivery {
         let status = if counted { status } else { std::ptr::null_mut() };
         match self.target {
             Target::Host(h) => crate::fastpath::host_received(self.name, h.buf, h.count, h.datatype, self.comm, status),
-            Target::Staged { window, back, runs, ranges: None } => stage::deliver(window, back, runs.as_deref(), self.name, self.comm, status),
+            Target::Staged { window, back, runs, form, ranges: None } => stage::deliver(window, back, runs.as_deref(), form.as_deref(), self.name, self.comm, status),
             Target::Staged { window, ranges: Some(mut ranges), .. } => {
                 // Partitions of a negative stride come in descending order.
                 ranges.sort_unstable();
@@ -408,7 +409,7 @@ pub fn waiting_device_receives() -> Vec<(Handle, Window)> {
     let mut found: Vec<(u64, Handle, Window)> = table()
         .iter()
         .filter(|(_, e)| e.p2p && e.active && !e.delivered && e.host.is_none() && !matches!(e.kind, Kind::Partitioned(_)))
-        .filter_map(|(&h, e)| e.recv.as_ref().filter(|r| r.back != Back::Nothing && r.runs.is_none()).map(|r| (e.number, h, r.window())))
+        .filter_map(|(&h, e)| e.recv.as_ref().filter(|r| r.back != Back::Nothing && r.runs.is_none() && r.form.is_none()).map(|r| (e.number, h, r.window())))
         .collect();
     found.sort_unstable_by_key(|f| f.0);
     found.into_iter().map(|(_, h, w)| (h, w)).collect()

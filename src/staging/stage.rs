@@ -10,11 +10,12 @@ use std::ffi::{c_int, c_void};
 use std::sync::{Arc, OnceLock};
 
 use crate::base::{config, log, stats};
-use crate::cuda::{self, Device, InContext, Location};
+use crate::cuda::{self, Device, InContext, Location, Strided};
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::datatype::{self, Span};
 use crate::mpi::errors;
 use crate::mpi::real;
+use crate::mpi::typemap;
 use crate::staging::pool::{self, Lease};
 
 /// What the fast paths (`fastpath`, a layer above) hand down when they start: a device
@@ -26,6 +27,9 @@ pub struct Envelopes {
     /// A staged receive completed: if it got an envelope, brings the data to the device span
     /// and sets the status to the message's true size. `None`: an ordinary message.
     pub landed: fn(&'static str, Option<Handle>, *mut c_void, Window, Option<&[(usize, usize)]>) -> Option<Result<(), c_int>>,
+    /// The size of an envelope: a receive with a datatype's form lists its runs for `landed`
+    /// only when a message of this size arrived.
+    pub bytes: usize,
 }
 
 static ENVELOPES: OnceLock<Envelopes> = OnceLock::new();
@@ -101,7 +105,14 @@ pub struct Staged {
     /// leave gaps: only these are written back, so bytes between them that the program (or
     /// another pending receive) changes meanwhile are not overwritten with stale copies.
     pub runs: Option<Runs>,
+    /// The datatype's blocks (`mpi::typemap`), offsets in the span, in packing order, when it
+    /// has them: only these bytes are copied either way (the payload, not the span), and a
+    /// receive copies back the blocks of the bytes that arrived.
+    pub form: Option<Form>,
 }
+
+/// Strided blocks of a staged span, in packing order.
+pub type Form = Arc<[Strided]>;
 
 // SAFETY: the pointers are device and staging addresses, usable from any thread; a staged
 // buffer moves between threads only with the request that owns it.
@@ -191,6 +202,25 @@ fn prepare_device(
     let raise = |rc| errors::raise(comm, rc);
     let t = datatype::query(datatype).map_err(raise)?;
     let span = t.span(count).map_err(raise)?;
+    // A derived datatype with a form moves its payload only: a receive needs no device byte
+    // first, since only the blocks MPI wrote go back.
+    let form = match span.named || span.len == 0 {
+        true => None,
+        false => typemap::element(datatype, &t).and_then(|e| typemap::message(&e, count, t.extent, span.offset, span.len)),
+    };
+    if let Some(form) = form {
+        let (fill, back) = match dir {
+            Direction::Send => (true, Back::Nothing),
+            Direction::Recv => (false, Back::Received),
+            Direction::Replace | Direction::RecvWhole => (true, Back::Span),
+            Direction::Write => (false, Back::Span),
+            // Only the blocks of the bytes the file gave go back.
+            Direction::Read => (false, Back::Read),
+        };
+        let mut s = lease_for(name, buf, dev, span, comm, fill, back)?;
+        s.form = Some(form.into());
+        return Ok(Prepared::Staged(s));
+    }
     let (fill, back) = match dir {
         // A send of nothing reads nothing. A receive of nothing still gets a staging buffer:
         // a longer message is written past the posted count by Open MPI (the overrun lands in
@@ -243,7 +273,7 @@ pub fn lease_for(
     stats::device_call(name);
     let user = buf.cast::<u8>().wrapping_offset(span.offset as isize) as *mut c_void;
     let ctx = InContext::enter(&dev).map_err(|e| errors::cuda(name, comm, e, buf, span.len, &dev))?;
-    let lease = match !fill && back == Back::Received && ENVELOPES.get().is_some_and(|e| (e.announced)(span.len)) {
+    let lease = match !fill && back == Back::Received && span.named && ENVELOPES.get().is_some_and(|e| (e.announced)(span.len)) {
         true => pool::lease_unpinned(span.len),
         false => pool::lease(span.len, &ctx),
     };
@@ -256,7 +286,7 @@ pub fn lease_for(
             if lease.is_pinned() { "a pinned" } else { "a pageable" },
         ));
     }
-    Ok(Staged { dev, user, lease, span, fill, back, runs: None })
+    Ok(Staged { dev, user, lease, span, fill, back, runs: None, form: None })
 }
 
 /// [`prepare`] and [`Staged::fill`] in one: the buffer is ready for MPI.
@@ -307,12 +337,20 @@ impl Staged {
         self.lease.ptr().cast::<u8>().wrapping_offset(-self.span.offset as isize).cast()
     }
 
-    /// Copies the device span to the staging buffer, if MPI reads it.
+    /// Copies the device span (or its datatype's blocks) to the staging buffer, if MPI reads it.
     pub fn fill(&self, name: &'static str, comm: Option<Handle>) -> Result<(), c_int> {
-        if self.fill {
-            self.to_host(name, comm, 0, self.span.len)?;
+        if !self.fill {
+            return Ok(());
         }
-        Ok(())
+        if let Some(form) = &self.form {
+            let copies = typemap::copies(form);
+            // Many small blocks that fill most of the span cost less as one copy of it.
+            let calls: usize = copies.iter().map(Strided::calls).sum();
+            if calls <= DENSE_CALLS || self.span.len > 2 * typemap::bytes(form) {
+                return self.window().blocks_to_host(name, comm, &copies);
+            }
+        }
+        self.to_host(name, comm, 0, self.span.len)
     }
 
     /// The device span and its staging buffer, for copies made without holding the request.
@@ -328,7 +366,7 @@ impl Staged {
     /// `MPI_STATUS_IGNORE`), or null when the call has none (collectives); a cancelled
     /// receive copies nothing.
     pub fn deliver(&self, name: &'static str, comm: Option<Handle>, status: *mut c_void) -> Result<(), c_int> {
-        deliver(self.window(), self.back, self.runs.as_deref(), name, comm, status)
+        deliver(self.window(), self.back, self.runs.as_deref(), self.form.as_deref(), name, comm, status)
     }
 }
 
@@ -338,6 +376,7 @@ pub fn deliver(
     w: Window,
     back: Back,
     runs: Option<&[(usize, usize)]>,
+    form: Option<&[Strided]>,
     name: &'static str,
     comm: Option<Handle>,
     status: *mut c_void,
@@ -346,6 +385,9 @@ pub fn deliver(
     // the caller's status had it).
     if back == Back::Nothing || (back != Back::Read && !status.is_null() && cancelled(status)) {
         return Ok(());
+    }
+    if let Some(form) = form {
+        return deliver_form(w, back, form, name, comm, status);
     }
     if back != Back::Read {
         if let Some(r) = ENVELOPES.get().and_then(|e| (e.landed)(name, comm, status, w, runs)) {
@@ -369,6 +411,42 @@ pub fn deliver(
         _ => w.len,
     };
     w.to_device(name, comm, 0, len)
+}
+
+/// Most driver calls a staged send makes along its datatype's blocks when they fill at least
+/// half the span; past it the span goes as one copy.
+const DENSE_CALLS: usize = 16;
+
+/// [`deliver`] along a datatype's blocks: all of them, or those of the bytes the status says
+/// arrived (in packing order, as MPI fills a receive).
+#[cold]
+fn deliver_form(w: Window, back: Back, form: &[Strided], name: &'static str, comm: Option<Handle>, status: *mut c_void) -> Result<(), c_int> {
+    let arrived = if status.is_null() { None } else { received_bytes(status) };
+    // A file read never carries an envelope.
+    if let (Some(e), Some(n), true) = (ENVELOPES.get(), arrived, back != Back::Read) {
+        if n == e.bytes {
+            let Some(runs) = typemap::runs(form, MAX_RUNS as usize) else {
+                log::error(format_args!("{name}: a device message into a datatype of more than {MAX_RUNS} runs; the device buffer {:p} was not updated", w.user));
+                return Err(errors::raise(comm, abi::get().err_intern));
+            };
+            // In packing order: the envelope and the data it brings are read and spread along them.
+            let runs: Vec<(usize, usize)> = runs.into_iter().map(|(at, len)| (at as usize, len)).collect();
+            if let Some(r) = (e.landed)(name, comm, status, w, Some(&runs)) {
+                return r;
+            }
+        }
+    }
+    let blocks = match back {
+        Back::Received | Back::Read => match arrived {
+            Some(n) => typemap::prefix(form, n),
+            None => {
+                log::error(format_args!("{name}: cannot tell how many bytes arrived; the device buffer {:p} was not updated", w.user));
+                return Err(errors::raise(comm, abi::get().err_intern));
+            }
+        },
+        _ => form.to_vec(),
+    };
+    w.blocks_to_device(name, comm, &typemap::copies(&blocks))
 }
 
 /// A staged span as plain addresses: valid while the staged buffer that made it lives.
@@ -405,6 +483,33 @@ impl Window {
         let dst = unsafe { self.host.cast::<u8>().add(at) }.cast();
         ctx.to_host(dst, src, len, self.pinned).map_err(fail)?;
         stats::add(&stats::BYTES_TO_HOST, len);
+        Ok(())
+    }
+
+    /// Copies the bytes of `blocks` (offsets in the span) from the device to the staging buffer.
+    pub fn blocks_to_host(self, name: &'static str, comm: Option<Handle>, blocks: &[Strided]) -> Result<(), c_int> {
+        let bytes = typemap::bytes(blocks);
+        let fail = |e| errors::cuda(name, comm, e, self.user, bytes, &self.dev);
+        let ctx = InContext::enter(&self.dev).map_err(fail)?;
+        ctx.strided_to_host(self.host, self.user, blocks).map_err(fail)?;
+        stats::add(&stats::BYTES_TO_HOST, bytes);
+        Ok(())
+    }
+
+    /// Copies the bytes of `blocks` (offsets in the span) from the staging buffer to the
+    /// device; no other device byte is written.
+    pub fn blocks_to_device(self, name: &'static str, comm: Option<Handle>, blocks: &[Strided]) -> Result<(), c_int> {
+        let bytes = typemap::bytes(blocks);
+        if bytes == 0 {
+            return Ok(());
+        }
+        let fail = |e| errors::cuda(name, comm, e, self.user, bytes, &self.dev);
+        let ctx = InContext::enter(&self.dev).map_err(fail)?;
+        ctx.strided_to_device(self.user, self.host, blocks).map_err(fail)?;
+        stats::add(&stats::BYTES_TO_DEVICE, bytes);
+        if config::get().debug {
+            log::debug(format_args!("{name}: {bytes} bytes copied back to device buffer {:p} (GPU {})", self.user, self.dev.ordinal));
+        }
         Ok(())
     }
 

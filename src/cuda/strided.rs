@@ -1,0 +1,187 @@
+//! Copies of strided blocks between a device span and a host span of the same layout: one
+//! `cuMemcpy2DAsync` for a block of rows, one `cuMemcpy3DAsync` for a block of planes, so a
+//! column of a matrix crosses as its payload in one copy instead of the matrix's whole span.
+//!
+//! Uses the driver (`driver`) in the context an [`InContext`] made current, on its legacy
+//! default stream, and waits as `copy` does; knows nothing of MPI. Called by `staging::stage`
+//! with the blocks `mpi::typemap` finds for a datatype.
+
+use std::ffi::{c_uint, c_void};
+
+use cudarc::driver::sys::CUmemorytype;
+
+use super::copy::{check, CudaError, InContext};
+use super::driver::{Memcpy2D, Memcpy3D};
+use super::signal;
+
+/// `planes` planes `plane_pitch` bytes apart, each of `rows` runs of `len` bytes `pitch` apart,
+/// the first run at byte `at`. Listed in the order its bytes are packed: planes outer, rows
+/// inner. Pitches may be negative (a datatype whose extent is).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Strided {
+    pub at: i64,
+    pub len: usize,
+    pub rows: usize,
+    pub pitch: i64,
+    pub planes: usize,
+    pub plane_pitch: i64,
+}
+
+impl Strided {
+    pub fn run(at: i64, len: usize) -> Strided {
+        Strided { at, len, rows: 1, pitch: 0, planes: 1, plane_pitch: 0 }
+    }
+
+    /// Bytes of payload.
+    pub fn bytes(&self) -> usize {
+        self.len * self.rows * self.planes
+    }
+
+    /// The same bytes with non-negative pitches, first byte lowest: the order a copy takes
+    /// does not matter, only which bytes it moves.
+    pub fn ascending(mut self) -> Strided {
+        if self.rows == 1 && self.planes > 1 {
+            (self.rows, self.pitch, self.planes, self.plane_pitch) = (self.planes, self.plane_pitch, 1, 0);
+        }
+        if self.pitch < 0 {
+            self.at += (self.rows as i64 - 1) * self.pitch;
+            self.pitch = -self.pitch;
+        }
+        if self.plane_pitch < 0 {
+            self.at += (self.planes as i64 - 1) * self.plane_pitch;
+            self.plane_pitch = -self.plane_pitch;
+        }
+        self
+    }
+
+    /// Driver calls one copy of this block takes: one, or one per plane when the planes are
+    /// not a whole number of rows apart.
+    pub fn calls(&self) -> usize {
+        let b = self.ascending();
+        if b.planes <= 1 || b.rows <= 1 || (b.pitch > 0 && b.plane_pitch % b.pitch == 0 && b.plane_pitch / b.pitch >= b.rows as i64) {
+            1
+        } else {
+            b.planes
+        }
+    }
+}
+
+/// Which way a copy goes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Way {
+    ToHost,
+    ToDevice,
+}
+
+impl InContext<'_> {
+    /// Device to host: the bytes of `blocks` (offsets from `dev` and from `host`, which have
+    /// the same layout), complete on return.
+    pub fn strided_to_host(&self, host: *mut c_void, dev: *const c_void, blocks: &[Strided]) -> Result<(), CudaError> {
+        self.strided(Way::ToHost, host, dev as u64, blocks)
+    }
+
+    /// Host to device: the bytes of `blocks`, complete on return; no other device byte is
+    /// written.
+    pub fn strided_to_device(&self, dev: *mut c_void, host: *const c_void, blocks: &[Strided]) -> Result<(), CudaError> {
+        self.strided(Way::ToDevice, host as *mut c_void, dev as u64, blocks)
+    }
+
+    fn strided(&self, way: Way, host: *mut c_void, dev: u64, blocks: &[Strided]) -> Result<(), CudaError> {
+        let d = self.driver();
+        let legacy = std::ptr::null_mut();
+        let mut bytes = 0;
+        for b in blocks.iter().map(|b| b.ascending()) {
+            if b.bytes() == 0 {
+                continue;
+            }
+            bytes += b.bytes();
+            let h = host.cast::<u8>().wrapping_offset(b.at as isize);
+            let v = dev.wrapping_add_signed(b.at);
+            if b.rows == 1 && b.planes == 1 {
+                // SAFETY: the block lies within both spans (the caller's).
+                check("cuMemcpyAsync", unsafe {
+                    match way {
+                        Way::ToHost => (d.memcpy_dtoh_async)(h.cast(), v, b.len, legacy),
+                        Way::ToDevice => (d.memcpy_htod_async)(v, h.cast(), b.len, legacy),
+                    }
+                })?;
+            } else if b.calls() == 1 && b.planes > 1 {
+                let (host_type, dev_type) = (CUmemorytype::CU_MEMORYTYPE_HOST as c_uint, CUmemorytype::CU_MEMORYTYPE_DEVICE as c_uint);
+                let (pitch, height) = (b.pitch as usize, (b.plane_pitch / b.pitch) as usize);
+                let mut c = Memcpy3D {
+                    src_x_in_bytes: 0,
+                    src_y: 0,
+                    src_z: 0,
+                    src_lod: 0,
+                    src_memory_type: dev_type,
+                    src_host: std::ptr::null(),
+                    src_device: v,
+                    src_array: std::ptr::null_mut(),
+                    reserved0: std::ptr::null_mut(),
+                    src_pitch: pitch,
+                    src_height: height,
+                    dst_x_in_bytes: 0,
+                    dst_y: 0,
+                    dst_z: 0,
+                    dst_lod: 0,
+                    dst_memory_type: host_type,
+                    dst_host: h.cast(),
+                    dst_device: 0,
+                    dst_array: std::ptr::null_mut(),
+                    reserved1: std::ptr::null_mut(),
+                    dst_pitch: pitch,
+                    dst_height: height,
+                    width_in_bytes: b.len,
+                    height: b.rows,
+                    depth: b.planes,
+                };
+                if way == Way::ToDevice {
+                    (c.src_memory_type, c.src_host, c.src_device) = (host_type, h.cast(), 0);
+                    (c.dst_memory_type, c.dst_host, c.dst_device) = (dev_type, std::ptr::null_mut(), v);
+                }
+                // SAFETY: a pitched copy within both spans.
+                check("cuMemcpy3DAsync", unsafe { (d.memcpy_3d_async)(&c, legacy) })?;
+            } else {
+                for k in 0..b.planes {
+                    let off = k as i64 * b.plane_pitch;
+                    self.rows(way, h.wrapping_offset(off as isize).cast(), v.wrapping_add_signed(off), b)?;
+                }
+            }
+        }
+        if bytes <= signal::MAX_BYTES {
+            return signal::wait(d);
+        }
+        // SAFETY: the legacy default stream of the current context.
+        check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(legacy) })
+    }
+
+    /// One plane of `b`: its rows as one pitched copy.
+    fn rows(&self, way: Way, h: *mut c_void, v: u64, b: Strided) -> Result<(), CudaError> {
+        let (host_type, dev_type) = (CUmemorytype::CU_MEMORYTYPE_HOST as c_uint, CUmemorytype::CU_MEMORYTYPE_DEVICE as c_uint);
+        let pitch = b.pitch.max(b.len as i64) as usize;
+        let mut c = Memcpy2D {
+            src_x_in_bytes: 0,
+            src_y: 0,
+            src_memory_type: dev_type,
+            src_host: std::ptr::null(),
+            src_device: v,
+            src_array: std::ptr::null_mut(),
+            src_pitch: pitch,
+            dst_x_in_bytes: 0,
+            dst_y: 0,
+            dst_memory_type: host_type,
+            dst_host: h,
+            dst_device: 0,
+            dst_array: std::ptr::null_mut(),
+            dst_pitch: pitch,
+            width_in_bytes: b.len,
+            height: b.rows,
+        };
+        if way == Way::ToDevice {
+            (c.src_memory_type, c.src_host, c.src_device) = (host_type, h.cast_const(), 0);
+            (c.dst_memory_type, c.dst_host, c.dst_device) = (dev_type, std::ptr::null_mut(), v);
+        }
+        // SAFETY: a pitched copy within both spans.
+        check("cuMemcpy2DAsync", unsafe { (self.driver().memcpy_2d_async)(&c, std::ptr::null_mut()) })
+    }
+}
