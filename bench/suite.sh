@@ -121,18 +121,20 @@ run() {
 }
 
 B=$out/bin
+# want NAME: the benchmark is among BENCH_ONLY (default: all); --check checks only those too
+want() { case " ${BENCH_ONLY:-floor latency bw bibw coll rma io datatypes} " in *" $1 "*) ;; *) return 1 ;; esac; }
 if [ $check = 1 ]; then
-    run check-latency "$B/pingpong" -c -m 1:256k -i 20 -x 2 -r 3 -n 200
-    run check-bw "$B/bw" -c -m 1:256k -i 10 -x 2 -w 16
-    run check-bibw "$B/bw" -b -c -m 1:256k -i 10 -x 2 -w 16
-    run check-coll "$B/coll" -c -m 8:256k -i 10 -x 2
-    run check-floor "$B/floor" -c -m 1:256k -i 10 -x 2 -r 1
-    OMPI_MCA_osc=${OMPI_MCA_osc-^ucx} run check-rma "$B/rma" -c -m 8:256k -i 10 -x 2
-    run check-io "$B/io" -c -m 64k:4M -i 2
-    run check-datatypes "$B/datatypes" -k -n 64,256 -c 32 -g 32 -i 3 -x 1
+    want latency && run check-latency "$B/pingpong" -c -m 1:256k -i 20 -x 2 -r 3 -n 200
+    want bw && run check-bw "$B/bw" -c -m 1:256k -i 10 -x 2 -w 16
+    want bibw && run check-bibw "$B/bw" -b -c -m 1:256k -i 10 -x 2 -w 16
+    want coll && run check-coll "$B/coll" -c -m 8:256k -i 10 -x 2
+    want floor && run check-floor "$B/floor" -c -m 1:256k -i 10 -x 2 -r 1
+    want rma && OMPI_MCA_osc=${OMPI_MCA_osc-^ucx} run check-rma "$B/rma" -c -m 8:256k -i 10 -x 2
+    want io && run check-io "$B/io" -c -m 64k:4M -i 2
+    want datatypes && run check-datatypes "$B/datatypes" -k -n 64,256 -c 32 -g 32 -i 3 -x 1
     # the fast paths for every size, so that these small sizes take them too
-    CUDAMPI_IPC=0 CUDAMPI_PIPELINE=1 CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64k run check-bw-chunks "$B/bw" -b -c -m 1k:256k -i 10 -x 2 -w 16 -W device
-    CUDAMPI_PIPELINE=0 CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 CUDAMPI_IPC_SAME_GPU_BYTES=0 run check-bw-ipc "$B/bw" -b -c -m 1k:256k -i 10 -x 2 -w 16 -W device
+    want bibw && CUDAMPI_IPC=0 CUDAMPI_PIPELINE=1 CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64k run check-bw-chunks "$B/bw" -b -c -m 1k:256k -i 10 -x 2 -w 16 -W device
+    want bibw && CUDAMPI_PIPELINE=0 CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 CUDAMPI_IPC_SAME_GPU_BYTES=0 run check-bw-ipc "$B/bw" -b -c -m 1k:256k -i 10 -x 2 -w 16 -W device
 fi
 # staged NAME ARGS...: cudampi's device way alone with the fast paths off (NAME-staged)
 staged() {
@@ -152,8 +154,6 @@ if [ $quick = 1 ]; then
     run io "$B/io" -m 64k:1M -i 1 -o "$out/io.json"
     run datatypes "$B/datatypes" -k -n 256,1024 -c 64 -g 64 -i 5 -x 1 -o "$out/datatypes.json"
 else
-    # want NAME: the benchmark is among BENCH_ONLY (default: all)
-    want() { case " ${BENCH_ONLY:-floor latency bw bibw coll rma io datatypes} " in *" $1 "*) ;; *) return 1 ;; esac; }
     want floor && run floor "$B/floor" -m 1:64M -o "$out/floor.json"
     want latency && run latency "$B/pingpong" -m 1:64M -S 8 -o "$out/latency.json"
     want latency && staged latency "$B/pingpong" -m 1:64M -S 8 -r 3 -n 10

@@ -29,6 +29,8 @@
 # Environment: GPU_CHECK_LIMIT (seconds, default 540), GPU_CHECK_TIMEOUT (per run, default
 # 120; a test's timeout= header wins when larger), GPU_CHECK_MPIS (default
 # "system ompi5 mpich5 mpich5abi"), GPU_CHECK_TESTS (space-separated test names, default all),
+# GPU_CHECK_PLACES (step 1 on several GPUs: "shared" both ranks on GPU 0, "per" one GPU per
+# rank; default both),
 # GPU_CHECK_BENCH=0 (skip the benchmarks; =quick: bench/suite.sh --quick), GPU_CHECK_STEPS
 # (the steps to run, default "1 2 3 4 5 6"), CUDAMPI_* (passed to every run with the shim; a
 # test's env= header wins, so CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 CUDAMPI_IPC_SAME_GPU_BYTES=0
@@ -55,6 +57,8 @@ RESULTS=$WORK/results.tsv
 exec > >(tee "$RES/gpu-check.log") 2>&1
 
 STEPS=" ${GPU_CHECK_STEPS:-1 2 3 4 5 6} "
+# Where step 1 puts the ranks on a machine of several GPUs: both on GPU 0 (shared), one each (per).
+PLACES=" ${GPU_CHECK_PLACES:-shared per} "
 step() { [[ $STEPS == *" $1 "* ]]; } # step N: is step N selected?
 el() { echo $(($(date +%s) - T0)); }
 say() { printf '\n== [%4ss] %s\n' "$(el)" "$*"; }
@@ -326,9 +330,11 @@ run_tests() { # run_tests MPI [gpu-per-rank]
 # ---- 1. tests on the system MPI ----------------------------------------------------------------
 first=${MPIS[0]:-}
 if [ -n "$first" ] && step 1; then
-    say "1. C tests on $first, 2 ranks, shim preloaded${NGPU:+ ($NGPU GPU(s))}"
-    run_tests "$first"
-    if [ "$NGPU" -ge 2 ]; then
+    if [[ " $PLACES " == *" shared "* ]]; then
+        say "1. C tests on $first, 2 ranks, shim preloaded${NGPU:+ ($NGPU GPU(s))}"
+        run_tests "$first"
+    fi
+    if [ "$NGPU" -ge 2 ] && [[ " $PLACES " == *" per "* ]]; then
         say "1b. C tests on $first, one GPU per rank"
         run_tests "$first" per
     fi
