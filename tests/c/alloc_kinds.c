@@ -126,16 +126,25 @@ int main(int argc, char **argv)
     check_kinds("MPI_Comm_get_info", w, shim);
     MPI_Info_free(&info);
 
+    /* Windows may fail to be made at all (the GPU machine's Open MPI 4.1.6 chooses a one-sided
+     * component that cannot run there): then there is nothing to ask. */
     int *base = NULL;
     MPI_Win win;
-    MPI_CHECK(MPI_Win_allocate(64, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
-    int rc = MPI_Win_get_info(win, &info);
-    if (rc == MPI_SUCCESS) {
+    MPI_Comm quiet;
+    MPI_Comm_dup(MPI_COMM_WORLD, &quiet);
+    MPI_Comm_set_errhandler(quiet, MPI_ERRORS_RETURN);
+    int made = MPI_Win_allocate(64, 1, MPI_INFO_NULL, quiet, &base, &win) == MPI_SUCCESS, all = 0;
+    MPI_Allreduce(&made, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all) {
+        MPI_CHECK(MPI_Win_get_info(win, &info));
         value_of(info, w, sizeof w);
         check_kinds("MPI_Win_get_info", w, shim);
         MPI_Info_free(&info);
+    } else if (t_rank == 0) {
+        note("MPI_Win_allocate fails with this library: MPI_Win_get_info not asked");
     }
-    MPI_Win_free(&win);
+    if (made) MPI_Win_free(&win);
+    MPI_Comm_free(&quiet);
 
     char path[256];
     snprintf(path, sizeof path, "%s/cudampi-kinds-%d.dat", t_env("TMPDIR", "/tmp"), (int)getpid());

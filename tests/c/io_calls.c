@@ -471,6 +471,52 @@ static void one_run(struct run *R, const char *dir)
     if (t_rank == 0) unlink(path);
 }
 
+#ifndef IO_HOST_ONLY
+/* A freed device buffer in a file call: MPI_ERR_BUFFER through the file's error handler,
+ * which returns (MPI_ERRORS_RETURN is the default for files), and the program goes on; the
+ * file is left as it was. With cudampi only (without it the library would crash or fail in
+ * read(2)/write(2)). */
+static int raised; /* calls of the file's error handler */
+static void count_raised(MPI_File *fh, int *code, ...)
+{
+    (void)fh;
+    (void)code;
+    raised++;
+}
+
+static void freed_buffer(const char *dir)
+{
+    char path[512];
+    if (t_rank == 0) snprintf(path, sizeof path, "%s/cudampi-io-%d-freed.dat", dir, (int)getpid());
+    MPI_Bcast(path, sizeof path, MPI_CHAR, 0, comm);
+    MPI_File fh;
+    MPI_CHECK(MPI_File_open(comm, path, MPI_MODE_CREATE | MPI_MODE_RDWR | MPI_MODE_DELETE_ON_CLOSE, MPI_INFO_NULL, &fh));
+    void *f = mem_alloc(MEM_DEVICE, 4096);
+    mem_free(f); /* cudaFree */
+    MPI_Request rq = MPI_REQUEST_NULL;
+    int rc = MPI_File_write_at(fh, 0, f, 16, MPI_BYTE, MPI_STATUS_IGNORE);
+    CHECK(error_class(rc) == MPI_ERR_BUFFER, "MPI_File_write_at from a freed device buffer: class %s", error_name(error_class(rc)));
+    rc = MPI_File_read_at(fh, 0, f, 16, MPI_BYTE, MPI_STATUS_IGNORE);
+    CHECK(error_class(rc) == MPI_ERR_BUFFER, "MPI_File_read_at into a freed device buffer: class %s", error_name(error_class(rc)));
+    rc = MPI_File_iread_at(fh, 0, f, 16, MPI_BYTE, &rq);
+    CHECK(error_class(rc) == MPI_ERR_BUFFER, "MPI_File_iread_at into a freed device buffer: class %s", error_name(error_class(rc)));
+    CHECK(rq == MPI_REQUEST_NULL || MPI_Wait(&rq, MPI_STATUS_IGNORE) == MPI_SUCCESS, "the failed MPI_File_iread_at left a request");
+    /* the same once more, with an error handler of the program's own */
+    MPI_Errhandler eh;
+    MPI_File_create_errhandler(count_raised, &eh);
+    MPI_File_set_errhandler(fh, eh);
+    rc = MPI_File_write_at(fh, 0, f, 16, MPI_BYTE, MPI_STATUS_IGNORE);
+    rc |= MPI_File_read_at(fh, 0, f, 16, MPI_BYTE, MPI_STATUS_IGNORE);
+    CHECK(raised == 2 && rc != MPI_SUCCESS, "the file's own error handler ran %d times for 2 refused calls", raised);
+    MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
+    MPI_Errhandler_free(&eh);
+    MPI_Offset size = -1;
+    MPI_File_get_size(fh, &size);
+    CHECK(size == 0, "the failed writes left %lld bytes in the file", (long long)size);
+    MPI_File_close(&fh);
+}
+#endif
+
 int main(int argc, char **argv)
 {
     test_init(&argc, &argv);
@@ -487,6 +533,7 @@ int main(int argc, char **argv)
     one_run(&dev, dir);
     trace_compare(&host.tr, &dev.tr, "device buffers");
     trace_free(&dev.tr);
+    if (shim_loaded() && !host_mode()) freed_buffer(dir);
 #endif
     trace_free(&host.tr);
     MPI_Type_free(&V[1].mt);
