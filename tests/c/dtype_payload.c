@@ -9,7 +9,8 @@
  * is done on host buffers, and the whole device allocation (gaps and margins included) must
  * equal the host one byte for byte. A shorter message (one element fewer) and a message of
  * plain doubles ending mid-element check that only the bytes that arrived are written.
- * MPI_Pack and MPI_Unpack of device buffers match the host's, and so does MPI_(I)alltoallw of
+ * Two types whose span is hundreds of times their payload (a matrix column, a cube's x-y face)
+ * take the packed staging buffer. MPI_Pack and MPI_Unpack of device buffers match the host's, and so does MPI_(I)alltoallw of
  * subarray blocks into a buffer with gaps between them. A datatype freed and its handle reused
  * for another layout is seen afresh.
  *
@@ -364,6 +365,14 @@ static void build(void)
         MPI_Type_create_resized(t, -40, 64, &u);
         MPI_Type_free(&t);
         add("hindexed_block({-40,8},double) resized to lb -40, extent 64", u, 3, PAYLOAD, 1);
+    }
+    /* Spans of several MiB around a small payload stage through a packed buffer. */
+    MPI_Type_vector(1024, 1, 1024, MPI_DOUBLE, &t);
+    add("column of a 1024x1024 matrix (sparse span)", t, 1, PAYLOAD, 1);
+    {
+        int sizes[3] = {96, 96, 96}, sub[3] = {96, 96, 1}, starts[3] = {0, 0, 95};
+        MPI_Type_create_subarray(3, sizes, sub, starts, MPI_ORDER_C, MPI_DOUBLE, &t);
+        add("x-y face of 96^3 doubles (sparse span)", t, 1, PAYLOAD, 1);
     }
     MPI_Type_vector(4, 1, 2, MPI_SHORT_INT, &t);
     add("vector(4,1,2,MPI_SHORT_INT) (no strided form: padding inside the pair)", t, 2, ANY, 0);
