@@ -1,4 +1,5 @@
-//! Copies of strided blocks between a device span and a host span of the same layout: one
+//! Copies of strided blocks between a device span and host memory, either a span of the same
+//! layout or a packed buffer holding the blocks' bytes one after the other: one
 //! `cuMemcpy2DAsync` for a block of rows, one `cuMemcpy3DAsync` for a block of planes, so a
 //! column of a matrix crosses as its payload in one copy instead of the matrix's whole span.
 //!
@@ -77,16 +78,29 @@ impl InContext<'_> {
     /// Device to host: the bytes of `blocks` (offsets from `dev` and from `host`, which have
     /// the same layout), complete on return.
     pub fn strided_to_host(&self, host: *mut c_void, dev: *const c_void, blocks: &[Strided]) -> Result<(), CudaError> {
-        self.strided(Way::ToHost, host, dev as u64, blocks)
+        self.strided(Way::ToHost, host, false, dev as u64, blocks)
+    }
+
+    /// Device to host: the bytes of `blocks` (offsets from `dev`) packed one after the other at
+    /// `host`, each block's planes and rows in order, first byte lowest ([`Strided::ascending`]).
+    pub fn strided_to_packed(&self, host: *mut c_void, dev: *const c_void, blocks: &[Strided]) -> Result<(), CudaError> {
+        self.strided(Way::ToHost, host, true, dev as u64, blocks)
+    }
+
+    /// Host to device: the reverse of [`strided_to_packed`](Self::strided_to_packed).
+    pub fn packed_to_device(&self, dev: *mut c_void, host: *const c_void, blocks: &[Strided]) -> Result<(), CudaError> {
+        self.strided(Way::ToDevice, host as *mut c_void, true, dev as u64, blocks)
     }
 
     /// Host to device: the bytes of `blocks`, complete on return; no other device byte is
     /// written.
     pub fn strided_to_device(&self, dev: *mut c_void, host: *const c_void, blocks: &[Strided]) -> Result<(), CudaError> {
-        self.strided(Way::ToDevice, host as *mut c_void, dev as u64, blocks)
+        self.strided(Way::ToDevice, host as *mut c_void, false, dev as u64, blocks)
     }
 
-    fn strided(&self, way: Way, host: *mut c_void, dev: u64, blocks: &[Strided]) -> Result<(), CudaError> {
+    /// `packed`: the host side holds the blocks' bytes one after the other instead of at the
+    /// device's offsets.
+    fn strided(&self, way: Way, host: *mut c_void, packed: bool, dev: u64, blocks: &[Strided]) -> Result<(), CudaError> {
         let d = self.driver();
         let legacy = std::ptr::null_mut();
         let mut bytes = 0;
@@ -94,9 +108,17 @@ impl InContext<'_> {
             if b.bytes() == 0 {
                 continue;
             }
+            let h = match packed {
+                true => host.cast::<u8>().wrapping_add(bytes),
+                false => host.cast::<u8>().wrapping_offset(b.at as isize),
+            };
             bytes += b.bytes();
-            let h = host.cast::<u8>().wrapping_offset(b.at as isize);
             let v = dev.wrapping_add_signed(b.at);
+            // The host side's pitch and plane height: the device's, or the rows packed.
+            let (hp, hh) = match packed {
+                true => (b.len, b.rows),
+                false => (b.pitch.max(0) as usize, if b.pitch > 0 { (b.plane_pitch / b.pitch) as usize } else { 0 }),
+            };
             if b.rows == 1 && b.planes == 1 {
                 // SAFETY: the block lies within both spans (the caller's).
                 check("cuMemcpyAsync", unsafe {
@@ -129,8 +151,8 @@ impl InContext<'_> {
                     dst_device: 0,
                     dst_array: std::ptr::null_mut(),
                     reserved1: std::ptr::null_mut(),
-                    dst_pitch: pitch,
-                    dst_height: height,
+                    dst_pitch: hp,
+                    dst_height: hh,
                     width_in_bytes: b.len,
                     height: b.rows,
                     depth: b.planes,
@@ -138,13 +160,18 @@ impl InContext<'_> {
                 if way == Way::ToDevice {
                     (c.src_memory_type, c.src_host, c.src_device) = (host_type, h.cast(), 0);
                     (c.dst_memory_type, c.dst_host, c.dst_device) = (dev_type, std::ptr::null_mut(), v);
+                    (c.src_pitch, c.src_height, c.dst_pitch, c.dst_height) = (hp, hh, pitch, height);
                 }
                 // SAFETY: a pitched copy within both spans.
                 check("cuMemcpy3DAsync", unsafe { (d.memcpy_3d_async)(&c, legacy) })?;
             } else {
                 for k in 0..b.planes {
                     let off = k as i64 * b.plane_pitch;
-                    self.rows(way, h.wrapping_offset(off as isize).cast(), v.wrapping_add_signed(off), b)?;
+                    let at = match packed {
+                        true => h.wrapping_add(k * b.len * b.rows),
+                        false => h.wrapping_offset(off as isize),
+                    };
+                    self.rows(way, at.cast(), v.wrapping_add_signed(off), b, packed)?;
                 }
             }
         }
@@ -155,10 +182,11 @@ impl InContext<'_> {
         check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(legacy) })
     }
 
-    /// One plane of `b`: its rows as one pitched copy.
-    fn rows(&self, way: Way, h: *mut c_void, v: u64, b: Strided) -> Result<(), CudaError> {
+    /// One plane of `b`: its rows as one pitched copy (packed rows on the host side if `packed`).
+    fn rows(&self, way: Way, h: *mut c_void, v: u64, b: Strided, packed: bool) -> Result<(), CudaError> {
         let (host_type, dev_type) = (CUmemorytype::CU_MEMORYTYPE_HOST as c_uint, CUmemorytype::CU_MEMORYTYPE_DEVICE as c_uint);
         let pitch = b.pitch.max(b.len as i64) as usize;
+        let hp = if packed { b.len } else { pitch };
         let mut c = Memcpy2D {
             src_x_in_bytes: 0,
             src_y: 0,
@@ -173,13 +201,14 @@ impl InContext<'_> {
             dst_host: h,
             dst_device: 0,
             dst_array: std::ptr::null_mut(),
-            dst_pitch: pitch,
+            dst_pitch: hp,
             width_in_bytes: b.len,
             height: b.rows,
         };
         if way == Way::ToDevice {
             (c.src_memory_type, c.src_host, c.src_device) = (host_type, h.cast_const(), 0);
             (c.dst_memory_type, c.dst_host, c.dst_device) = (dev_type, std::ptr::null_mut(), v);
+            (c.src_pitch, c.dst_pitch) = (hp, pitch);
         }
         // SAFETY: a pitched copy within both spans.
         check("cuMemcpy2DAsync", unsafe { (self.driver().memcpy_2d_async)(&c, std::ptr::null_mut()) })

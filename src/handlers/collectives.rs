@@ -495,8 +495,7 @@ fn stage_plan(
                 Use::ReadWrite => (true, Back::Span),
                 Use::Scratch => (false, Back::Nothing),
             };
-            let mut s = stage::lease_for(name, bufs[i], dev, span, comm, fill, back)?;
-            s.form = Some(form.into());
+            let s = stage::lease_form(name, bufs[i], dev, span, comm, fill, back, form)?;
             if !matches!(mode, Mode::Persistent(_)) {
                 s.fill(name, comm)?;
             }

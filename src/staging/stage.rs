@@ -109,6 +109,10 @@ pub struct Staged {
     /// has them: only these bytes are copied either way (the payload, not the span), and a
     /// receive copies back the blocks of the bytes that arrived.
     pub form: Option<Form>,
+    /// A pinned buffer of the payload's size, for a span much larger than its payload: the
+    /// blocks cross between it and the device in the same pitched copies, and are spread over
+    /// (or gathered from) the span, which is then pageable memory, on the host.
+    pub packed: Option<Lease>,
 }
 
 /// Strided blocks of a staged span, in packing order.
@@ -217,9 +221,7 @@ fn prepare_device(
             // Only the blocks of the bytes the file gave go back.
             Direction::Read => (false, Back::Read),
         };
-        let mut s = lease_for(name, buf, dev, span, comm, fill, back)?;
-        s.form = Some(form.into());
-        return Ok(Prepared::Staged(s));
+        return lease_form(name, buf, dev, span, comm, fill, back, form).map(Prepared::Staged);
     }
     let (fill, back) = match dir {
         // A send of nothing reads nothing. A receive of nothing still gets a staging buffer:
@@ -286,7 +288,49 @@ pub fn lease_for(
             if lease.is_pinned() { "a pinned" } else { "a pageable" },
         ));
     }
-    Ok(Staged { dev, user, lease, span, fill, back, runs: None, form: None })
+    Ok(Staged { dev, user, lease, span, fill, back, runs: None, form: None, packed: None })
+}
+
+/// Spans at least this large, and `SPARSE_TIMES` their payload, stage through a packed pinned
+/// buffer: pinning the span (a matrix's, for a column) would take memory and pool room for
+/// bytes never copied, and a pitched copy into pageable memory goes through the driver's own
+/// bounce buffers.
+const SPARSE_SPAN: usize = 4 << 20;
+const SPARSE_TIMES: usize = 8;
+
+/// [`lease_for`] for a datatype's blocks (`form`, offsets in the span): the span's staging
+/// buffer, and for a sparse span a packed pinned one beside it, the span's then pageable.
+#[allow(clippy::too_many_arguments)]
+pub fn lease_form(
+    name: &'static str,
+    buf: *const c_void,
+    dev: Device,
+    span: Span,
+    comm: Option<Handle>,
+    fill: bool,
+    back: Back,
+    form: Vec<Strided>,
+) -> Result<Staged, c_int> {
+    let payload = typemap::bytes(&form);
+    if span.len < SPARSE_SPAN || span.len / SPARSE_TIMES < payload {
+        let mut s = lease_for(name, buf, dev, span, comm, fill, back)?;
+        s.form = Some(form.into());
+        return Ok(s);
+    }
+    stats::device_call(name);
+    let user = buf.cast::<u8>().wrapping_offset(span.offset as isize) as *mut c_void;
+    let ctx = InContext::enter(&dev).map_err(|e| errors::cuda(name, comm, e, buf, span.len, &dev))?;
+    let lease = pool::lease_unpinned(span.len).ok_or_else(|| errors::no_mem(name, comm, span.len))?;
+    let packed = pool::lease(payload.max(1), &ctx).ok_or_else(|| errors::no_mem(name, comm, payload))?;
+    if config::get().debug {
+        log::debug(format_args!(
+            "{name}: device buffer {buf:p} (GPU {}), {payload} of {} bytes through {} packed staging buffer",
+            dev.ordinal,
+            span.len,
+            if packed.is_pinned() { "a pinned" } else { "a pageable" },
+        ));
+    }
+    Ok(Staged { dev, user, lease, span, fill, back, runs: None, form: Some(form.into()), packed: Some(packed) })
 }
 
 /// [`prepare`] and [`Staged::fill`] in one: the buffer is ready for MPI.
@@ -355,7 +399,8 @@ impl Staged {
 
     /// The device span and its staging buffer, for copies made without holding the request.
     pub fn window(&self) -> Window {
-        Window { dev: self.dev, user: self.user, host: self.lease.ptr(), len: self.span.len, pinned: self.lease.is_pinned() }
+        let packed = self.packed.as_ref().map_or(std::ptr::null_mut(), Lease::ptr);
+        Window { dev: self.dev, user: self.user, host: self.lease.ptr(), len: self.span.len, pinned: self.lease.is_pinned(), packed }
     }
 
     pub fn to_host(&self, name: &'static str, comm: Option<Handle>, at: usize, len: usize) -> Result<(), c_int> {
@@ -459,6 +504,8 @@ pub struct Window {
     pub len: usize,
     /// The staging buffer is pinned memory.
     pub pinned: bool,
+    /// The packed buffer the blocks cross through (`Staged::packed`), or null.
+    pub packed: *mut c_void,
 }
 
 // SAFETY: device and staging addresses, usable from any thread.
@@ -491,7 +538,13 @@ impl Window {
         let bytes = typemap::bytes(blocks);
         let fail = |e| errors::cuda(name, comm, e, self.user, bytes, &self.dev);
         let ctx = InContext::enter(&self.dev).map_err(fail)?;
-        ctx.strided_to_host(self.host, self.user, blocks).map_err(fail)?;
+        if self.packed.is_null() {
+            ctx.strided_to_host(self.host, self.user, blocks).map_err(fail)?;
+        } else {
+            ctx.strided_to_packed(self.packed, self.user, blocks).map_err(fail)?;
+            // SAFETY: the packed buffer holds the blocks' bytes; the span holds the blocks.
+            unsafe { spread(self.packed, self.host, blocks, true) };
+        }
         stats::add(&stats::BYTES_TO_HOST, bytes);
         Ok(())
     }
@@ -505,7 +558,13 @@ impl Window {
         }
         let fail = |e| errors::cuda(name, comm, e, self.user, bytes, &self.dev);
         let ctx = InContext::enter(&self.dev).map_err(fail)?;
-        ctx.strided_to_device(self.user, self.host, blocks).map_err(fail)?;
+        if self.packed.is_null() {
+            ctx.strided_to_device(self.user, self.host, blocks).map_err(fail)?;
+        } else {
+            // SAFETY: as in `blocks_to_host`.
+            unsafe { spread(self.packed, self.host, blocks, false) };
+            ctx.packed_to_device(self.user, self.packed, blocks).map_err(fail)?;
+        }
         stats::add(&stats::BYTES_TO_DEVICE, bytes);
         if config::get().debug {
             log::debug(format_args!("{name}: {bytes} bytes copied back to device buffer {:p} (GPU {})", self.user, self.dev.ordinal));
@@ -536,6 +595,30 @@ impl Window {
             return Ok(());
         }
         self.runs_to_device(name, comm, &[(at, len)])
+    }
+}
+
+/// Copies between packed bytes and their blocks in a span, in the order
+/// `InContext::strided_to_packed` packs them: `out` from packed to span, else back.
+///
+/// # Safety
+/// `packed` holds the blocks' bytes and `span` every block.
+unsafe fn spread(packed: *mut c_void, span: *mut c_void, blocks: &[Strided], out: bool) {
+    let mut at = packed.cast::<u8>();
+    for b in blocks.iter().map(|b| b.ascending()) {
+        for k in 0..b.planes as i64 {
+            for r in 0..b.rows as i64 {
+                let s = span.cast::<u8>().wrapping_offset((b.at + k * b.plane_pitch + r * b.pitch) as isize);
+                // SAFETY: per the caller; the packed and the span buffers do not overlap.
+                unsafe {
+                    match out {
+                        true => std::ptr::copy_nonoverlapping(at, s, b.len),
+                        false => std::ptr::copy_nonoverlapping(s, at, b.len),
+                    }
+                    at = at.add(b.len);
+                }
+            }
+        }
     }
 }
 
