@@ -88,7 +88,13 @@ pub fn keep(win: Handle, op: Pending) {
 /// Notes a request-based operation with a device result (see [`Win::requests`]).
 pub fn keep_request(win: Handle, target: c_int, request: Handle, number: u64) {
     let mut t = windows();
-    t.entry(abi::get().key(win)).or_default().requests.push((target, request, number));
+    let w = t.entry(abi::get().key(win)).or_default();
+    // Requests the program completed itself are forgotten before the list grows long, so that
+    // a long epoch of request-based gets keeps only those in flight.
+    if w.requests.len() >= 64 {
+        w.requests.retain(|&(_, h, n)| requests::is_live(h, n));
+    }
+    w.requests.push((target, request, number));
     recount(&t);
 }
 

@@ -565,6 +565,12 @@ pub fn deliver_now(h: Handle, number: u64) -> Result<(), c_int> {
     d.run(std::ptr::null_mut())
 }
 
+/// Whether the request `h` still has the entry numbered `number` (its operation has not been
+/// completed by a completion call).
+pub fn is_live(h: Handle, number: u64) -> bool {
+    with(h, |e| e.number == number).unwrap_or(false)
+}
+
 impl Served {
     /// Fills a status the way MPI would have for the served receive.
     pub fn write(&self, status: *mut c_void) {

@@ -1,4 +1,4 @@
-// cudampi-test: ranks=2 env=OMPI_MCA_osc=^ucx
+// cudampi-test: ranks=2 env=OMPI_MCA_osc=^ucx timeout=120
 /* One-sided communication on device memory: every RMA communication call (MPI_Put, MPI_Get,
  * MPI_Accumulate on float/short/unsigned char/uint64/int with MAX/MIN/SUM/BXOR/REPLACE,
  * MPI_Get_accumulate, MPI_Fetch_and_op incl. MPI_NO_OP, MPI_Compare_and_swap, the request forms
@@ -11,9 +11,10 @@
  * MPI_WIN_SEPARATE (MPI_WIN_MODEL); MPI_Win_create_c serves it too; device memory attached to
  * a dynamic window is refused with MPI_ERR_RMA_ATTACH; MPI_Win_free leaves the last remote
  * updates in device memory. Open MPI's UCX one-sided component is left out (env=), as on the
- * GPU machine, where it cannot create windows even on host memory. There is no run without
- * cudampi: Open MPI's single-copy one-sided path gets EFAULT on device memory and retries
- * forever instead of crashing. */
+ * GPU machine, where it cannot create windows even on host memory; Open MPI 4.1's one-sided
+ * progress sometimes stalls for 8-16 s on 2 shared cores, on host memory without cudampi too
+ * (timeout=). There is no run without cudampi: Open MPI's single-copy one-sided path gets
+ * EFAULT on device memory and retries forever instead of crashing. */
 #include "common.h"
 #include "rma_ops.h"
 
