@@ -458,6 +458,9 @@ pub fn deliver(
     w.to_device(name, comm, 0, len)
 }
 
+/// Receives of at most this many bytes may be written by the stream (`cuda::signal`).
+const SMALL_WRITES: usize = cuda::signal::SHARED_MAX_WRITES * 8;
+
 /// Most driver calls a staged send makes along its datatype's blocks when they fill at least
 /// half the span; past it the span goes as one copy.
 const DENSE_CALLS: usize = 16;
@@ -491,6 +494,15 @@ fn deliver_form(w: Window, back: Back, form: &[Strided], name: &'static str, com
         },
         _ => form.to_vec(),
     };
+    // A few words are written by the stream itself where it can (`cuda::signal`), as for a
+    // contiguous receive: on a GPU two ranks share, any copy to the device waits ~145 us.
+    if w.packed.is_null() && typemap::bytes(&blocks) <= SMALL_WRITES {
+        if let Some(mut runs) = typemap::runs(&blocks, cuda::signal::SHARED_MAX_WRITES) {
+            runs.sort_unstable();
+            let runs: Vec<(usize, usize)> = runs.into_iter().map(|(at, len)| (at as usize, len)).collect();
+            return w.runs_to_device(name, comm, &runs);
+        }
+    }
     w.blocks_to_device(name, comm, &typemap::copies(&blocks))
 }
 
