@@ -450,7 +450,6 @@ const DENSE_CALLS: usize = 16;
 
 /// [`deliver`] along a datatype's blocks: all of them, or those of the bytes the status says
 /// arrived (in packing order, as MPI fills a receive).
-#[cold]
 fn deliver_form(w: Window, back: Back, form: &[Strided], name: &'static str, comm: Option<Handle>, status: *mut c_void) -> Result<(), c_int> {
     let arrived = if status.is_null() { None } else { received_bytes(status) };
     if let (Some(e), Some(n)) = (ENVELOPES.get(), arrived) {
