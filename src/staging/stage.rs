@@ -310,7 +310,7 @@ pub fn lease_form(
     stats::device_call(name);
     let user = buf.cast::<u8>().wrapping_offset(span.offset as isize) as *mut c_void;
     let ctx = InContext::enter(&dev).map_err(|e| errors::cuda(name, comm, e, buf, span.len, &dev))?;
-    let lease = pool::lease_unpinned(span.len).ok_or_else(|| errors::no_mem(name, comm, span.len))?;
+    let lease = pool::lease_sparse(span.len).ok_or_else(|| errors::no_mem(name, comm, span.len))?;
     let packed = pool::lease(payload.max(1), &ctx).ok_or_else(|| errors::no_mem(name, comm, payload))?;
     if config::get().debug {
         log::debug(format_args!(
