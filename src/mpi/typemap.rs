@@ -43,7 +43,10 @@ fn key(t: &TypeInfo) -> Key {
     (t.size, t.extent, t.true_lb, t.true_extent, t.envelope)
 }
 
-static CACHE: Mutex<Option<HashMap<Handle, (Key, Option<Form>)>>> = Mutex::new(None);
+/// Per handle: what it was analysed for, and its form (`None`: it has none).
+type Entries = HashMap<Handle, (Key, Option<Form>)>;
+
+static CACHE: Mutex<Option<Entries>> = Mutex::new(None);
 
 /// One element's form, from the cache or analysed now. `None`: no form (stage the span).
 pub fn element(datatype: Handle, t: &TypeInfo) -> Option<Form> {

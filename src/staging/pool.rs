@@ -9,7 +9,9 @@
 //! pageable copies four times as long as memory used before (16 MiB from a fresh mapping took
 //! 20.7 ms, from a reused `malloc` block 5.3 ms, on an H200 host). Only when even pageable
 //! memory cannot be had does a call fail, with `MPI_ERR_NO_MEM`. The locks are held for list
-//! operations only, never across a copy or an MPI call.
+//! operations only, never across a copy or an MPI call. A span staged through a packed buffer
+//! (`stage::lease_form`) gets a pageable buffer of its own cache, bounded in address space
+//! only: just the pages its datatype's blocks touch ever hold memory.
 //!
 //! Every staging buffer is followed by `OVERRUN_TAIL` bytes of address space that is mapped but
 //! never touched, so it costs no memory (where a limit on address space refuses the tail, the
@@ -149,6 +151,8 @@ enum Kind {
     Pinned(usize, CUcontext),
     /// A pageable buffer of this class, kept for reuse.
     Pageable(usize),
+    /// A sparse span's pageable buffer of this class, kept for reuse.
+    Sparse(usize),
     /// A pageable buffer unmapped after use.
     Once,
 }
@@ -164,7 +168,7 @@ impl Lease {
     /// Bytes the buffer holds (`None`: a pageable one of exactly the size asked for).
     pub fn capacity(&self) -> Option<usize> {
         match self.kind {
-            Kind::Pinned(class, _) | Kind::Pageable(class) => Some(1 << (class as u32 + MIN_CLASS)),
+            Kind::Pinned(class, _) | Kind::Pageable(class) | Kind::Sparse(class) => Some(1 << (class as u32 + MIN_CLASS)),
             Kind::Once => None,
         }
     }
@@ -257,18 +261,37 @@ fn lease_from_pool(len: usize, ctx: &InContext, bound: usize) -> Option<Lease> {
 /// A pageable buffer: a cached one of `len`'s class, a new one cached after use while the cache
 /// stays within `bound`, or else one of exactly `len` bytes, unmapped after use.
 fn lease_pageable(len: usize, bound: usize) -> Option<Lease> {
+    lease_mapping(&PAGEABLE, Kind::Pageable, len, bound)
+}
+
+/// Address space of sparse spans' buffers kept for reuse. Only the pages a datatype's blocks
+/// touch ever hold memory, so the bound is on address space, far above `CUDAMPI_POOL_BYTES`.
+const SPARSE_BOUND: usize = 64 << 30;
+
+static SPARSE: Mutex<Pageable> = Mutex::new(Classes::new());
+
+/// A pageable buffer of at least `len` bytes of which only the pages of a datatype's blocks are
+/// ever written (a span staged through a packed buffer), kept for reuse up to `SPARSE_BOUND`:
+/// a fresh mapping would fault in every page the blocks touch again at every call (a column of
+/// a 16384 x 16384 matrix touches 16384 pages of its 2 GiB span). `None`: out of memory.
+pub fn lease_sparse(len: usize) -> Option<Lease> {
+    lease_mapping(&SPARSE, Kind::Sparse, len, SPARSE_BOUND).map(Lease::counted)
+}
+
+fn lease_mapping(cache: &Mutex<Pageable>, kind: fn(usize) -> Kind, len: usize, bound: usize) -> Option<Lease> {
+    let lock = || cache.lock().unwrap_or_else(|e| e.into_inner());
     if let Some((class, cap)) = class_of(len).filter(|&(_, cap)| cap <= bound) {
         // Cached buffers of other sizes are unmapped to make room.
         let mut evicted = Vec::new();
-        let take = pageable().take(class, cap, bound, &mut evicted);
+        let take = lock().take(class, cap, bound, &mut evicted);
         for m in evicted {
             unmap(m.ptr, m.mapped);
         }
         match take {
-            Take::Cached(m) => return Some(Lease { ptr: m.ptr, kind: Kind::Pageable(class), mapped: m.mapped, counted: false }),
+            Take::Cached(m) => return Some(Lease { ptr: m.ptr, kind: kind(class), mapped: m.mapped, counted: false }),
             Take::Reserved => match map_with_tail(cap) {
-                Some((ptr, mapped)) => return Some(Lease { ptr, kind: Kind::Pageable(class), mapped, counted: false }),
-                None => pageable().held -= cap,
+                Some((ptr, mapped)) => return Some(Lease { ptr, kind: kind(class), mapped, counted: false }),
+                None => lock().held -= cap,
             },
             Take::Full => {}
         }
@@ -285,6 +308,7 @@ impl Drop for Lease {
         match self.kind {
             Kind::Pinned(class, ctx) => pool().classes.free[class].push(Pinned { ptr: self.ptr, mapped: self.mapped, ctx }),
             Kind::Pageable(class) => pageable().free[class].push(Mapping { ptr: self.ptr, mapped: self.mapped }),
+            Kind::Sparse(class) => SPARSE.lock().unwrap_or_else(|e| e.into_inner()).free[class].push(Mapping { ptr: self.ptr, mapped: self.mapped }),
             Kind::Once => unmap(self.ptr, self.mapped),
         }
     }
@@ -355,7 +379,8 @@ pub fn usage() -> (usize, usize) {
 /// Gives every cached buffer back to the driver and the system (`MPI_Finalize`). Each pinned one
 /// is freed with the context that pinned it current.
 pub fn release_all() {
-    let mappings = pageable().drain();
+    let mut mappings = pageable().drain();
+    mappings.extend(SPARSE.lock().unwrap_or_else(|e| e.into_inner()).drain());
     for m in mappings {
         unmap(m.ptr, m.mapped);
     }

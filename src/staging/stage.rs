@@ -320,7 +320,7 @@ pub fn lease_form(
     stats::device_call(name);
     let user = buf.cast::<u8>().wrapping_offset(span.offset as isize) as *mut c_void;
     let ctx = InContext::enter(&dev).map_err(|e| errors::cuda(name, comm, e, buf, span.len, &dev))?;
-    let lease = pool::lease_unpinned(span.len).ok_or_else(|| errors::no_mem(name, comm, span.len))?;
+    let lease = pool::lease_sparse(span.len).ok_or_else(|| errors::no_mem(name, comm, span.len))?;
     let packed = pool::lease(payload.max(1), &ctx).ok_or_else(|| errors::no_mem(name, comm, payload))?;
     if config::get().debug {
         log::debug(format_args!(
@@ -467,7 +467,6 @@ const DENSE_CALLS: usize = 16;
 
 /// [`deliver`] along a datatype's blocks: all of them, or those of the bytes the status says
 /// arrived (in packing order, as MPI fills a receive).
-#[cold]
 fn deliver_form(w: Window, back: Back, form: &[Strided], name: &'static str, comm: Option<Handle>, status: *mut c_void) -> Result<(), c_int> {
     let arrived = if status.is_null() { None } else { received_bytes(status) };
     // A file read never carries an envelope.
