@@ -264,7 +264,9 @@ pub fn win_complete(_name: &'static str, win: Handle, call: impl FnOnce() -> c_i
     outcome(rc, &[complete(win, None)])
 }
 
-pub fn win_wait(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+/// `MPI_Win_wait`, `MPI_Win_lock` and `MPI_Win_lock_all`: the updates peers made before the
+/// call reach device memory once it returns.
+pub fn win_absorb(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
     if !any() {
         return call();
     }
@@ -282,18 +284,6 @@ pub fn win_test(name: &'static str, win: Handle, flag: *mut c_int, call: impl Fn
     let rc = call();
     // SAFETY: the caller's flag, which MPI has just set.
     if rc != 0 || flag.is_null() || unsafe { *flag } == 0 {
-        return rc;
-    }
-    outcome(rc, &[absorb(name, win, false)])
-}
-
-/// `MPI_Win_lock` and `MPI_Win_lock_all`.
-pub fn win_lock(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
-    if !any() {
-        return call();
-    }
-    let rc = call();
-    if rc != 0 {
         return rc;
     }
     outcome(rc, &[absorb(name, win, false)])

@@ -677,10 +677,10 @@ macro_rules! mpi_functions {
             MPI_Win_fence, PMPI_Win_fence (assert: c_int, win: Handle) => win_fence [] (assert, win);
             MPI_Win_post, PMPI_Win_post (group: Handle, assert: c_int, win: Handle) => win_post [] (assert, win);
             MPI_Win_complete, PMPI_Win_complete (win: Handle) => win_complete [] (win);
-            MPI_Win_wait, PMPI_Win_wait (win: Handle) => win_wait [] (win);
+            MPI_Win_wait, PMPI_Win_wait (win: Handle) => win_absorb [] (win);
             MPI_Win_test, PMPI_Win_test (win: Handle, flag: *mut c_int) => win_test [] (win, flag);
-            MPI_Win_lock, PMPI_Win_lock (lock_type: c_int, rank: c_int, assert: c_int, win: Handle) => win_lock [] (win);
-            MPI_Win_lock_all, PMPI_Win_lock_all (assert: c_int, win: Handle) => win_lock [] (win);
+            MPI_Win_lock, PMPI_Win_lock (lock_type: c_int, rank: c_int, assert: c_int, win: Handle) => win_absorb [] (win);
+            MPI_Win_lock_all, PMPI_Win_lock_all (assert: c_int, win: Handle) => win_absorb [] (win);
             MPI_Win_unlock, PMPI_Win_unlock (rank: c_int, win: Handle) => win_unlock [] (Some(rank), win);
             MPI_Win_unlock_all, PMPI_Win_unlock_all (win: Handle) => win_unlock [] (None, win);
             MPI_Win_flush, PMPI_Win_flush (rank: c_int, win: Handle) => win_flush [] (Some(rank), win);
