@@ -184,8 +184,8 @@ fi
 
 # ---- what runs -----------------------------------------------------------------------------------
 # Left out, in both runs alike, for the time they take on 2 cores: dynproc and spawn (process
-# management: minutes), the file tests on COMM_WORLD (a minute and more; cudampi does not
-# interpose MPI-IO, and test_io's COMM_SELF classes still run) and TestDatatypePickle.
+# management: minutes), the file tests on COMM_WORLD (a minute and more; test_io's COMM_SELF
+# classes, which make the same calls, still run) and TestDatatypePickle.
 args=(--no-cupy --no-numba)
 [ $matrix = 1 ] && args+=(--no-numpy)
 args+=(-e test_dynproc -e test_spawn -x 'test_io.*World.*' -x TestDatatypePickle)
