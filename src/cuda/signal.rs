@@ -109,8 +109,9 @@ pub const MAX_WRITES: usize = 2;
 /// switch from the other process, whatever its size, while stream writes do not. One H100
 /// shared by two ranks (2026-11-25, `bench/turns`, each process in turn, us): a 16 B to 16 KiB
 /// copy 144-147, from 32 KiB 10-11; writes of 16, 64, 256 and 1024 B 7.9, 12.3, 29.4 and 97.4
-/// (alone 4.1, 6.2, 14.4, 48.7, where a copy takes 4-5). 256 B keeps a message under 30 us
-/// one way when the GPU is shared and costs at most 10 us more when it happens to be idle.
+/// (alone 4.1, 6.2, 14.4, 48.7, where a copy takes 4-5). In a ping-pong on that GPU a 64 B
+/// message then took 19.3 us one way and a 256 B one 36.7 (copied: 152); when the GPU happens
+/// to be idle, 256 B cost at most 10 us more than a copy.
 pub const SHARED_MAX_WRITES: usize = 32;
 /// The writes one copy may take: [`MAX_WRITES`], or [`SHARED_MAX_WRITES`] once the GPU is
 /// known to be shared.
