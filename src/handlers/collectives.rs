@@ -85,6 +85,36 @@ pub struct Arg {
 /// slot 0 for a buffer read and slot 1 for a buffer written.
 pub type Plan = [Option<Arg>; 2];
 
+impl Arg {
+    /// Block `i`'s count and datatype.
+    /// # Safety
+    /// The count (and datatype) arrays hold an entry per peer, and `i` is a peer.
+    unsafe fn block(&self, i: usize) -> (i64, Handle) {
+        // SAFETY: as the caller guarantees.
+        unsafe {
+            match self.blocks {
+                Blocks::Same(c) => (c, self.datatype),
+                Blocks::V(counts, _) => (counts.at(i), self.datatype),
+                Blocks::W(counts, _, types) => (counts.at(i), abi::get().request_at(types, i)),
+            }
+        }
+    }
+
+    /// Block `i`'s byte offset in the buffer, its datatype's extent being `extent`.
+    /// # Safety
+    /// As for [`Arg::block`].
+    unsafe fn offset(&self, i: usize, extent: i64) -> i64 {
+        // SAFETY: as the caller guarantees.
+        unsafe {
+            match self.blocks {
+                Blocks::Same(c) => i as i64 * c * extent,
+                Blocks::V(_, displs) => displs.at(i) * extent,
+                Blocks::W(_, displs, _) => displs.at(i),
+            }
+        }
+    }
+}
+
 fn arg(blocks: Blocks, datatype: Handle, n: c_int, usage: Use) -> Option<Arg> {
     Some(Arg { blocks, datatype, n, usage })
 }
@@ -348,15 +378,8 @@ fn runs_of(a: &Arg, span: Span) -> Result<Option<Runs>, c_int> {
     type Element = (Handle, TypeInfo, Vec<(i64, usize)>);
     let mut last: Option<Element> = None;
     for i in 0..n {
-        // (count, byte offset of the block, datatype)
         // SAFETY: the caller passes one count, displacement (and datatype) per peer.
-        let (count, dt) = unsafe {
-            match a.blocks {
-                Blocks::Same(c) => (c, a.datatype),
-                Blocks::V(counts, _) => (counts.at(i), a.datatype),
-                Blocks::W(counts, _, types) => (counts.at(i), abi.request_at(types, i)),
-            }
-        };
+        let (count, dt) = unsafe { a.block(i) };
         if count <= 0 {
             continue;
         }
@@ -366,13 +389,7 @@ fn runs_of(a: &Arg, span: Span) -> Result<Option<Runs>, c_int> {
         }
         let Some((_, t, element)) = &last else { unreachable!() };
         // SAFETY: as above.
-        let base = unsafe {
-            match a.blocks {
-                Blocks::Same(c) => i as i64 * c * t.extent,
-                Blocks::V(_, displs) => displs.at(i) * t.extent,
-                Blocks::W(_, displs, _) => displs.at(i),
-            }
-        };
+        let base = unsafe { a.offset(i, t.extent) };
         if (runs.len() as i64).saturating_add((element.len() as i64).saturating_mul(count)) > stage::MAX_RUNS {
             return Ok(None);
         }
@@ -390,13 +407,7 @@ fn form_of(a: &Arg, span: Span) -> Option<Vec<Strided>> {
     let mut last: Option<(Handle, TypeInfo, typemap::Form)> = None;
     for i in 0..n {
         // SAFETY: the caller passes one count, displacement (and datatype) per peer.
-        let (count, dt) = unsafe {
-            match a.blocks {
-                Blocks::Same(c) => (c, a.datatype),
-                Blocks::V(counts, _) => (counts.at(i), a.datatype),
-                Blocks::W(counts, _, types) => (counts.at(i), abi.request_at(types, i)),
-            }
-        };
+        let (count, dt) = unsafe { a.block(i) };
         if count <= 0 {
             continue;
         }
@@ -406,13 +417,7 @@ fn form_of(a: &Arg, span: Span) -> Option<Vec<Strided>> {
         }
         let (_, t, element) = last.as_ref()?;
         // SAFETY: as above.
-        let base = unsafe {
-            match a.blocks {
-                Blocks::Same(c) => i as i64 * c * t.extent,
-                Blocks::V(_, displs) => displs.at(i) * t.extent,
-                Blocks::W(_, displs, _) => displs.at(i),
-            }
-        };
+        let base = unsafe { a.offset(i, t.extent) };
         out.extend(typemap::message(element, count, t.extent, span.offset - base, span.len)?);
         if out.len() > typemap::MAX_BLOCKS {
             return None;

@@ -121,21 +121,7 @@ pub fn file_iwrite(
     request: *mut c_void,
     call: impl FnOnce(*const c_void) -> c_int,
 ) -> c_int {
-    if cuda::surely_host(buf) {
-        stats::host_call();
-        return call(buf);
-    }
-    match staged(name, fh, buf, count, datatype, Direction::Send) {
-        Ok((Prepared::Direct(p), _)) if std::ptr::eq(p, buf) => {
-            stats::host_call();
-            call(buf)
-        }
-        Ok((p, comm)) => {
-            let rc = call(p.mpi_ptr());
-            track(name, fh, comm, request, p, false, rc)
-        }
-        Err(rc) => rc,
-    }
+    post(name, fh, buf, count, datatype, request, false, |p| call(p))
 }
 
 /// `MPI_File_iread`, `_at`, `_all`, `_at_all`, `_shared` and their `_c` forms.
@@ -148,18 +134,34 @@ pub fn file_iread(
     request: *mut c_void,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
+    post(name, fh, buf, count, datatype, request, true, call)
+}
+
+/// Posts a nonblocking read (`read`) or write of `buf`, staged when it is device memory, and
+/// tracks its request until completion lands or releases the staging buffer.
+#[allow(clippy::too_many_arguments)]
+fn post(
+    name: &'static str,
+    fh: Handle,
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    request: *mut c_void,
+    read: bool,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
     if cuda::surely_host(buf) {
         stats::host_call();
-        return call(buf);
+        return call(buf.cast_mut());
     }
-    match staged(name, fh, buf, count, datatype, Direction::Read) {
-        Ok((Prepared::Direct(p), _)) if p == buf => {
+    match staged(name, fh, buf, count, datatype, if read { Direction::Read } else { Direction::Send }) {
+        Ok((Prepared::Direct(p), _)) if std::ptr::eq(p, buf) => {
             stats::host_call();
-            call(buf)
+            call(buf.cast_mut())
         }
         Ok((p, comm)) => {
             let rc = call(p.mpi_ptr());
-            track(name, fh, comm, request, p, true, rc)
+            track(name, fh, comm, request, p, read, rc)
         }
         Err(rc) => rc,
     }

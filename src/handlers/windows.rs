@@ -253,15 +253,10 @@ pub fn win_post(name: &'static str, assert: c_int, win: Handle, call: impl FnOnc
     outcome(call(), &[published])
 }
 
-pub fn win_complete(_name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
-    if !any() {
-        return call();
-    }
-    let rc = call();
-    if rc != 0 {
-        return rc;
-    }
-    outcome(rc, &[complete(win, None)])
+/// `MPI_Win_complete`: what this process's operations of the epoch bring back lands as at a
+/// flush of every target.
+pub fn win_complete(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    win_flush(name, None, win, call)
 }
 
 /// `MPI_Win_wait`, `MPI_Win_lock` and `MPI_Win_lock_all`: the updates peers made before the
