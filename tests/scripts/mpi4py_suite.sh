@@ -41,7 +41,8 @@
 #   compare equal as above.
 #
 # Environment: MPI4PY_SUITE_MPIS, MPI4PY_SUITE_ARGS (more options for test/main.py, e.g.
-# "-i test_util_pkl5"), MPI4PY_SUITE_WATCHDOG (seconds one test may take before the Python
+# "-i test_util_pkl5"), MPI4PY_SUITE_LIMIT (seconds the run with cudampi may take, in place of
+# the limit below), MPI4PY_SUITE_WATCHDOG (seconds one test may take before the Python
 # stacks are dumped and the rank exits, default 60). Each run leaves in OUT/MODE/: rank<N>.txt
 # (test by test, tests/python/mpi4py_suite.py), rank<N>.log (unittest's own output), and
 # OUT/MODE.out, OUT/MODE.err (the job's stdout and stderr).
@@ -294,6 +295,7 @@ base_secs=$(awk '$1 ~ /^(ok|skip|FAIL|ERROR|xfail|xpass)$/ { s += $3 } END { pri
 # (a run that adds device arrays moves many small device messages on top: up to 20 minutes)
 limit=$(awk -v s="$base_secs" 'BEGIN { l = 2 * s + 120; if (l > 480) l = 480; printf "%d", l }')
 [ -z "$ARRAY_SKIPS" ] || limit=1200
+limit=${MPI4PY_SUITE_LIMIT:-$limit}
 suite shim "$limit"
 why=
 { [ "$RC" = 124 ] || [ "$RC" = 137 ]; } && why=" (timed out after ${limit}s)"
