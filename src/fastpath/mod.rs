@@ -77,7 +77,7 @@ pub fn announced(len: usize) -> bool {
 /// whose ranks do not all run cudampi with the same fast paths. `waiting` lists the device
 /// receives in flight, which chunks may begin before their completion call.
 pub fn init(waiting: Waiting) {
-    stage::envelopes(Envelopes { announced, landed, bytes: ENVELOPE_BYTES });
+    stage::envelopes(Envelopes { announced, landed, landed_packed, bytes: ENVELOPE_BYTES });
     peers::handshake();
     if peers::get().is_none() {
         return;
@@ -289,6 +289,14 @@ fn landed(name: &'static str, comm: Option<Handle>, status: *mut c_void, w: Wind
     }
     let capacity = runs.map(|r| r.iter().map(|x| x.1).sum()).unwrap_or(w.len);
     incoming(name, comm, status, Landing { at: w.host, runs, capacity, device: Some((w.dev, w.user)) })
+}
+
+/// A staged receive of a packed payload completed (see [`stage::Envelopes`]).
+fn landed_packed(name: &'static str, comm: Option<Handle>, status: *mut c_void, host: *mut c_void, capacity: usize) -> Option<Result<(), c_int>> {
+    if !receiving() || status.is_null() {
+        return None;
+    }
+    incoming(name, comm, status, Landing { at: host, runs: None, capacity, device: None })
 }
 
 /// If the receive described by `status` got an envelope, brings the data where it belongs and

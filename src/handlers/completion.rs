@@ -635,7 +635,7 @@ fn serve_at_start(name: &'static str, e: &mut requests::Entry) -> bool {
     let from = Matching::Tag(a.source, a.tag, a.comm);
     let Some(h) = held::take(from) else { return false };
     let mut status = abi::Status::zeroed();
-    let rc = p2p::recv_into(name, a.buf, a.count, a.datatype, from, status.as_mut_ptr(), |p, st| h.unpack(p, a.count, a.datatype, st));
+    let rc = p2p::recv_into(name, a.buf, a.count, a.datatype, from, status.as_mut_ptr(), |p, n: i64, t, st| h.unpack(p, n, t, st));
     e.serve(status, rc, true);
     true
 }

@@ -16,7 +16,7 @@ use crate::mpi::abi::Handle;
 use crate::mpi::datatype;
 use crate::mpi::{abi, errors, real};
 use crate::requests::{self, Entry, HostRecv, Kind, Partitions, RecvArgs};
-use crate::staging::stage::{prepare, stage, stage_pair, Back, Direction, Prepared};
+use crate::staging::stage::{prepare, prepare_as, stage_as, stage_pair, Back, Direction, Prepared, Shape};
 use crate::{cuda, fastpath};
 
 /// Runs the real post with the buffer MPI should see and, if it succeeded with a staged
@@ -63,33 +63,35 @@ pub fn isend<C: Count>(
             };
         }
     }
-    match stage(name, buf, count, datatype, dest, Some(comm), Direction::Send) {
+    match stage_as(name, buf, count, datatype, dest, Some(comm), Direction::Send, Shape::Payload) {
         Ok(Prepared::Direct(p)) if std::ptr::eq(p, buf) => {
             stats::host_call();
             call(buf, C::from_i64(count), datatype)
         }
         Ok(p) => {
-            let rc = call(p.mpi_ptr(), C::from_i64(count), datatype);
+            let (b, n, t) = p.message(count, datatype);
+            let rc = call(b, C::from_i64(n), t);
             post(name, Some(comm), request, Some(p), None, Kind::Once, rc)
         }
         Err(rc) => rc,
     }
 }
 
-pub fn irecv(
+/// `call(buf, count, datatype)` posts the real receive.
+pub fn irecv<C: Count>(
     name: &'static str,
     buf: *mut c_void,
     count: i64,
     datatype: Handle,
     from: Matching,
     request: *mut c_void,
-    call: impl FnOnce(*mut c_void) -> c_int,
+    call: impl FnOnce(*mut c_void, C, Handle) -> c_int,
 ) -> c_int {
     if held::any() {
         if let Some(h) = held::take(from) {
             // The message is here already: the receive completes now.
             let mut status = abi::Status::zeroed();
-            let rc = p2p::recv_into(name, buf, count, datatype, from, status.as_mut_ptr(), |p, st| h.unpack(p, count, datatype, st));
+            let rc = p2p::recv_into(name, buf, count, datatype, from, status.as_mut_ptr(), |p, n: i64, t, st| h.unpack(p, n, t, st));
             return held::completed(request, &status, rc);
         }
     }
@@ -99,18 +101,19 @@ pub fn irecv(
         if fastpath::receiving() {
             return irecv_host(name, buf, count, datatype, comm, request, call);
         }
-        return call(buf);
+        return call(buf, C::from_i64(count), datatype);
     }
-    match stage(name, buf, count, datatype, source, comm, Direction::Recv) {
+    match stage_as(name, buf, count, datatype, source, comm, Direction::Recv, Shape::Payload) {
         Ok(Prepared::Direct(p)) if p == buf => {
             stats::host_call();
             if fastpath::receiving() {
                 return irecv_host(name, buf, count, datatype, comm, request, call);
             }
-            call(buf)
+            call(buf, C::from_i64(count), datatype)
         }
         Ok(p) => {
-            let rc = call(p.mpi_ptr());
+            let (b, n, t) = p.message(count, datatype);
+            let rc = call(b, C::from_i64(n), t);
             post(name, comm, request, None, Some(p), Kind::Once, rc)
         }
         Err(rc) => rc,
@@ -119,16 +122,16 @@ pub fn irecv(
 
 /// A host receive an envelope may reach is watched, so that its completion brings the data;
 /// one too small for an envelope needs nothing (the library reports the truncation).
-fn irecv_host(
+fn irecv_host<C: Count>(
     name: &'static str,
     buf: *mut c_void,
     count: i64,
     datatype: Handle,
     comm: Option<Handle>,
     request: *mut c_void,
-    call: impl FnOnce(*mut c_void) -> c_int,
+    call: impl FnOnce(*mut c_void, C, Handle) -> c_int,
 ) -> c_int {
-    let rc = call(buf);
+    let rc = call(buf, C::from_i64(count), datatype);
     if rc == 0 && fastpath::may_land(count, datatype) {
         requests::watch::insert(request, name, comm, HostRecv { buf, count, datatype });
     }
@@ -163,13 +166,15 @@ fn isend_alone(name: &'static str, buf: *const c_void, count: i64, datatype: Han
 /// and reports the receive when it completes.
 fn serve_receive(name: &'static str, buf: *mut c_void, count: i64, datatype: Handle, from: Matching, request: *mut c_void, held: &held::Held, copy: Option<Vec<u8>>) -> c_int {
     let mut status = abi::Status::zeroed();
-    let rc = p2p::recv_into(name, buf, count, datatype, from, status.as_mut_ptr(), |p, st| held.unpack(p, count, datatype, st));
+    let rc = p2p::recv_into(name, buf, count, datatype, from, status.as_mut_ptr(), |p, n: i64, t, st| held.unpack(p, n, t, st));
     requests::report_receive(request, name, from.comm(), status, rc, copy);
     0
 }
 
+/// `call(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype)` posts the real
+/// send-receive.
 #[allow(clippy::too_many_arguments)]
-pub fn isendrecv(
+pub fn isendrecv<C: Count>(
     name: &'static str,
     sendbuf: *const c_void,
     sendcount: i64,
@@ -182,7 +187,7 @@ pub fn isendrecv(
     (sendtag, recvtag): (c_int, c_int),
     comm: Handle,
     request: *mut c_void,
-    call: impl FnOnce(*const c_void, *mut c_void) -> c_int,
+    call: impl FnOnce(*const c_void, C, Handle, *mut c_void, C, Handle) -> c_int,
 ) -> c_int {
     if held::any() {
         let from = Matching::Tag(source, recvtag, comm);
@@ -203,7 +208,9 @@ pub fn isendrecv(
         Ok(pair) => pair,
         Err(rc) => return rc,
     };
-    let rc = call(out.mpi_ptr(), into.mpi_ptr());
+    let (sb, sn, st) = out.message(sendcount, sendtype);
+    let (rb, rn, rt) = into.message(recvcount, recvtype);
+    let rc = call(sb, C::from_i64(sn), st, rb, C::from_i64(rn), rt);
     match into {
         Prepared::Direct(p) if p == recvbuf && fastpath::receiving() => {
             track_host(name, Some(comm), request, Some(out), HostRecv { buf: recvbuf, count: recvcount, datatype: recvtype }, Kind::Once, rc)
@@ -212,8 +219,9 @@ pub fn isendrecv(
     }
 }
 
+/// `call(buf, count, datatype)` posts the real send-receive.
 #[allow(clippy::too_many_arguments)]
-pub fn isendrecv_replace(
+pub fn isendrecv_replace<C: Count>(
     name: &'static str,
     buf: *mut c_void,
     count: i64,
@@ -223,7 +231,7 @@ pub fn isendrecv_replace(
     (sendtag, recvtag): (c_int, c_int),
     comm: Handle,
     request: *mut c_void,
-    call: impl FnOnce(*mut c_void) -> c_int,
+    call: impl FnOnce(*mut c_void, C, Handle) -> c_int,
 ) -> c_int {
     if held::any() {
         let from = Matching::Tag(source, recvtag, comm);
@@ -242,17 +250,18 @@ pub fn isendrecv_replace(
     let abi = crate::mpi::abi::get();
     // Only a PROC_NULL on both sides makes the call transfer nothing.
     let peer = if dest == abi.proc_null && source == abi.proc_null { abi.proc_null } else { 0 };
-    match stage(name, buf, count, datatype, peer, Some(comm), Direction::Replace) {
+    match stage_as(name, buf, count, datatype, peer, Some(comm), Direction::Replace, Shape::Payload) {
         Ok(Prepared::Direct(p)) if p == buf => {
             stats::host_call();
-            let rc = call(buf);
+            let rc = call(buf, C::from_i64(count), datatype);
             match fastpath::receiving() {
                 true => track_host(name, Some(comm), request, None, HostRecv { buf, count, datatype }, Kind::Once, rc),
                 false => rc,
             }
         }
         Ok(p) => {
-            let rc = call(p.mpi_ptr());
+            let (b, n, t) = p.message(count, datatype);
+            let rc = call(b, C::from_i64(n), t);
             post(name, Some(comm), request, None, Some(p), Kind::Once, rc)
         }
         Err(rc) => rc,
@@ -264,20 +273,22 @@ pub fn isendrecv_replace(
 #[allow(clippy::too_many_arguments)]
 fn isend_copy(name: &'static str, buf: *mut c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void) -> Result<Option<Vec<u8>>, c_int> {
     let Some(p) = real::pmpi() else { return Err(abi::get().err_other) };
-    let Ok(n) = c_int::try_from(count) else { return Err(errors::raise(Some(comm), abi::get().err_count)) };
+    if c_int::try_from(count).is_err() {
+        return Err(errors::raise(Some(comm), abi::get().err_count));
+    }
     // SAFETY: the caller's arguments, with a copy of the buffer for MPI to read.
-    let mpi_isend = |b: *const c_void| unsafe { (p.isend)(b, n, datatype, dest, tag, comm, request.cast()) };
+    let mpi_isend = |(b, n, t): (*mut c_void, i64, Handle)| unsafe { (p.isend)(b, n as c_int, t, dest, tag, comm, request.cast()) };
     let ok = |rc: c_int| if rc == 0 { Ok(()) } else { Err(rc) };
-    match stage(name, buf, count, datatype, dest, Some(comm), Direction::Send)? {
+    match stage_as(name, buf, count, datatype, dest, Some(comm), Direction::Send, Shape::Payload)? {
         Prepared::Direct(b) if b == buf => {
             let span = datatype::query(datatype).and_then(|t| t.span(count)).map_err(|rc| errors::raise(Some(comm), rc))?;
             // SAFETY: the buffer holds `count` elements, which span these bytes.
             let copy = unsafe { std::slice::from_raw_parts(buf.cast::<u8>().wrapping_offset(span.offset as isize), span.len) }.to_vec();
-            ok(mpi_isend(copy.as_ptr().wrapping_offset(-span.offset as isize).cast()))?;
+            ok(mpi_isend((copy.as_ptr().wrapping_offset(-span.offset as isize).cast_mut().cast(), count, datatype)))?;
             Ok(Some(copy))
         }
         staged => {
-            let rc = mpi_isend(staged.mpi_ptr());
+            let rc = mpi_isend(staged.message(count, datatype));
             ok(post(name, Some(comm), request, Some(staged), None, Kind::Once, rc))?;
             Ok(None)
         }
@@ -287,8 +298,9 @@ fn isend_copy(name: &'static str, buf: *mut c_void, count: i64, datatype: Handle
 /// `MPI_Send_init` and its modes (`send`), `MPI_Recv_init`: the staging buffer is leased now
 /// and filled at each start. With a fast path on, a persistent receive also keeps what it
 /// matches, so that a start finds its message among those a probe took out of MPI's queue.
+/// `call(buf, count, datatype)` makes the real request.
 #[allow(clippy::too_many_arguments)]
-pub fn persistent_init(
+pub fn persistent_init<C: Count>(
     name: &'static str,
     buf: *mut c_void,
     count: i64,
@@ -298,17 +310,18 @@ pub fn persistent_init(
     comm: Handle,
     request: *mut c_void,
     send: bool,
-    call: impl FnOnce(*mut c_void) -> c_int,
+    call: impl FnOnce(*mut c_void, C, Handle) -> c_int,
 ) -> c_int {
     let dir = if send { Direction::Send } else { Direction::Recv };
-    let rc = match prepare(name, buf, count, datatype, peer, Some(comm), dir) {
+    let rc = match prepare_as(name, buf, count, datatype, peer, Some(comm), dir, Shape::Payload) {
         Ok(Prepared::Direct(p)) if p == buf && !send && fastpath::receiving() => {
-            let rc = call(p);
+            let rc = call(p, C::from_i64(count), datatype);
             track_host(name, Some(comm), request, None, HostRecv { buf, count, datatype }, Kind::Persistent, rc)
         }
-        Ok(Prepared::Direct(p)) => call(p),
+        Ok(Prepared::Direct(p)) => call(p, C::from_i64(count), datatype),
         Ok(p) => {
-            let rc = call(p.mpi_ptr());
+            let (b, n, t) = p.message(count, datatype);
+            let rc = call(b, C::from_i64(n), t);
             let (s, r) = if send { (Some(p), None) } else { (None, Some(p)) };
             post(name, Some(comm), request, s, r, Kind::Persistent, rc)
         }

@@ -10,23 +10,25 @@ use crate::fastpath::held;
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::matching::Matching;
 use crate::mpi::{errors, real};
-use crate::staging::stage::{received_bytes, stage, stage_pair, Direction, OwnStatus, Prepared};
+use crate::staging::stage::{received_bytes, stage_as, stage_pair, Direction, OwnStatus, Prepared, Shape};
 use crate::{cuda, fastpath};
 
 /// Runs a receive-like call on prepared buffers and delivers what arrived, even when MPI
 /// reports an error (a truncated message still fills the buffer).
-/// `recv` is the receive's count and datatype, for a host buffer that an IPC envelope may
-/// reach.
-fn complete(
+/// `recv` is the receive's count and datatype: MPI gets them, or the packed payload's in
+/// their place (`Prepared::message`); and a host buffer that an IPC envelope may reach
+/// needs them.
+fn complete<C: Count>(
     name: &'static str,
     comm: Option<Handle>,
     into: Prepared,
     recv: (i64, Handle),
     status: *mut c_void,
-    call: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
+    call: impl FnOnce(*mut c_void, C, Handle, *mut c_void) -> c_int,
 ) -> c_int {
     let mut own = OwnStatus::new(status);
-    let rc = call(into.mpi_ptr(), own.for_mpi());
+    let (p, n, t) = into.message(recv.0, recv.1);
+    let rc = call(p, C::from_i64(n), t, own.for_mpi());
     let delivered = match &into {
         Prepared::Staged(s) if rc != 0 && errors::class(rc) == abi::get().err_truncate => {
             errors::truncated(name, s.window().user());
@@ -47,13 +49,13 @@ fn complete(
 /// one of cudampi's when the caller ignores it), and only a message of an envelope's size is
 /// looked at further. A null status that is not `MPI_STATUS_IGNORE` goes to MPI as it is.
 #[inline]
-fn recv_host(
+fn recv_host<C: Count>(
     name: &'static str,
     comm: Option<Handle>,
     buf: *mut c_void,
     recv: (i64, Handle),
     status: *mut c_void,
-    call: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
+    call: impl FnOnce(*mut c_void, C, Handle, *mut c_void) -> c_int,
 ) -> c_int {
     let abi = abi::get();
     let mut own = abi::Status::zeroed();
@@ -61,7 +63,7 @@ fn recv_host(
         true => own.as_mut_ptr(),
         false => status,
     };
-    let rc = call(buf, st);
+    let rc = call(buf, C::from_i64(recv.0), recv.1, st);
     if rc != 0 || st.is_null() || received_bytes(st) != Some(fastpath::ENVELOPE_BYTES) {
         return rc;
     }
@@ -72,20 +74,28 @@ fn recv_host(
 }
 
 /// The count argument of an int-count or large-count call, given back to the library as the
-/// caller passed it (the handlers hold every count as `i64`).
+/// caller passed it, or as the packed payload's (`Prepared::message`, which fits an `int`);
+/// the handlers hold every count as `i64`.
 pub trait Count: Copy {
     fn from_i64(v: i64) -> Self;
+    fn to_i64(self) -> i64;
 }
 
 impl Count for c_int {
     fn from_i64(v: i64) -> c_int {
         v as c_int
     }
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
 }
 
 impl Count for i64 {
     fn from_i64(v: i64) -> i64 {
         v
+    }
+    fn to_i64(self) -> i64 {
+        self
     }
 }
 
@@ -111,42 +121,46 @@ pub fn send<C: Count>(
             return offer.sent(name, rc, comm).0;
         }
     }
-    match stage(name, buf, count, datatype, dest, Some(comm), Direction::Send) {
+    match stage_as(name, buf, count, datatype, dest, Some(comm), Direction::Send, Shape::Payload) {
         Ok(Prepared::Direct(p)) if std::ptr::eq(p, buf) => {
             stats::host_call();
             call(buf, C::from_i64(count), datatype)
         }
-        Ok(p) => call(p.mpi_ptr(), C::from_i64(count), datatype),
+        Ok(p) => {
+            let (p, n, t) = p.message(count, datatype);
+            call(p, C::from_i64(n), t)
+        }
         Err(rc) => rc,
     }
 }
 
-pub fn recv(
+/// `call(buf, count, datatype, status)` runs the real receive.
+pub fn recv<C: Count>(
     name: &'static str,
     buf: *mut c_void,
     count: i64,
     datatype: Handle,
     from: Matching,
     status: *mut c_void,
-    call: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
+    call: impl FnOnce(*mut c_void, C, Handle, *mut c_void) -> c_int,
 ) -> c_int {
     if held::any() {
         if let Some(h) = held::take(from) {
-            return recv_into(name, buf, count, datatype, from, status, |p, st| h.unpack(p, count, datatype, st));
+            return recv_into(name, buf, count, datatype, from, status, |p, n: i64, t, st| h.unpack(p, n, t, st));
         }
     }
     recv_into(name, buf, count, datatype, from, status, call)
 }
 
 /// A receive whose message `call` brings, from MPI or from what cudampi holds.
-pub fn recv_into(
+pub fn recv_into<C: Count>(
     name: &'static str,
     buf: *mut c_void,
     count: i64,
     datatype: Handle,
     from: Matching,
     status: *mut c_void,
-    call: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
+    call: impl FnOnce(*mut c_void, C, Handle, *mut c_void) -> c_int,
 ) -> c_int {
     let comm = from.comm();
     if cuda::surely_host(buf) {
@@ -154,12 +168,12 @@ pub fn recv_into(
         if fastpath::receiving() {
             return recv_host(name, comm, buf, (count, datatype), status, call);
         }
-        return call(buf, status);
+        return call(buf, C::from_i64(count), datatype, status);
     }
-    match stage(name, buf, count, datatype, from.source(), comm, Direction::Recv) {
+    match stage_as(name, buf, count, datatype, from.source(), comm, Direction::Recv, Shape::Payload) {
         Ok(Prepared::Direct(p)) if p == buf && !fastpath::receiving() => {
             stats::host_call();
-            call(buf, status)
+            call(buf, C::from_i64(count), datatype, status)
         }
         Ok(into) => complete(name, comm, into, (count, datatype), status, call),
         Err(rc) => rc,
@@ -174,7 +188,9 @@ fn send_alone(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag
     unsafe { (p.send)(buf, count, datatype, dest, tag, comm) }
 }
 
-pub fn sendrecv(
+/// `call(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, status)` runs the real
+/// send-receive.
+pub fn sendrecv<C: Count>(
     name: &'static str,
     sendbuf: *const c_void,
     sendcount: i64,
@@ -187,21 +203,21 @@ pub fn sendrecv(
     (sendtag, recvtag): (c_int, c_int),
     comm: Handle,
     status: *mut c_void,
-    call: impl FnOnce(*const c_void, *mut c_void, *mut c_void) -> c_int,
+    call: impl FnOnce(*const c_void, C, Handle, *mut c_void, C, Handle, *mut c_void) -> c_int,
 ) -> c_int {
     // A message a probe already received is served from there; the send goes alone, and if it
     // fails the message goes back.
     let held = if held::any() { held::take(Matching::Tag(source, recvtag, comm)) } else { None };
     let unsent = Cell::new(false);
-    let call = |s: *const c_void, r: *mut c_void, st: *mut c_void| match &held {
-        Some(h) => match send_alone(s, sendcount, sendtype, dest, sendtag, comm) {
-            0 => h.unpack(r, recvcount, recvtype, st),
+    let call = |s: *const c_void, sn: C, st: Handle, r: *mut c_void, rn: C, rt: Handle, stat: *mut c_void| match &held {
+        Some(h) => match send_alone(s, sn.to_i64(), st, dest, sendtag, comm) {
+            0 => h.unpack(r, rn.to_i64(), rt, stat),
             rc => {
                 unsent.set(true);
                 rc
             }
         },
-        None => call(s, r, st),
+        None => call(s, sn, st, r, rn, rt, stat),
     };
     // The staged call, in a closure of its own so that the held message goes back whichever
     // way it returns.
@@ -209,10 +225,11 @@ pub fn sendrecv(
         let recv = (recvcount, recvtype);
         if cuda::surely_host(sendbuf) && cuda::surely_host(recvbuf) {
             stats::host_call();
+            let (sn, rn) = (C::from_i64(sendcount), C::from_i64(recvcount));
             if fastpath::receiving() {
-                return recv_host(name, Some(comm), recvbuf, recv, status, |r, st| call(sendbuf, r, st));
+                return recv_host(name, Some(comm), recvbuf, recv, status, |r, rn, rt, st| call(sendbuf, sn, sendtype, r, rn, rt, st));
             }
-            return call(sendbuf, recvbuf, status);
+            return call(sendbuf, sn, sendtype, recvbuf, rn, recvtype, status);
         }
         let send = (sendbuf, sendcount, sendtype, dest);
         let into = (recvbuf as *const c_void, recvcount, recvtype, source);
@@ -220,8 +237,8 @@ pub fn sendrecv(
             Ok(pair) => pair,
             Err(rc) => return rc,
         };
-        let sendptr = out.mpi_ptr() as *const c_void;
-        let rc = complete(name, Some(comm), into, recv, status, |r, st| call(sendptr, r, st));
+        let (sp, sn, st) = out.message(sendcount, sendtype);
+        let rc = complete(name, Some(comm), into, recv, status, |r, rn, rt, stat| call(sp, C::from_i64(sn), st, r, rn, rt, stat));
         drop(out);
         rc
     })();
@@ -236,7 +253,8 @@ fn restore_unsent(held: Option<held::Held>, unsent: &Cell<bool>) {
     }
 }
 
-pub fn sendrecv_replace(
+/// `call(buf, count, datatype, status)` runs the real send-receive.
+pub fn sendrecv_replace<C: Count>(
     name: &'static str,
     buf: *mut c_void,
     count: i64,
@@ -246,27 +264,27 @@ pub fn sendrecv_replace(
     (sendtag, recvtag): (c_int, c_int),
     comm: Handle,
     status: *mut c_void,
-    call: impl FnOnce(*mut c_void, *mut c_void) -> c_int,
+    call: impl FnOnce(*mut c_void, C, Handle, *mut c_void) -> c_int,
 ) -> c_int {
     let held = if held::any() { held::take(Matching::Tag(source, recvtag, comm)) } else { None };
     let unsent = Cell::new(false);
-    let call = |b: *mut c_void, st: *mut c_void| match &held {
-        Some(h) => match send_alone(b, count, datatype, dest, sendtag, comm) {
-            0 => h.unpack(b, count, datatype, st),
+    let call = |b: *mut c_void, n: C, t: Handle, st: *mut c_void| match &held {
+        Some(h) => match send_alone(b, n.to_i64(), t, dest, sendtag, comm) {
+            0 => h.unpack(b, n.to_i64(), t, st),
             rc => {
                 unsent.set(true);
                 rc
             }
         },
-        None => call(b, st),
+        None => call(b, n, t, st),
     };
     // Only a PROC_NULL on both sides makes the call transfer nothing.
     let abi = abi::get();
     let peer = if dest == abi.proc_null && source == abi.proc_null { abi.proc_null } else { 0 };
-    let rc = match stage(name, buf, count, datatype, peer, Some(comm), Direction::Replace) {
+    let rc = match stage_as(name, buf, count, datatype, peer, Some(comm), Direction::Replace, Shape::Payload) {
         Ok(Prepared::Direct(p)) if p == buf && !fastpath::receiving() => {
             stats::host_call();
-            call(buf, status)
+            call(buf, C::from_i64(count), datatype, status)
         }
         Ok(into) => complete(name, Some(comm), into, (count, datatype), status, call),
         Err(rc) => rc,

@@ -63,16 +63,16 @@ macro_rules! mpi_functions {
             MPI_Rsend, PMPI_Rsend fortran(rsend, RSEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
                 => send [buf, count, datatype] (buf, count as i64, datatype, dest, comm);
             MPI_Recv, PMPI_Recv fortran(recv, RECV, ts) (buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut c_void)
-                => recv [buf, status] (buf, count as i64, datatype, $crate::mpi::matching::Matching::Tag(source, tag, comm), status);
+                => recv [buf, count, datatype, status] (buf, count as i64, datatype, $crate::mpi::matching::Matching::Tag(source, tag, comm), status);
             MPI_Mrecv, PMPI_Mrecv fortran(mrecv, MRECV, ts) (buf: *mut c_void, count: c_int, datatype: Handle, message: *mut c_void, status: *mut c_void)
-                => recv [buf, status] (buf, count as i64, datatype, $crate::mpi::matching::Matching::Message(message), status);
+                => recv [buf, count, datatype, status] (buf, count as i64, datatype, $crate::mpi::matching::Matching::Message(message), status);
             MPI_Sendrecv, PMPI_Sendrecv fortran(sendrecv, SENDRECV, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int,
                                          recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int,
                                          comm: Handle, status: *mut c_void)
-                => sendrecv [sendbuf, recvbuf, status] (sendbuf, sendcount as i64, sendtype, dest, recvbuf, recvcount as i64, recvtype, source, (sendtag, recvtag), comm, status);
+                => sendrecv [sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, status] (sendbuf, sendcount as i64, sendtype, dest, recvbuf, recvcount as i64, recvtype, source, (sendtag, recvtag), comm, status);
             MPI_Sendrecv_replace, PMPI_Sendrecv_replace fortran(sendrecv_replace, SENDRECV_REPLACE, ts) (buf: *mut c_void, count: c_int, datatype: Handle, dest: c_int, sendtag: c_int,
                                                          source: c_int, recvtag: c_int, comm: Handle, status: *mut c_void)
-                => sendrecv_replace [buf, status] (buf, count as i64, datatype, dest, source, (sendtag, recvtag), comm, status);
+                => sendrecv_replace [buf, count, datatype, status] (buf, count as i64, datatype, dest, source, (sendtag, recvtag), comm, status);
 
             // Probes report the true size of a message that crossed over CUDA IPC.
             MPI_Probe, PMPI_Probe (source: c_int, tag: c_int, comm: Handle, status: *mut c_void)
@@ -94,16 +94,16 @@ macro_rules! mpi_functions {
             MPI_Rsend_c, PMPI_Rsend_c or MPI_Rsend, PMPI_Rsend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
                 => send [buf, count, datatype] (buf, count, datatype, dest, comm);
             MPI_Recv_c, PMPI_Recv_c or MPI_Recv, PMPI_Recv (buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut c_void)
-                => recv [buf, status] (buf, count, datatype, $crate::mpi::matching::Matching::Tag(source, tag, comm), status);
+                => recv [buf, count, datatype, status] (buf, count, datatype, $crate::mpi::matching::Matching::Tag(source, tag, comm), status);
             MPI_Mrecv_c, PMPI_Mrecv_c or MPI_Mrecv, PMPI_Mrecv (buf: *mut c_void, count: i64, datatype: Handle, message: *mut c_void, status: *mut c_void)
-                => recv [buf, status] (buf, count, datatype, $crate::mpi::matching::Matching::Message(message), status);
+                => recv [buf, count, datatype, status] (buf, count, datatype, $crate::mpi::matching::Matching::Message(message), status);
             MPI_Sendrecv_c, PMPI_Sendrecv_c or MPI_Sendrecv, PMPI_Sendrecv (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
                                              recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, source: c_int, recvtag: c_int,
                                              comm: Handle, status: *mut c_void)
-                => sendrecv [sendbuf, recvbuf, status] (sendbuf, sendcount, sendtype, dest, recvbuf, recvcount, recvtype, source, (sendtag, recvtag), comm, status);
+                => sendrecv [sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, status] (sendbuf, sendcount, sendtype, dest, recvbuf, recvcount, recvtype, source, (sendtag, recvtag), comm, status);
             MPI_Sendrecv_replace_c, PMPI_Sendrecv_replace_c or MPI_Sendrecv_replace, PMPI_Sendrecv_replace (buf: *mut c_void, count: i64, datatype: Handle, dest: c_int, sendtag: c_int,
                                                              source: c_int, recvtag: c_int, comm: Handle, status: *mut c_void)
-                => sendrecv_replace [buf, status] (buf, count, datatype, dest, source, (sendtag, recvtag), comm, status);
+                => sendrecv_replace [buf, count, datatype, status] (buf, count, datatype, dest, source, (sendtag, recvtag), comm, status);
 
             // Nonblocking point-to-point: staged buffers live in the request table until completion.
             MPI_Isend, PMPI_Isend fortran(isend, ISEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
@@ -115,16 +115,16 @@ macro_rules! mpi_functions {
             MPI_Irsend, PMPI_Irsend fortran(irsend, IRSEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
                 => isend [buf, count, datatype] (buf, count as i64, datatype, dest, comm, request);
             MPI_Irecv, PMPI_Irecv fortran(irecv, IRECV, ts) (buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => irecv [buf] (buf, count as i64, datatype, $crate::mpi::matching::Matching::Tag(source, tag, comm), request);
+                => irecv [buf, count, datatype] (buf, count as i64, datatype, $crate::mpi::matching::Matching::Tag(source, tag, comm), request);
             MPI_Imrecv, PMPI_Imrecv fortran(imrecv, IMRECV, ts) (buf: *mut c_void, count: c_int, datatype: Handle, message: *mut c_void, request: *mut c_void)
-                => irecv [buf] (buf, count as i64, datatype, $crate::mpi::matching::Matching::Message(message), request);
+                => irecv [buf, count, datatype] (buf, count as i64, datatype, $crate::mpi::matching::Matching::Message(message), request);
             MPI_Isendrecv, PMPI_Isendrecv fortran(isendrecv, ISENDRECV, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, dest: c_int, sendtag: c_int,
                                            recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, source: c_int, recvtag: c_int,
                                            comm: Handle, request: *mut c_void)
-                => isendrecv [sendbuf, recvbuf] (sendbuf, sendcount as i64, sendtype, dest, recvbuf, recvcount as i64, recvtype, source, (sendtag, recvtag), comm, request);
+                => isendrecv [sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype] (sendbuf, sendcount as i64, sendtype, dest, recvbuf, recvcount as i64, recvtype, source, (sendtag, recvtag), comm, request);
             MPI_Isendrecv_replace, PMPI_Isendrecv_replace fortran(isendrecv_replace, ISENDRECV_REPLACE, ts) (buf: *mut c_void, count: c_int, datatype: Handle, dest: c_int, sendtag: c_int,
                                                            source: c_int, recvtag: c_int, comm: Handle, request: *mut c_void)
-                => isendrecv_replace [buf] (buf, count as i64, datatype, dest, source, (sendtag, recvtag), comm, request);
+                => isendrecv_replace [buf, count, datatype] (buf, count as i64, datatype, dest, source, (sendtag, recvtag), comm, request);
             MPI_Isend_c, PMPI_Isend_c or MPI_Isend, PMPI_Isend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
                 => isend [buf, count, datatype] (buf, count, datatype, dest, comm, request);
             MPI_Issend_c, PMPI_Issend_c or MPI_Issend, PMPI_Issend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
@@ -134,38 +134,38 @@ macro_rules! mpi_functions {
             MPI_Irsend_c, PMPI_Irsend_c or MPI_Irsend, PMPI_Irsend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
                 => isend [buf, count, datatype] (buf, count, datatype, dest, comm, request);
             MPI_Irecv_c, PMPI_Irecv_c or MPI_Irecv, PMPI_Irecv (buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => irecv [buf] (buf, count, datatype, $crate::mpi::matching::Matching::Tag(source, tag, comm), request);
+                => irecv [buf, count, datatype] (buf, count, datatype, $crate::mpi::matching::Matching::Tag(source, tag, comm), request);
             MPI_Imrecv_c, PMPI_Imrecv_c or MPI_Imrecv, PMPI_Imrecv (buf: *mut c_void, count: i64, datatype: Handle, message: *mut c_void, request: *mut c_void)
-                => irecv [buf] (buf, count, datatype, $crate::mpi::matching::Matching::Message(message), request);
+                => irecv [buf, count, datatype] (buf, count, datatype, $crate::mpi::matching::Matching::Message(message), request);
             MPI_Isendrecv_c, PMPI_Isendrecv_c or MPI_Isendrecv, PMPI_Isendrecv (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, dest: c_int, sendtag: c_int,
                                                recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, source: c_int, recvtag: c_int,
                                                comm: Handle, request: *mut c_void)
-                => isendrecv [sendbuf, recvbuf] (sendbuf, sendcount, sendtype, dest, recvbuf, recvcount, recvtype, source, (sendtag, recvtag), comm, request);
+                => isendrecv [sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype] (sendbuf, sendcount, sendtype, dest, recvbuf, recvcount, recvtype, source, (sendtag, recvtag), comm, request);
             MPI_Isendrecv_replace_c, PMPI_Isendrecv_replace_c or MPI_Isendrecv_replace, PMPI_Isendrecv_replace (buf: *mut c_void, count: i64, datatype: Handle, dest: c_int, sendtag: c_int,
                                                                source: c_int, recvtag: c_int, comm: Handle, request: *mut c_void)
-                => isendrecv_replace [buf] (buf, count, datatype, dest, source, (sendtag, recvtag), comm, request);
+                => isendrecv_replace [buf, count, datatype] (buf, count, datatype, dest, source, (sendtag, recvtag), comm, request);
 
             // Persistent point-to-point: staged at every start, copied back at every completion.
             MPI_Send_init, PMPI_Send_init fortran(send_init, SEND_INIT, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => persistent_init [buf] (buf as *mut c_void, count as i64, datatype, dest, tag, comm, request, true);
+                => persistent_init [buf, count, datatype] (buf as *mut c_void, count as i64, datatype, dest, tag, comm, request, true);
             MPI_Ssend_init, PMPI_Ssend_init fortran(ssend_init, SSEND_INIT, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => persistent_init [buf] (buf as *mut c_void, count as i64, datatype, dest, tag, comm, request, true);
+                => persistent_init [buf, count, datatype] (buf as *mut c_void, count as i64, datatype, dest, tag, comm, request, true);
             MPI_Bsend_init, PMPI_Bsend_init fortran(bsend_init, BSEND_INIT, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => persistent_init [buf] (buf as *mut c_void, count as i64, datatype, dest, tag, comm, request, true);
+                => persistent_init [buf, count, datatype] (buf as *mut c_void, count as i64, datatype, dest, tag, comm, request, true);
             MPI_Rsend_init, PMPI_Rsend_init fortran(rsend_init, RSEND_INIT, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => persistent_init [buf] (buf as *mut c_void, count as i64, datatype, dest, tag, comm, request, true);
+                => persistent_init [buf, count, datatype] (buf as *mut c_void, count as i64, datatype, dest, tag, comm, request, true);
             MPI_Recv_init, PMPI_Recv_init fortran(recv_init, RECV_INIT, ts) (buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => persistent_init [buf] (buf, count as i64, datatype, source, tag, comm, request, false);
+                => persistent_init [buf, count, datatype] (buf, count as i64, datatype, source, tag, comm, request, false);
             MPI_Send_init_c, PMPI_Send_init_c or MPI_Send_init, PMPI_Send_init (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => persistent_init [buf] (buf as *mut c_void, count, datatype, dest, tag, comm, request, true);
+                => persistent_init [buf, count, datatype] (buf as *mut c_void, count, datatype, dest, tag, comm, request, true);
             MPI_Ssend_init_c, PMPI_Ssend_init_c or MPI_Ssend_init, PMPI_Ssend_init (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => persistent_init [buf] (buf as *mut c_void, count, datatype, dest, tag, comm, request, true);
+                => persistent_init [buf, count, datatype] (buf as *mut c_void, count, datatype, dest, tag, comm, request, true);
             MPI_Bsend_init_c, PMPI_Bsend_init_c or MPI_Bsend_init, PMPI_Bsend_init (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => persistent_init [buf] (buf as *mut c_void, count, datatype, dest, tag, comm, request, true);
+                => persistent_init [buf, count, datatype] (buf as *mut c_void, count, datatype, dest, tag, comm, request, true);
             MPI_Rsend_init_c, PMPI_Rsend_init_c or MPI_Rsend_init, PMPI_Rsend_init (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => persistent_init [buf] (buf as *mut c_void, count, datatype, dest, tag, comm, request, true);
+                => persistent_init [buf, count, datatype] (buf as *mut c_void, count, datatype, dest, tag, comm, request, true);
             MPI_Recv_init_c, PMPI_Recv_init_c or MPI_Recv_init, PMPI_Recv_init (buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => persistent_init [buf] (buf, count, datatype, source, tag, comm, request, false);
+                => persistent_init [buf, count, datatype] (buf, count, datatype, source, tag, comm, request, false);
 
             // MPI-4 partitioned point-to-point: send partitions are staged as they are marked
             // ready, receive partitions copied back as they are seen to arrive.

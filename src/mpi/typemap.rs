@@ -12,6 +12,12 @@
 //! cannot be described in at most `MAX_BLOCKS` blocks (or that `MPI_Type_create_darray`
 //! built, or whose blocks overlap) has no form: the caller stages its span as before.
 //!
+//! A datatype whose every element is of one predefined type (the column of doubles, a face
+//! of a cube of floats) also has a *base*: its payload, packed, is `size / size(base)`
+//! elements of the base type, a type signature MPI matches against the datatype's own, so a
+//! staged device buffer can go to MPI packed and contiguous (`staging::stage`), and the
+//! library never packs the gaps on the host.
+//!
 //! Uses the library's `PMPI_` functions (`real`) and `cuda::Strided`; called by
 //! `staging::stage` and by the `MPI_Type_free` handler.
 
@@ -43,23 +49,40 @@ fn key(t: &TypeInfo) -> Key {
     (t.size, t.extent, t.true_lb, t.true_extent, t.envelope)
 }
 
-/// Per handle: what it was analysed for, and its form (`None`: it has none).
-type Entries = HashMap<Handle, (Key, Option<Form>)>;
+/// What is known of a datatype.
+#[derive(Clone, Default)]
+pub struct Analysis {
+    /// One element's blocks (`None`: no form, stage the span).
+    pub form: Option<Form>,
+    /// The one predefined type every element consists of, contiguous (size = extent, lower
+    /// bound 0), and its size; `None` when the type mixes types or a base has gaps.
+    pub base: Option<(Handle, i64)>,
+}
+
+/// Per handle: what it was analysed for, and what was found.
+type Entries = HashMap<Handle, (Key, Analysis)>;
 
 static CACHE: Mutex<Option<Entries>> = Mutex::new(None);
 
-/// One element's form, from the cache or analysed now. `None`: no form (stage the span).
-pub fn element(datatype: Handle, t: &TypeInfo) -> Option<Form> {
+/// A derived datatype's analysis, from the cache or made now.
+pub fn analysis(datatype: Handle, t: &TypeInfo) -> Analysis {
     let h = abi::get().key(datatype);
     let k = key(t);
-    if let Some(Some((seen, form))) = CACHE.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|m| m.get(&h)) {
+    if let Some(Some((seen, a))) = CACHE.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|m| m.get(&h)) {
         if *seen == k {
-            return form.clone();
+            return a.clone();
         }
     }
     let form: Option<Form> = flatten(datatype, 0).filter(|f| f.len() <= MAX_BLOCKS && bytes(f) as i64 == t.size).map(Into::into);
-    CACHE.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).insert(h, (k, form.clone()));
-    form
+    let base = form.as_ref().and_then(|_| base(datatype, 0)).filter(|&(_, size)| size > 0 && t.size % size == 0);
+    let a = Analysis { form, base };
+    CACHE.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).insert(h, (k, a.clone()));
+    a
+}
+
+/// One element's form (see [`analysis`]).
+pub fn element(datatype: Handle, t: &TypeInfo) -> Option<Form> {
+    analysis(datatype, t).form
 }
 
 /// Drops what is known of a datatype the program frees.
@@ -353,6 +376,47 @@ fn flatten(dt: Handle, depth: usize) -> Option<Vec<Strided>> {
             Some(out)
         }
         _ => None,
+    }
+}
+
+/// The predefined type every basic element of `dt` is, with its size, if there is one and it
+/// is contiguous (`MPI_DOUBLE_INT` is not: a message of n of them packed is not n of them
+/// side by side).
+fn base(dt: Handle, depth: usize) -> Option<(Handle, i64)> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let p = real::pmpi()?;
+    let (mut ni, mut na, mut nt, mut c) = (0, 0, 0, 0);
+    // SAFETY: valid out-pointers; a datatype the library accepted.
+    if unsafe { (p.type_get_envelope)(dt, &mut ni, &mut na, &mut nt, &mut c) } != 0 {
+        return None;
+    }
+    match combiner(c) {
+        Combiner::Named => {
+            let (mut size, mut lb, mut extent) = (0i64, 0i64, 0i64);
+            // SAFETY: valid out-pointers.
+            unsafe {
+                if (p.type_size_x)(dt, &mut size) != 0 || (p.type_get_true_extent_x)(dt, &mut lb, &mut extent) != 0 {
+                    return None;
+                }
+            }
+            (size > 0 && lb == 0 && extent == size).then_some((dt, size))
+        }
+        Combiner::Other => None,
+        _ => {
+            let contents = contents(dt, ni, na, nt)?;
+            let abi = abi::get();
+            let mut found: Option<(Handle, i64)> = None;
+            for &t in &contents.types {
+                let b = base(t, depth + 1)?;
+                match found {
+                    Some(f) if !abi.same(f.0, b.0) => return None,
+                    _ => found = Some(b),
+                }
+            }
+            found
+        }
     }
 }
 

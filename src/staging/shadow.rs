@@ -70,7 +70,7 @@ impl Shadow {
     }
 
     fn window(&self, host: *mut c_void, pinned: bool) -> Window {
-        Window { dev: self.dev, user: self.device, host, len: self.len, pinned, packed: std::ptr::null_mut() }
+        Window { dev: self.dev, user: self.device, host, len: self.len, pinned, packed: std::ptr::null_mut(), payload: false }
     }
 
     /// Makes the program's stores to device memory since the last synchronisation visible in

@@ -27,6 +27,10 @@ pub struct Envelopes {
     /// A staged receive completed: if it got an envelope, brings the data to the device span
     /// and sets the status to the message's true size. `None`: an ordinary message.
     pub landed: fn(&'static str, Option<Handle>, *mut c_void, Window, Option<&[(usize, usize)]>) -> Option<Result<(), c_int>>,
+    /// A staged receive of a packed payload (`Staged::message`) completed: if it got an
+    /// envelope, brings the data into the staging buffer (host memory of the given capacity)
+    /// and sets the status to the message's true size. `None`: an ordinary message.
+    pub landed_packed: fn(&'static str, Option<Handle>, *mut c_void, *mut c_void, usize) -> Option<Result<(), c_int>>,
     /// The size of an envelope: a receive with a datatype's form lists its runs for `landed`
     /// only when a message of this size arrived.
     pub bytes: usize,
@@ -113,6 +117,11 @@ pub struct Staged {
     /// blocks cross between it and the device in the same pitched copies, and are spread over
     /// (or gathered from) the span, which is then pageable memory, on the host.
     pub packed: Option<Lease>,
+    /// MPI is given the payload packed, as this many elements of this predefined type in
+    /// place of the caller's count and datatype (the same type signature): the staging buffer
+    /// holds the datatype's bytes in packing order and no span, so the library moves one
+    /// contiguous message and never packs the gaps on the host.
+    pub message: Option<(i64, Handle)>,
 }
 
 /// Strided blocks of a staged span, in packing order.
@@ -127,6 +136,15 @@ impl Prepared {
         match self {
             Prepared::Direct(p) => *p,
             Prepared::Staged(s) => s.mpi_ptr(),
+        }
+    }
+
+    /// The buffer, count and datatype MPI is given for a call's `count` elements of `datatype`:
+    /// the caller's count and datatype, or those of the packed payload (`Staged::message`).
+    pub fn message(&self, count: i64, datatype: Handle) -> (*mut c_void, i64, Handle) {
+        match self {
+            Prepared::Staged(Staged { message: Some((n, t)), .. }) => (self.mpi_ptr(), *n, *t),
+            _ => (self.mpi_ptr(), count, datatype),
         }
     }
 
@@ -153,10 +171,37 @@ pub fn prepare(
     comm: Option<Handle>,
     dir: Direction,
 ) -> Result<Prepared, c_int> {
+    prepare_as(name, buf, count, datatype, peer, comm, dir, Shape::AsLaidOut)
+}
+
+/// How a call hands MPI a staged device buffer of a derived datatype.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// At the device buffer's layout, with the caller's count and datatype: for calls whose
+    /// buffer is one of several MPI addresses by displacements (collectives, windows).
+    AsLaidOut,
+    /// Packed, with the count and datatype `Prepared::message` gives, where the datatype
+    /// allows: for calls that pass the buffer's count and datatype to MPI with it.
+    Payload,
+}
+
+/// [`prepare`] for a call that gives MPI `Prepared::message`'s count and datatype.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub fn prepare_as(
+    name: &'static str,
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    peer: c_int,
+    comm: Option<Handle>,
+    dir: Direction,
+    shape: Shape,
+) -> Result<Prepared, c_int> {
     let at = if buf.is_null() && count > 0 { absolute(datatype) } else { buf };
     match cuda::locate(at) {
         Location::Host => Ok(Prepared::Direct(buf as *mut c_void)),
-        Location::Device(dev) => prepare_device(name, buf, dev, count, datatype, peer, comm, dir),
+        Location::Device(dev) => prepare_device(name, buf, dev, count, datatype, peer, comm, dir, shape),
         Location::Unreadable => unreadable(name, buf, count, datatype, peer, comm),
     }
 }
@@ -194,6 +239,7 @@ fn prepare_device(
     peer: c_int,
     comm: Option<Handle>,
     dir: Direction,
+    shape: Shape,
 ) -> Result<Prepared, c_int> {
     let abi = abi::get();
     // Calls the real library rejects or completes without touching the buffer (negative
@@ -208,9 +254,12 @@ fn prepare_device(
     let span = t.span(count).map_err(raise)?;
     // A derived datatype with a form moves its payload only: a receive needs no device byte
     // first, since only the blocks MPI wrote go back.
-    let form = match span.named || span.len == 0 {
-        true => None,
-        false => typemap::element(datatype, &t).and_then(|e| typemap::message(&e, count, t.extent, span.offset, span.len)),
+    let (form, base) = match span.named || span.len == 0 {
+        true => (None, None),
+        false => {
+            let a = typemap::analysis(datatype, &t);
+            (a.form.and_then(|e| typemap::message(&e, count, t.extent, span.offset, span.len)), a.base)
+        }
     };
     if let Some(form) = form {
         let (fill, back) = match dir {
@@ -221,6 +270,9 @@ fn prepare_device(
             // Only the blocks of the bytes the file gave go back.
             Direction::Read => (false, Back::Read),
         };
+        if let Some(message) = base.filter(|_| shape == Shape::Payload).and_then(|b| as_payload(&form, span, b, back)) {
+            return lease_payload(name, buf, dev, span, comm, fill, back, form, message).map(Prepared::Staged);
+        }
         return lease_form(name, buf, dev, span, comm, fill, back, form).map(Prepared::Staged);
     }
     let (fill, back) = match dir {
@@ -288,7 +340,7 @@ pub fn lease_for(
             if lease.is_pinned() { "a pinned" } else { "a pageable" },
         ));
     }
-    Ok(Staged { dev, user, lease, span, fill, back, runs: None, form: None, packed: None })
+    Ok(Staged { dev, user, lease, span, fill, back, runs: None, form: None, packed: None, message: None })
 }
 
 /// Spans at least this large, and `SPARSE_TIMES` their payload, stage through a packed pinned
@@ -330,7 +382,53 @@ pub fn lease_form(
             if packed.is_pinned() { "a pinned" } else { "a pageable" },
         ));
     }
-    Ok(Staged { dev, user, lease, span, fill, back, runs: None, form: Some(form.into()), packed: Some(packed) })
+    Ok(Staged { dev, user, lease, span, fill, back, runs: None, form: Some(form.into()), packed: Some(packed), message: None })
+}
+
+/// The packed payload's count and type (`Staged::message`) for a datatype's blocks whose every
+/// element is `base`, where MPI may be given it: the blocks copy in MPI's packing order (no
+/// pitch runs backwards), a copy of them costs no more driver calls than the span staging
+/// would make, and a receive is not one of the few words the stream writes itself.
+fn as_payload(form: &[Strided], span: Span, (base, size): (Handle, i64), back: Back) -> Option<(i64, Handle)> {
+    let payload = typemap::bytes(form);
+    let in_order = form.iter().all(|b| (b.rows <= 1 || b.pitch >= 0) && (b.planes <= 1 || b.plane_pitch >= 0));
+    let calls: usize = form.iter().map(Strided::calls).sum();
+    let few_calls = calls <= DENSE_CALLS || span.len > 2 * payload;
+    let stream_written = back == Back::Received && payload <= SMALL_WRITES;
+    let n = payload as i64 / size;
+    (in_order && few_calls && !stream_written && n <= c_int::MAX as i64).then_some((n, base))
+}
+
+/// [`lease_for`] for a payload MPI is given packed: a staging buffer of the payload's size,
+/// which the blocks cross to and from in MPI's packing order.
+#[allow(clippy::too_many_arguments)]
+fn lease_payload(
+    name: &'static str,
+    buf: *const c_void,
+    dev: Device,
+    span: Span,
+    comm: Option<Handle>,
+    fill: bool,
+    back: Back,
+    form: Vec<Strided>,
+    message: (i64, Handle),
+) -> Result<Staged, c_int> {
+    stats::device_call(name);
+    let payload = typemap::bytes(&form);
+    let user = buf.cast::<u8>().wrapping_offset(span.offset as isize) as *mut c_void;
+    let ctx = InContext::enter(&dev).map_err(|e| errors::cuda(name, comm, e, buf, span.len, &dev))?;
+    let lease = pool::lease(payload.max(1), &ctx).ok_or_else(|| errors::no_mem(name, comm, payload))?;
+    if config::get().debug {
+        log::debug(format_args!(
+            "{name}: device buffer {buf:p} (GPU {}), {payload} of {} bytes packed on the GPU into {} staging buffer",
+            dev.ordinal,
+            span.len,
+            if lease.is_pinned() { "a pinned" } else { "a pageable" },
+        ));
+    }
+    // The span's offset no longer applies: MPI is given the staging buffer itself.
+    let span = Span { offset: 0, ..span };
+    Ok(Staged { dev, user, lease, span, fill, back, runs: None, form: Some(form.into()), packed: None, message: Some(message) })
 }
 
 /// [`prepare`] and [`Staged::fill`] in one: the buffer is ready for MPI.
@@ -344,7 +442,23 @@ pub fn stage(
     comm: Option<Handle>,
     dir: Direction,
 ) -> Result<Prepared, c_int> {
-    let p = prepare(name, buf, count, datatype, peer, comm, dir)?;
+    stage_as(name, buf, count, datatype, peer, comm, dir, Shape::AsLaidOut)
+}
+
+/// [`prepare_as`] and [`Staged::fill`] in one.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub fn stage_as(
+    name: &'static str,
+    buf: *const c_void,
+    count: i64,
+    datatype: Handle,
+    peer: c_int,
+    comm: Option<Handle>,
+    dir: Direction,
+    shape: Shape,
+) -> Result<Prepared, c_int> {
+    let p = prepare_as(name, buf, count, datatype, peer, comm, dir, shape)?;
     if let Prepared::Staged(s) = &p {
         s.fill(name, comm)?;
     }
@@ -358,7 +472,8 @@ pub type Runs = Arc<[(usize, usize)]>;
 pub type BufArg = (*const c_void, i64, Handle, c_int);
 
 /// Stages the two buffers of a send-receive (both `Direct` as given when they are host
-/// memory, and the call goes straight through).
+/// memory, and the call goes straight through), each given to MPI as `Prepared::message`
+/// says.
 pub fn stage_pair(
     name: &'static str,
     comm: Handle,
@@ -366,8 +481,8 @@ pub fn stage_pair(
     recv: BufArg,
     recv_dir: Direction,
 ) -> Result<(Prepared, Prepared), c_int> {
-    let out = stage(name, send.0, send.1, send.2, send.3, Some(comm), Direction::Send)?;
-    let into = stage(name, recv.0, recv.1, recv.2, recv.3, Some(comm), recv_dir)?;
+    let out = stage_as(name, send.0, send.1, send.2, send.3, Some(comm), Direction::Send, Shape::Payload)?;
+    let into = stage_as(name, recv.0, recv.1, recv.2, recv.3, Some(comm), recv_dir, Shape::Payload)?;
     if matches!((&out, &into), (Prepared::Direct(a), Prepared::Direct(b)) if std::ptr::eq(*a, send.0) && std::ptr::eq(*b, recv.0)) {
         stats::host_call();
     }
@@ -386,6 +501,10 @@ impl Staged {
         if !self.fill {
             return Ok(());
         }
+        if let (Some(form), Some(_)) = (&self.form, self.message) {
+            // In MPI's packing order, into the staging buffer as MPI reads it.
+            return self.window().blocks_to_host(name, comm, form);
+        }
         if let Some(form) = &self.form {
             let copies = typemap::copies(form);
             // Many small blocks that fill most of the span cost less as one copy of it.
@@ -400,7 +519,8 @@ impl Staged {
     /// The device span and its staging buffer, for copies made without holding the request.
     pub fn window(&self) -> Window {
         let packed = self.packed.as_ref().map_or(std::ptr::null_mut(), Lease::ptr);
-        Window { dev: self.dev, user: self.user, host: self.lease.ptr(), len: self.span.len, pinned: self.lease.is_pinned(), packed }
+        let payload = self.message.is_some();
+        Window { dev: self.dev, user: self.user, host: self.lease.ptr(), len: self.span.len, pinned: self.lease.is_pinned(), packed, payload }
     }
 
     pub fn to_host(&self, name: &'static str, comm: Option<Handle>, at: usize, len: usize) -> Result<(), c_int> {
@@ -468,9 +588,18 @@ const DENSE_CALLS: usize = 16;
 /// [`deliver`] along a datatype's blocks: all of them, or those of the bytes the status says
 /// arrived (in packing order, as MPI fills a receive).
 fn deliver_form(w: Window, back: Back, form: &[Strided], name: &'static str, comm: Option<Handle>, status: *mut c_void) -> Result<(), c_int> {
-    let arrived = if status.is_null() { None } else { received_bytes(status) };
+    let mut arrived = if status.is_null() { None } else { received_bytes(status) };
     // A file read never carries an envelope.
-    if let (Some(e), Some(n), true) = (ENVELOPES.get(), arrived, back != Back::Read) {
+    if let (Some(e), Some(n), true, true) = (ENVELOPES.get(), arrived, back != Back::Read, w.payload) {
+        // The envelope lies packed at the start of the staging buffer: the data it brings
+        // lands there, and goes on along the blocks as any packed message.
+        if n == e.bytes {
+            if let Some(r) = (e.landed_packed)(name, comm, status, w.host, typemap::bytes(form)) {
+                r?;
+                arrived = received_bytes(status);
+            }
+        }
+    } else if let (Some(e), Some(n), true) = (ENVELOPES.get(), arrived, back != Back::Read) {
         if n == e.bytes {
             let Some(runs) = typemap::runs(form, MAX_RUNS as usize) else {
                 log::error(format_args!("{name}: a device message into a datatype of more than {MAX_RUNS} runs; the device buffer {:p} was not updated", w.user));
@@ -493,6 +622,10 @@ fn deliver_form(w: Window, back: Back, form: &[Strided], name: &'static str, com
         },
         _ => form.to_vec(),
     };
+    if w.payload {
+        // In MPI's packing order, from the staging buffer as MPI wrote it.
+        return w.blocks_to_device(name, comm, &blocks);
+    }
     // A few words are written by the stream itself where it can (`cuda::signal`), as for a
     // contiguous receive: on a GPU two ranks share, any copy to the device waits ~145 us.
     if w.packed.is_null() && typemap::bytes(&blocks) <= SMALL_WRITES {
@@ -517,6 +650,9 @@ pub struct Window {
     pub pinned: bool,
     /// The packed buffer the blocks cross through (`Staged::packed`), or null.
     pub packed: *mut c_void,
+    /// The staging buffer holds the blocks' bytes packed in MPI's order, not the span
+    /// (`Staged::message`): blocks cross to and from it in the order they are listed.
+    pub payload: bool,
 }
 
 // SAFETY: device and staging addresses, usable from any thread.
@@ -549,7 +685,9 @@ impl Window {
         let bytes = typemap::bytes(blocks);
         let fail = |e| errors::cuda(name, comm, e, self.user, bytes, &self.dev);
         let ctx = InContext::enter(&self.dev).map_err(fail)?;
-        if self.packed.is_null() {
+        if self.payload {
+            ctx.strided_to_packed(self.host, self.user, blocks).map_err(fail)?;
+        } else if self.packed.is_null() {
             ctx.strided_to_host(self.host, self.user, blocks).map_err(fail)?;
         } else {
             ctx.strided_to_packed(self.packed, self.user, blocks).map_err(fail)?;
@@ -569,7 +707,9 @@ impl Window {
         }
         let fail = |e| errors::cuda(name, comm, e, self.user, bytes, &self.dev);
         let ctx = InContext::enter(&self.dev).map_err(fail)?;
-        if self.packed.is_null() {
+        if self.payload {
+            ctx.packed_to_device(self.user, self.host, blocks).map_err(fail)?;
+        } else if self.packed.is_null() {
             ctx.strided_to_device(self.user, self.host, blocks).map_err(fail)?;
         } else {
             // SAFETY: as in `blocks_to_host`.
