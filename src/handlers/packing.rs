@@ -21,7 +21,8 @@ use crate::cuda::{self, Location};
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::datatype::Span;
 use crate::mpi::{errors, real};
-use crate::staging::stage::{self, Back, Direction, Prepared, Staged};
+use crate::handlers::p2p::Count;
+use crate::staging::stage::{self, Back, Direction, Prepared, Shape, Staged};
 
 /// The `position` argument: `int*` in `MPI_Pack`/`MPI_Unpack`, `MPI_Aint*` or `MPI_Count*`
 /// in the `external32` and large-count forms.
@@ -115,8 +116,10 @@ fn ptr_of(window: &Option<Staged>) -> *mut c_void {
     window.as_ref().map_or(stage::placeholder(), Staged::mpi_ptr)
 }
 
-/// `MPI_Pack`, `MPI_Pack_external` and their large-count forms.
-pub fn pack(
+/// `MPI_Pack`, `MPI_Pack_external` and their large-count forms: `call(inbuf, incount,
+/// datatype, outbuf)` runs the real one (a device input goes to it packed, as
+/// `Prepared::message` says: the packed bytes are the same).
+pub fn pack<C: Count>(
     name: &'static str,
     inbuf: *const c_void,
     incount: i64,
@@ -124,27 +127,29 @@ pub fn pack(
     outbuf: *mut c_void,
     position: Pos,
     rep: Rep,
-    call: impl FnOnce(*const c_void, *mut c_void) -> c_int,
+    call: impl FnOnce(*const c_void, C, Handle, *mut c_void) -> c_int,
 ) -> c_int {
     let comm = rep.comm();
     let out_loc = cuda::locate(outbuf);
-    let input = match stage::stage(name, inbuf, incount, datatype, 0, comm, Direction::Send) {
+    let input = match stage::stage_as(name, inbuf, incount, datatype, 0, comm, Direction::Send, Shape::Payload) {
         Ok(p) => p,
         Err(rc) => return rc,
     };
+    let (ip, n, t) = input.message(incount, datatype);
+    let n = C::from_i64(n);
     if matches!(out_loc, Location::Host) {
         if matches!(input, Prepared::Direct(p) if std::ptr::eq(p, inbuf)) {
             stats::host_call();
         }
-        return call(input.mpi_ptr(), outbuf);
+        return call(ip, n, t, outbuf);
     }
     let out = match window(name, out_loc, outbuf, incount, datatype, position, rep) {
         Ok(Some(w)) => w,
-        Ok(None) => return call(input.mpi_ptr(), stage::placeholder()),
+        Ok(None) => return call(ip, n, t, stage::placeholder()),
         Err(rc) => return rc,
     };
     let from = out.span.offset;
-    let rc = call(input.mpi_ptr(), out.mpi_ptr());
+    let rc = call(ip, n, t, out.mpi_ptr());
     if rc != 0 {
         return rc;
     }
@@ -156,8 +161,10 @@ pub fn pack(
     }
 }
 
-/// `MPI_Unpack`, `MPI_Unpack_external` and their large-count forms.
-pub fn unpack(
+/// `MPI_Unpack`, `MPI_Unpack_external` and their large-count forms: `call(inbuf, outbuf,
+/// outcount, datatype)` runs the real one (a device output is written packed, as
+/// `Prepared::message` says, and unpacked on the GPU).
+pub fn unpack<C: Count>(
     name: &'static str,
     inbuf: *const c_void,
     insize: i64,
@@ -166,18 +173,20 @@ pub fn unpack(
     outcount: i64,
     datatype: Handle,
     rep: Rep,
-    call: impl FnOnce(*const c_void, *mut c_void) -> c_int,
+    call: impl FnOnce(*const c_void, *mut c_void, C, Handle) -> c_int,
 ) -> c_int {
     let comm = rep.comm();
     let in_loc = cuda::locate(inbuf);
-    let output = match stage::stage(name, outbuf, outcount, datatype, 0, comm, Direction::Write) {
+    let output = match stage::stage_as(name, outbuf, outcount, datatype, 0, comm, Direction::Write, Shape::Payload) {
         Ok(p) => p,
         Err(rc) => return rc,
     };
+    let (op, n, t) = output.message(outcount, datatype);
+    let n = C::from_i64(n);
     let input = if matches!(in_loc, Location::Host) {
         if matches!(output, Prepared::Direct(p) if std::ptr::eq(p, outbuf)) {
             stats::host_call();
-            return call(inbuf, outbuf);
+            return call(inbuf, outbuf, n, t);
         }
         None
     } else {
@@ -200,7 +209,7 @@ pub fn unpack(
             ptr_of(w)
         }
     };
-    let rc = call(inptr, output.mpi_ptr());
+    let rc = call(inptr, op, n, t);
     if rc != 0 {
         return rc;
     }

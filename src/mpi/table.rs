@@ -215,21 +215,21 @@ macro_rules! mpi_functions {
             // external32 forms keep MPI_Aint sizes and positions in both, and their `datarep`
             // string rides as a `void*`. MPI_Pack_size and its kin carry no buffer.
             MPI_Pack, PMPI_Pack fortran(pack, PACK, ts) (inbuf: *const c_void, incount: c_int, datatype: Handle, outbuf: *mut c_void, outsize: c_int, position: *mut c_int, comm: Handle)
-                => pack [inbuf, outbuf] (inbuf, incount as i64, datatype, outbuf, Pos::Int(position), Rep::Native(comm));
+                => pack [inbuf, incount, datatype, outbuf] (inbuf, incount as i64, datatype, outbuf, Pos::Int(position), Rep::Native(comm));
             MPI_Pack_c, PMPI_Pack_c or MPI_Pack, PMPI_Pack via pack (inbuf: *const c_void, incount: i64, datatype: Handle, outbuf: *mut c_void, outsize: i64, position: *mut i64, comm: Handle)
-                => pack [inbuf, outbuf] (inbuf, incount, datatype, outbuf, Pos::Wide(position), Rep::Native(comm));
+                => pack [inbuf, incount, datatype, outbuf] (inbuf, incount, datatype, outbuf, Pos::Wide(position), Rep::Native(comm));
             MPI_Unpack, PMPI_Unpack fortran(unpack, UNPACK, ts) (inbuf: *const c_void, insize: c_int, position: *mut c_int, outbuf: *mut c_void, count: c_int, datatype: Handle, comm: Handle)
-                => unpack [inbuf, outbuf] (inbuf, insize as i64, Pos::Int(position), outbuf, count as i64, datatype, Rep::Native(comm));
+                => unpack [inbuf, outbuf, count, datatype] (inbuf, insize as i64, Pos::Int(position), outbuf, count as i64, datatype, Rep::Native(comm));
             MPI_Unpack_c, PMPI_Unpack_c or MPI_Unpack, PMPI_Unpack via unpack (inbuf: *const c_void, insize: i64, position: *mut i64, outbuf: *mut c_void, count: i64, datatype: Handle, comm: Handle)
-                => unpack [inbuf, outbuf] (inbuf, insize, Pos::Wide(position), outbuf, count, datatype, Rep::Native(comm));
+                => unpack [inbuf, outbuf, count, datatype] (inbuf, insize, Pos::Wide(position), outbuf, count, datatype, Rep::Native(comm));
             MPI_Pack_external, PMPI_Pack_external (datarep: *const c_void, inbuf: *const c_void, incount: c_int, datatype: Handle, outbuf: *mut c_void, outsize: i64, position: *mut i64)
-                => pack [inbuf, outbuf] (inbuf, incount as i64, datatype, outbuf, Pos::Wide(position), Rep::External);
+                => pack [inbuf, incount, datatype, outbuf] (inbuf, incount as i64, datatype, outbuf, Pos::Wide(position), Rep::External);
             MPI_Pack_external_c, PMPI_Pack_external_c or MPI_Pack_external, PMPI_Pack_external via pack_external (datarep: *const c_void, inbuf: *const c_void, incount: i64, datatype: Handle, outbuf: *mut c_void, outsize: i64, position: *mut i64)
-                => pack [inbuf, outbuf] (inbuf, incount, datatype, outbuf, Pos::Wide(position), Rep::External);
+                => pack [inbuf, incount, datatype, outbuf] (inbuf, incount, datatype, outbuf, Pos::Wide(position), Rep::External);
             MPI_Unpack_external, PMPI_Unpack_external (datarep: *const c_void, inbuf: *const c_void, insize: i64, position: *mut i64, outbuf: *mut c_void, count: c_int, datatype: Handle)
-                => unpack [inbuf, outbuf] (inbuf, insize, Pos::Wide(position), outbuf, count as i64, datatype, Rep::External);
+                => unpack [inbuf, outbuf, count, datatype] (inbuf, insize, Pos::Wide(position), outbuf, count as i64, datatype, Rep::External);
             MPI_Unpack_external_c, PMPI_Unpack_external_c or MPI_Unpack_external, PMPI_Unpack_external via unpack_external (datarep: *const c_void, inbuf: *const c_void, insize: i64, position: *mut i64, outbuf: *mut c_void, count: i64, datatype: Handle)
-                => unpack [inbuf, outbuf] (inbuf, insize, Pos::Wide(position), outbuf, count, datatype, Rep::External);
+                => unpack [inbuf, outbuf, count, datatype] (inbuf, insize, Pos::Wide(position), outbuf, count, datatype, Rep::External);
             // A freed datatype's strided blocks are forgotten (typemap.rs): MPI hands its handle out again.
             MPI_Type_free, PMPI_Type_free (datatype: *mut c_void) => type_free [] (datatype);
 

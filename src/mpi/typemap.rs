@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::cuda::Strided;
 use crate::mpi::abi::{self, Family, Handle};
-use crate::mpi::datatype::TypeInfo;
+use crate::mpi::datatype::{self, TypeInfo};
 use crate::mpi::real;
 
 /// Most blocks one element's, or one message's, form holds; beyond it a datatype is staged
@@ -55,12 +55,13 @@ pub struct Analysis {
     /// One element's blocks (`None`: no form, stage the span).
     pub form: Option<Form>,
     /// The one predefined type every element consists of, contiguous (size = extent, lower
-    /// bound 0), and its size; `None` when the type mixes types or a base has gaps.
+    /// bound 0), and its size; `None` when the type mixes types or a base has gaps, or when
+    /// the datatype is not committed (the library must see it, to refuse it).
     pub base: Option<(Handle, i64)>,
 }
 
-/// Per handle: what it was analysed for, and what was found.
-type Entries = HashMap<Handle, (Key, Analysis)>;
+/// Per handle: what it was analysed for, what was found, and whether it was committed.
+type Entries = HashMap<Handle, (Key, Analysis, bool)>;
 
 static CACHE: Mutex<Option<Entries>> = Mutex::new(None);
 
@@ -68,16 +69,28 @@ static CACHE: Mutex<Option<Entries>> = Mutex::new(None);
 pub fn analysis(datatype: Handle, t: &TypeInfo) -> Analysis {
     let h = abi::get().key(datatype);
     let k = key(t);
-    if let Some(Some((seen, a))) = CACHE.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|m| m.get(&h)) {
-        if *seen == k {
+    if let Some(Some((seen, a, committed))) = CACHE.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|m| m.get(&h)) {
+        if *seen == k && *committed {
             return a.clone();
         }
     }
     let form: Option<Form> = flatten(datatype, 0).filter(|f| f.len() <= MAX_BLOCKS && bytes(f) as i64 == t.size).map(Into::into);
     let base = form.as_ref().and_then(|_| base(datatype, 0)).filter(|&(_, size)| size > 0 && t.size % size == 0);
-    let a = Analysis { form, base };
-    CACHE.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).insert(h, (k, a.clone()));
+    // A commit is for good, until the handle is freed (`forget`): only an uncommitted type is
+    // asked about again.
+    let committed = committed(datatype);
+    let a = Analysis { form, base: base.filter(|_| committed) };
+    CACHE.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(HashMap::new).insert(h, (k, a.clone(), committed));
     a
+}
+
+/// Whether the library takes `dt` for communication: a send of one element to
+/// `MPI_PROC_NULL`, which transfers nothing, on a communicator whose errors return.
+fn committed(dt: Handle) -> bool {
+    static BYTE: u64 = 0;
+    let (Some(p), Ok(comm)) = (real::pmpi(), datatype::quiet::comm()) else { return false };
+    // SAFETY: a send to MPI_PROC_NULL reads nothing; the buffer is a readable address.
+    unsafe { (p.send)(std::ptr::addr_of!(BYTE).cast(), 1, dt, abi::get().proc_null, 0, comm) == 0 }
 }
 
 /// One element's form (see [`analysis`]).
