@@ -10,9 +10,9 @@
 use std::ffi::{c_int, c_void};
 use std::marker::PhantomData;
 
-use super::library::{self, Comm, Datatype, HandleKind, Request, View};
+use super::library::{self, Comm, Datatype, HandleKind, Request, View, Win};
 use crate::cuda::pointer::surely_host;
-use crate::mpi::abi::{self, Handle};
+use crate::mpi::abi::{self, Handle, Offset};
 
 /// What the arguments say about who serves the call.
 #[derive(Default)]
@@ -21,6 +21,8 @@ pub struct Gate {
     device: bool,
     /// The call returns indices of requests.
     indices: bool,
+    /// The call names a window.
+    window: bool,
     /// A buffer only the library can describe (a non-contiguous array section).
     pub veto: bool,
 }
@@ -38,7 +40,9 @@ impl Gate {
         } else if self.buffers {
             self.device
         } else {
-            crate::requests::any()
+            // A window's synchronisation moves bytes between a device window and its host copy
+            // and completes staged operations, which the library's routine would not.
+            crate::requests::any() || (self.window && crate::handlers::windows::tracked())
         }
     }
 }
@@ -97,6 +101,18 @@ impl Scalar for c_int {
 impl Scalar for i64 {
     fn wide(self) -> i64 {
         self
+    }
+}
+/// `INTEGER(KIND=MPI_ADDRESS_KIND)`: a displacement or a size.
+impl Scalar for isize {
+    fn wide(self) -> i64 {
+        self as i64
+    }
+}
+/// `INTEGER(KIND=MPI_OFFSET_KIND)`.
+impl Scalar for Offset {
+    fn wide(self) -> i64 {
+        self.0
     }
 }
 
@@ -179,6 +195,9 @@ pub struct In<K>(Handle, PhantomData<K>);
 
 impl<V, K: HandleKind> Arg<V> for In<K> {
     type C = Handle;
+    unsafe fn gate(_raw: *mut c_void, gate: &mut Gate) {
+        gate.window |= K::SLOT == Win::SLOT;
+    }
     unsafe fn prepare(raw: *mut c_void, ctx: &mut Ctx) {
         if K::SLOT == Comm::SLOT {
             // SAFETY: an MPI_Fint by reference.
@@ -199,6 +218,9 @@ pub struct InOut<K>(*mut c_int, Handle, PhantomData<K>);
 
 impl<V, K: HandleKind> Arg<V> for InOut<K> {
     type C = *mut c_void;
+    unsafe fn gate(_raw: *mut c_void, gate: &mut Gate) {
+        gate.window |= K::SLOT == Win::SLOT;
+    }
     unsafe fn take(raw: *mut c_void, _ctx: &mut Ctx) -> Self {
         let raw = raw.cast::<c_int>();
         // SAFETY: an MPI_Fint by reference. For an output it holds anything; every family's
@@ -214,6 +236,18 @@ impl<V, K: HandleKind> Arg<V> for InOut<K> {
             unsafe { self.0.write_unaligned(K::c2f(self.1)) };
         }
     }
+}
+
+/// A handle argument by the C parameter's type: a handle the call reads, or a pointer to one
+/// it writes (`MPI_Win_create`) or reads and updates (`MPI_Win_free`).
+pub trait Passed<K> {
+    type Arg;
+}
+impl<K> Passed<K> for Handle {
+    type Arg = In<K>;
+}
+impl<K> Passed<K> for *mut c_void {
+    type Arg = InOut<K>;
 }
 
 /// An array of requests, converted both ways: completed ones come back as `MPI_REQUEST_NULL`.
