@@ -688,9 +688,8 @@ macro_rules! mpi_functions {
             MPI_Win_flush_local, PMPI_Win_flush_local fortran(win_flush_local, WIN_FLUSH_LOCAL) (rank: c_int, win: Handle) => win_flush [] (Some(rank), win);
             MPI_Win_flush_local_all, PMPI_Win_flush_local_all fortran(win_flush_local_all, WIN_FLUSH_LOCAL_ALL) (win: Handle) => win_flush [] (None, win);
             MPI_Win_sync, PMPI_Win_sync fortran(win_sync, WIN_SYNC) (win: Handle) => win_sync [] (win);
-            // No Fortran entry: Fortran receives an attribute's value where C receives a pointer
-            // to it, and the library's routine converts what its C call returns.
-            MPI_Win_get_attr, PMPI_Win_get_attr (win: Handle, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int)
+            // Fortran: only MPI_WIN_BASE and MPI_WIN_MODEL are served (args.rs Keyval).
+            MPI_Win_get_attr, PMPI_Win_get_attr fortran(win_get_attr, WIN_GET_ATTR) (win: Handle, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int)
                 => win_get_attr [] (win, win_keyval, attribute_val, flag);
 
         }

@@ -25,6 +25,8 @@ pub struct Gate {
     window: bool,
     /// A buffer only the library can describe (a non-contiguous array section).
     pub veto: bool,
+    /// An attribute whose value the library's routine gives as cudampi would.
+    attribute: bool,
 }
 
 impl Gate {
@@ -33,7 +35,7 @@ impl Gate {
     /// 0-based indices, pmodels/mpich#6270; MPICH 4.1 returns `MPI_UNDEFINED + 1`, #6402), and
     /// a program must not see the convention change with where its buffers live.
     pub fn serve(&self) -> bool {
-        if self.veto {
+        if self.veto || self.attribute {
             false
         } else if self.indices {
             true
@@ -54,6 +56,7 @@ impl Gate {
 pub struct Ctx {
     count: usize,
     comm: Option<Handle>,
+    keyval: c_int,
     pub type_arrays: TypeArrays,
     outcount: c_int,
     pub failed: Option<c_int>,
@@ -126,6 +129,70 @@ impl<V, T: Scalar> Arg<V> for Val<T> {
     }
     fn c(&mut self) -> T {
         self.0
+    }
+}
+
+/// A window attribute's key: cudampi answers `MPI_WIN_BASE` and `MPI_WIN_MODEL` of a device
+/// window itself; the library's routine gives every other attribute.
+pub struct Keyval(c_int);
+
+impl Keyval {
+    /// MPICH's Fortran keys of the predefined window attributes are the C ones plus one
+    /// (`mpif.h`: `MPI_WIN_BASE=1711276034`, C `0x66000001`).
+    fn c_key(k: c_int) -> c_int {
+        let a = abi::get();
+        if a.family == abi::Family::Mpich && (k == a.win_base + 1 || k == a.win_model + 1) {
+            k - 1
+        } else {
+            k
+        }
+    }
+}
+
+impl<V> Arg<V> for Keyval {
+    type C = c_int;
+    unsafe fn gate(raw: *mut c_void, gate: &mut Gate) {
+        let a = abi::get();
+        // SAFETY: an INTEGER by reference.
+        let k = Keyval::c_key(unsafe { raw.cast::<c_int>().read_unaligned() });
+        gate.attribute |= k != a.win_base && k != a.win_model;
+    }
+    unsafe fn take(raw: *mut c_void, ctx: &mut Ctx) -> Self {
+        // SAFETY: as in gate.
+        ctx.keyval = Keyval::c_key(unsafe { raw.cast::<c_int>().read_unaligned() });
+        Keyval(ctx.keyval)
+    }
+    fn c(&mut self) -> c_int {
+        self.0
+    }
+}
+
+/// An attribute's value, `INTEGER(KIND=MPI_ADDRESS_KIND)`: C gets a pointer to the value of a
+/// predefined attribute but the address itself for `MPI_WIN_BASE` (and a user attribute's
+/// value as it was set), Fortran the value (MPI-4.1 §7.7.5, §12.2.6).
+pub struct Attribute(*mut isize, *mut c_void);
+
+impl<V> Arg<V> for Attribute {
+    type C = *mut c_void;
+    unsafe fn take(raw: *mut c_void, _ctx: &mut Ctx) -> Self {
+        Attribute(raw.cast(), std::ptr::null_mut())
+    }
+    fn c(&mut self) -> *mut c_void {
+        (&mut self.1 as *mut *mut c_void).cast()
+    }
+    unsafe fn after(self, rc: c_int, ctx: &mut Ctx) {
+        // A null value: no attribute was found, and the Fortran one stays as it was.
+        if rc != 0 || self.1.is_null() {
+            return;
+        }
+        let v = if ctx.keyval == abi::get().win_model {
+            // SAFETY: MPI_WIN_MODEL's value is a pointer to an int.
+            unsafe { self.1.cast::<c_int>().read() as isize }
+        } else {
+            self.1 as isize
+        };
+        // SAFETY: the caller's INTEGER(KIND=MPI_ADDRESS_KIND).
+        unsafe { self.0.write_unaligned(v) };
     }
 }
 

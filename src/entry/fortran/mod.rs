@@ -110,6 +110,8 @@ macro_rules! kind {
     (group, $t:ty, $v:ident) => { args::In<library::Group> };
     // MPI_Win_create writes a window and MPI_Win_free updates one; the others read it.
     (win, $t:ty, $v:ident) => { <$t as args::Passed<library::Win>>::Arg };
+    (win_keyval, $t:ty, $v:ident) => { args::Keyval };
+    (attribute_val, $t:ty, $v:ident) => { args::Attribute };
     (op, $t:ty, $v:ident) => { args::In<library::Op> };
     (info, $t:ty, $v:ident) => { args::In<library::Info> };
     (req, $t:ty, $v:ident) => { args::In<library::Request> };
