@@ -74,6 +74,12 @@ fn any() -> bool {
     TRACKED.load(Relaxed) != 0
 }
 
+/// Whether a synchronisation call on some window may have work for cudampi: the Fortran entry
+/// points serve window calls without buffers only then.
+pub fn tracked() -> bool {
+    any()
+}
+
 fn recount(t: &BTreeMap<Handle, Win>) {
     TRACKED.store(t.len(), Relaxed);
 }

@@ -238,132 +238,132 @@ macro_rules! mpi_functions {
             // completes, or at the split collective's `_end` (io.rs). Offsets are `Offset`, so
             // a `_c` form served by its int-count twin narrows only the count.
             // Explicit offsets.
-            MPI_File_read_at, PMPI_File_read_at (fh: Handle, offset: Offset, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut c_void)
+            MPI_File_read_at, PMPI_File_read_at fortran(file_read_at, FILE_READ_AT, ts) (fh: Handle, offset: Offset, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut c_void)
                 => file_read [buf, status] (fh, buf, count as i64, datatype, status);
             MPI_File_read_at_c, PMPI_File_read_at_c or MPI_File_read_at, PMPI_File_read_at (fh: Handle, offset: Offset, buf: *mut c_void, count: i64, datatype: Handle, status: *mut c_void)
                 => file_read [buf, status] (fh, buf, count, datatype, status);
-            MPI_File_read_at_all, PMPI_File_read_at_all (fh: Handle, offset: Offset, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut c_void)
+            MPI_File_read_at_all, PMPI_File_read_at_all fortran(file_read_at_all, FILE_READ_AT_ALL, ts) (fh: Handle, offset: Offset, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut c_void)
                 => file_read [buf, status] (fh, buf, count as i64, datatype, status);
             MPI_File_read_at_all_c, PMPI_File_read_at_all_c or MPI_File_read_at_all, PMPI_File_read_at_all (fh: Handle, offset: Offset, buf: *mut c_void, count: i64, datatype: Handle, status: *mut c_void)
                 => file_read [buf, status] (fh, buf, count, datatype, status);
-            MPI_File_write_at, PMPI_File_write_at (fh: Handle, offset: Offset, buf: *const c_void, count: c_int, datatype: Handle, status: *mut c_void)
+            MPI_File_write_at, PMPI_File_write_at fortran(file_write_at, FILE_WRITE_AT, ts) (fh: Handle, offset: Offset, buf: *const c_void, count: c_int, datatype: Handle, status: *mut c_void)
                 => file_write [buf] (fh, buf, count as i64, datatype);
             MPI_File_write_at_c, PMPI_File_write_at_c or MPI_File_write_at, PMPI_File_write_at (fh: Handle, offset: Offset, buf: *const c_void, count: i64, datatype: Handle, status: *mut c_void)
                 => file_write [buf] (fh, buf, count, datatype);
-            MPI_File_write_at_all, PMPI_File_write_at_all (fh: Handle, offset: Offset, buf: *const c_void, count: c_int, datatype: Handle, status: *mut c_void)
+            MPI_File_write_at_all, PMPI_File_write_at_all fortran(file_write_at_all, FILE_WRITE_AT_ALL, ts) (fh: Handle, offset: Offset, buf: *const c_void, count: c_int, datatype: Handle, status: *mut c_void)
                 => file_write [buf] (fh, buf, count as i64, datatype);
             MPI_File_write_at_all_c, PMPI_File_write_at_all_c or MPI_File_write_at_all, PMPI_File_write_at_all (fh: Handle, offset: Offset, buf: *const c_void, count: i64, datatype: Handle, status: *mut c_void)
                 => file_write [buf] (fh, buf, count, datatype);
-            MPI_File_iread_at, PMPI_File_iread_at (fh: Handle, offset: Offset, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut c_void)
+            MPI_File_iread_at, PMPI_File_iread_at fortran(file_iread_at, FILE_IREAD_AT, ts) (fh: Handle, offset: Offset, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut c_void)
                 => file_iread [buf] (fh, buf, count as i64, datatype, request);
             MPI_File_iread_at_c, PMPI_File_iread_at_c or MPI_File_iread_at, PMPI_File_iread_at (fh: Handle, offset: Offset, buf: *mut c_void, count: i64, datatype: Handle, request: *mut c_void)
                 => file_iread [buf] (fh, buf, count, datatype, request);
-            MPI_File_iread_at_all, PMPI_File_iread_at_all (fh: Handle, offset: Offset, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut c_void)
+            MPI_File_iread_at_all, PMPI_File_iread_at_all fortran(file_iread_at_all, FILE_IREAD_AT_ALL, ts) (fh: Handle, offset: Offset, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut c_void)
                 => file_iread [buf] (fh, buf, count as i64, datatype, request);
             MPI_File_iread_at_all_c, PMPI_File_iread_at_all_c or MPI_File_iread_at_all, PMPI_File_iread_at_all (fh: Handle, offset: Offset, buf: *mut c_void, count: i64, datatype: Handle, request: *mut c_void)
                 => file_iread [buf] (fh, buf, count, datatype, request);
-            MPI_File_iwrite_at, PMPI_File_iwrite_at (fh: Handle, offset: Offset, buf: *const c_void, count: c_int, datatype: Handle, request: *mut c_void)
+            MPI_File_iwrite_at, PMPI_File_iwrite_at fortran(file_iwrite_at, FILE_IWRITE_AT, ts) (fh: Handle, offset: Offset, buf: *const c_void, count: c_int, datatype: Handle, request: *mut c_void)
                 => file_iwrite [buf] (fh, buf, count as i64, datatype, request);
             MPI_File_iwrite_at_c, PMPI_File_iwrite_at_c or MPI_File_iwrite_at, PMPI_File_iwrite_at (fh: Handle, offset: Offset, buf: *const c_void, count: i64, datatype: Handle, request: *mut c_void)
                 => file_iwrite [buf] (fh, buf, count, datatype, request);
-            MPI_File_iwrite_at_all, PMPI_File_iwrite_at_all (fh: Handle, offset: Offset, buf: *const c_void, count: c_int, datatype: Handle, request: *mut c_void)
+            MPI_File_iwrite_at_all, PMPI_File_iwrite_at_all fortran(file_iwrite_at_all, FILE_IWRITE_AT_ALL, ts) (fh: Handle, offset: Offset, buf: *const c_void, count: c_int, datatype: Handle, request: *mut c_void)
                 => file_iwrite [buf] (fh, buf, count as i64, datatype, request);
             MPI_File_iwrite_at_all_c, PMPI_File_iwrite_at_all_c or MPI_File_iwrite_at_all, PMPI_File_iwrite_at_all (fh: Handle, offset: Offset, buf: *const c_void, count: i64, datatype: Handle, request: *mut c_void)
                 => file_iwrite [buf] (fh, buf, count, datatype, request);
             // Individual file pointers.
-            MPI_File_read, PMPI_File_read (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut c_void)
+            MPI_File_read, PMPI_File_read fortran(file_read, FILE_READ, ts) (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut c_void)
                 => file_read [buf, status] (fh, buf, count as i64, datatype, status);
             MPI_File_read_c, PMPI_File_read_c or MPI_File_read, PMPI_File_read (fh: Handle, buf: *mut c_void, count: i64, datatype: Handle, status: *mut c_void)
                 => file_read [buf, status] (fh, buf, count, datatype, status);
-            MPI_File_read_all, PMPI_File_read_all (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut c_void)
+            MPI_File_read_all, PMPI_File_read_all fortran(file_read_all, FILE_READ_ALL, ts) (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut c_void)
                 => file_read [buf, status] (fh, buf, count as i64, datatype, status);
             MPI_File_read_all_c, PMPI_File_read_all_c or MPI_File_read_all, PMPI_File_read_all (fh: Handle, buf: *mut c_void, count: i64, datatype: Handle, status: *mut c_void)
                 => file_read [buf, status] (fh, buf, count, datatype, status);
-            MPI_File_write, PMPI_File_write (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut c_void)
+            MPI_File_write, PMPI_File_write fortran(file_write, FILE_WRITE, ts) (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut c_void)
                 => file_write [buf] (fh, buf, count as i64, datatype);
             MPI_File_write_c, PMPI_File_write_c or MPI_File_write, PMPI_File_write (fh: Handle, buf: *const c_void, count: i64, datatype: Handle, status: *mut c_void)
                 => file_write [buf] (fh, buf, count, datatype);
-            MPI_File_write_all, PMPI_File_write_all (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut c_void)
+            MPI_File_write_all, PMPI_File_write_all fortran(file_write_all, FILE_WRITE_ALL, ts) (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut c_void)
                 => file_write [buf] (fh, buf, count as i64, datatype);
             MPI_File_write_all_c, PMPI_File_write_all_c or MPI_File_write_all, PMPI_File_write_all (fh: Handle, buf: *const c_void, count: i64, datatype: Handle, status: *mut c_void)
                 => file_write [buf] (fh, buf, count, datatype);
-            MPI_File_iread, PMPI_File_iread (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut c_void)
+            MPI_File_iread, PMPI_File_iread fortran(file_iread, FILE_IREAD, ts) (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut c_void)
                 => file_iread [buf] (fh, buf, count as i64, datatype, request);
             MPI_File_iread_c, PMPI_File_iread_c or MPI_File_iread, PMPI_File_iread (fh: Handle, buf: *mut c_void, count: i64, datatype: Handle, request: *mut c_void)
                 => file_iread [buf] (fh, buf, count, datatype, request);
-            MPI_File_iread_all, PMPI_File_iread_all (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut c_void)
+            MPI_File_iread_all, PMPI_File_iread_all fortran(file_iread_all, FILE_IREAD_ALL, ts) (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut c_void)
                 => file_iread [buf] (fh, buf, count as i64, datatype, request);
             MPI_File_iread_all_c, PMPI_File_iread_all_c or MPI_File_iread_all, PMPI_File_iread_all (fh: Handle, buf: *mut c_void, count: i64, datatype: Handle, request: *mut c_void)
                 => file_iread [buf] (fh, buf, count, datatype, request);
-            MPI_File_iwrite, PMPI_File_iwrite (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut c_void)
+            MPI_File_iwrite, PMPI_File_iwrite fortran(file_iwrite, FILE_IWRITE, ts) (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut c_void)
                 => file_iwrite [buf] (fh, buf, count as i64, datatype, request);
             MPI_File_iwrite_c, PMPI_File_iwrite_c or MPI_File_iwrite, PMPI_File_iwrite (fh: Handle, buf: *const c_void, count: i64, datatype: Handle, request: *mut c_void)
                 => file_iwrite [buf] (fh, buf, count, datatype, request);
-            MPI_File_iwrite_all, PMPI_File_iwrite_all (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut c_void)
+            MPI_File_iwrite_all, PMPI_File_iwrite_all fortran(file_iwrite_all, FILE_IWRITE_ALL, ts) (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut c_void)
                 => file_iwrite [buf] (fh, buf, count as i64, datatype, request);
             MPI_File_iwrite_all_c, PMPI_File_iwrite_all_c or MPI_File_iwrite_all, PMPI_File_iwrite_all (fh: Handle, buf: *const c_void, count: i64, datatype: Handle, request: *mut c_void)
                 => file_iwrite [buf] (fh, buf, count, datatype, request);
             // Shared file pointer.
-            MPI_File_read_shared, PMPI_File_read_shared (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut c_void)
+            MPI_File_read_shared, PMPI_File_read_shared fortran(file_read_shared, FILE_READ_SHARED, ts) (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut c_void)
                 => file_read [buf, status] (fh, buf, count as i64, datatype, status);
             MPI_File_read_shared_c, PMPI_File_read_shared_c or MPI_File_read_shared, PMPI_File_read_shared (fh: Handle, buf: *mut c_void, count: i64, datatype: Handle, status: *mut c_void)
                 => file_read [buf, status] (fh, buf, count, datatype, status);
-            MPI_File_read_ordered, PMPI_File_read_ordered (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut c_void)
+            MPI_File_read_ordered, PMPI_File_read_ordered fortran(file_read_ordered, FILE_READ_ORDERED, ts) (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, status: *mut c_void)
                 => file_read [buf, status] (fh, buf, count as i64, datatype, status);
             MPI_File_read_ordered_c, PMPI_File_read_ordered_c or MPI_File_read_ordered, PMPI_File_read_ordered (fh: Handle, buf: *mut c_void, count: i64, datatype: Handle, status: *mut c_void)
                 => file_read [buf, status] (fh, buf, count, datatype, status);
-            MPI_File_write_shared, PMPI_File_write_shared (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut c_void)
+            MPI_File_write_shared, PMPI_File_write_shared fortran(file_write_shared, FILE_WRITE_SHARED, ts) (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut c_void)
                 => file_write [buf] (fh, buf, count as i64, datatype);
             MPI_File_write_shared_c, PMPI_File_write_shared_c or MPI_File_write_shared, PMPI_File_write_shared (fh: Handle, buf: *const c_void, count: i64, datatype: Handle, status: *mut c_void)
                 => file_write [buf] (fh, buf, count, datatype);
-            MPI_File_write_ordered, PMPI_File_write_ordered (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut c_void)
+            MPI_File_write_ordered, PMPI_File_write_ordered fortran(file_write_ordered, FILE_WRITE_ORDERED, ts) (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, status: *mut c_void)
                 => file_write [buf] (fh, buf, count as i64, datatype);
             MPI_File_write_ordered_c, PMPI_File_write_ordered_c or MPI_File_write_ordered, PMPI_File_write_ordered (fh: Handle, buf: *const c_void, count: i64, datatype: Handle, status: *mut c_void)
                 => file_write [buf] (fh, buf, count, datatype);
-            MPI_File_iread_shared, PMPI_File_iread_shared (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut c_void)
+            MPI_File_iread_shared, PMPI_File_iread_shared fortran(file_iread_shared, FILE_IREAD_SHARED, ts) (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle, request: *mut c_void)
                 => file_iread [buf] (fh, buf, count as i64, datatype, request);
             MPI_File_iread_shared_c, PMPI_File_iread_shared_c or MPI_File_iread_shared, PMPI_File_iread_shared (fh: Handle, buf: *mut c_void, count: i64, datatype: Handle, request: *mut c_void)
                 => file_iread [buf] (fh, buf, count, datatype, request);
-            MPI_File_iwrite_shared, PMPI_File_iwrite_shared (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut c_void)
+            MPI_File_iwrite_shared, PMPI_File_iwrite_shared fortran(file_iwrite_shared, FILE_IWRITE_SHARED, ts) (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle, request: *mut c_void)
                 => file_iwrite [buf] (fh, buf, count as i64, datatype, request);
             MPI_File_iwrite_shared_c, PMPI_File_iwrite_shared_c or MPI_File_iwrite_shared, PMPI_File_iwrite_shared (fh: Handle, buf: *const c_void, count: i64, datatype: Handle, request: *mut c_void)
                 => file_iwrite [buf] (fh, buf, count, datatype, request);
             // Split collectives: the `_begin`'s staging buffer waits for the `_end` of the same file.
-            MPI_File_read_at_all_begin, PMPI_File_read_at_all_begin (fh: Handle, offset: Offset, buf: *mut c_void, count: c_int, datatype: Handle)
+            MPI_File_read_at_all_begin, PMPI_File_read_at_all_begin fortran(file_read_at_all_begin, FILE_READ_AT_ALL_BEGIN, ts) (fh: Handle, offset: Offset, buf: *mut c_void, count: c_int, datatype: Handle)
                 => file_begin_read [buf] (fh, buf, count as i64, datatype);
             MPI_File_read_at_all_begin_c, PMPI_File_read_at_all_begin_c or MPI_File_read_at_all_begin, PMPI_File_read_at_all_begin (fh: Handle, offset: Offset, buf: *mut c_void, count: i64, datatype: Handle)
                 => file_begin_read [buf] (fh, buf, count, datatype);
-            MPI_File_read_at_all_end, PMPI_File_read_at_all_end (fh: Handle, buf: *mut c_void, status: *mut c_void)
+            MPI_File_read_at_all_end, PMPI_File_read_at_all_end fortran(file_read_at_all_end, FILE_READ_AT_ALL_END, ts) (fh: Handle, buf: *mut c_void, status: *mut c_void)
                 => file_end_read [buf, status] (fh, buf, status);
-            MPI_File_write_at_all_begin, PMPI_File_write_at_all_begin (fh: Handle, offset: Offset, buf: *const c_void, count: c_int, datatype: Handle)
+            MPI_File_write_at_all_begin, PMPI_File_write_at_all_begin fortran(file_write_at_all_begin, FILE_WRITE_AT_ALL_BEGIN, ts) (fh: Handle, offset: Offset, buf: *const c_void, count: c_int, datatype: Handle)
                 => file_begin_write [buf] (fh, buf, count as i64, datatype);
             MPI_File_write_at_all_begin_c, PMPI_File_write_at_all_begin_c or MPI_File_write_at_all_begin, PMPI_File_write_at_all_begin (fh: Handle, offset: Offset, buf: *const c_void, count: i64, datatype: Handle)
                 => file_begin_write [buf] (fh, buf, count, datatype);
-            MPI_File_write_at_all_end, PMPI_File_write_at_all_end (fh: Handle, buf: *const c_void, status: *mut c_void)
+            MPI_File_write_at_all_end, PMPI_File_write_at_all_end fortran(file_write_at_all_end, FILE_WRITE_AT_ALL_END, ts) (fh: Handle, buf: *const c_void, status: *mut c_void)
                 => file_end_write [buf] (fh, buf);
-            MPI_File_read_all_begin, PMPI_File_read_all_begin (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle)
+            MPI_File_read_all_begin, PMPI_File_read_all_begin fortran(file_read_all_begin, FILE_READ_ALL_BEGIN, ts) (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle)
                 => file_begin_read [buf] (fh, buf, count as i64, datatype);
             MPI_File_read_all_begin_c, PMPI_File_read_all_begin_c or MPI_File_read_all_begin, PMPI_File_read_all_begin (fh: Handle, buf: *mut c_void, count: i64, datatype: Handle)
                 => file_begin_read [buf] (fh, buf, count, datatype);
-            MPI_File_read_all_end, PMPI_File_read_all_end (fh: Handle, buf: *mut c_void, status: *mut c_void)
+            MPI_File_read_all_end, PMPI_File_read_all_end fortran(file_read_all_end, FILE_READ_ALL_END, ts) (fh: Handle, buf: *mut c_void, status: *mut c_void)
                 => file_end_read [buf, status] (fh, buf, status);
-            MPI_File_write_all_begin, PMPI_File_write_all_begin (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle)
+            MPI_File_write_all_begin, PMPI_File_write_all_begin fortran(file_write_all_begin, FILE_WRITE_ALL_BEGIN, ts) (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle)
                 => file_begin_write [buf] (fh, buf, count as i64, datatype);
             MPI_File_write_all_begin_c, PMPI_File_write_all_begin_c or MPI_File_write_all_begin, PMPI_File_write_all_begin (fh: Handle, buf: *const c_void, count: i64, datatype: Handle)
                 => file_begin_write [buf] (fh, buf, count, datatype);
-            MPI_File_write_all_end, PMPI_File_write_all_end (fh: Handle, buf: *const c_void, status: *mut c_void)
+            MPI_File_write_all_end, PMPI_File_write_all_end fortran(file_write_all_end, FILE_WRITE_ALL_END, ts) (fh: Handle, buf: *const c_void, status: *mut c_void)
                 => file_end_write [buf] (fh, buf);
-            MPI_File_read_ordered_begin, PMPI_File_read_ordered_begin (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle)
+            MPI_File_read_ordered_begin, PMPI_File_read_ordered_begin fortran(file_read_ordered_begin, FILE_READ_ORDERED_BEGIN, ts) (fh: Handle, buf: *mut c_void, count: c_int, datatype: Handle)
                 => file_begin_read [buf] (fh, buf, count as i64, datatype);
             MPI_File_read_ordered_begin_c, PMPI_File_read_ordered_begin_c or MPI_File_read_ordered_begin, PMPI_File_read_ordered_begin (fh: Handle, buf: *mut c_void, count: i64, datatype: Handle)
                 => file_begin_read [buf] (fh, buf, count, datatype);
-            MPI_File_read_ordered_end, PMPI_File_read_ordered_end (fh: Handle, buf: *mut c_void, status: *mut c_void)
+            MPI_File_read_ordered_end, PMPI_File_read_ordered_end fortran(file_read_ordered_end, FILE_READ_ORDERED_END, ts) (fh: Handle, buf: *mut c_void, status: *mut c_void)
                 => file_end_read [buf, status] (fh, buf, status);
-            MPI_File_write_ordered_begin, PMPI_File_write_ordered_begin (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle)
+            MPI_File_write_ordered_begin, PMPI_File_write_ordered_begin fortran(file_write_ordered_begin, FILE_WRITE_ORDERED_BEGIN, ts) (fh: Handle, buf: *const c_void, count: c_int, datatype: Handle)
                 => file_begin_write [buf] (fh, buf, count as i64, datatype);
             MPI_File_write_ordered_begin_c, PMPI_File_write_ordered_begin_c or MPI_File_write_ordered_begin, PMPI_File_write_ordered_begin (fh: Handle, buf: *const c_void, count: i64, datatype: Handle)
                 => file_begin_write [buf] (fh, buf, count, datatype);
-            MPI_File_write_ordered_end, PMPI_File_write_ordered_end (fh: Handle, buf: *const c_void, status: *mut c_void)
+            MPI_File_write_ordered_end, PMPI_File_write_ordered_end fortran(file_write_ordered_end, FILE_WRITE_ORDERED_END, ts) (fh: Handle, buf: *const c_void, status: *mut c_void)
                 => file_end_write [buf] (fh, buf);
 
             // Collectives, blocking, nonblocking (MPI_I...) and persistent (MPI-4 ..._init),
@@ -628,67 +628,68 @@ macro_rules! mpi_functions {
 
             // One-sided communication (MPI-4.1 chapter 12): device origin, compare and result
             // buffers are staged until the operation completes at the origin (handlers/rma.rs).
-            MPI_Put, PMPI_Put (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle)
+            MPI_Put, PMPI_Put fortran(put, PUT, ts) (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle)
                 => rma_put [origin_addr] ((origin_addr, origin_count as i64, origin_datatype), target_rank, win, std::ptr::null_mut());
             MPI_Put_c, PMPI_Put_c or MPI_Put, PMPI_Put (origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, win: Handle)
                 => rma_put [origin_addr] ((origin_addr, origin_count, origin_datatype), target_rank, win, std::ptr::null_mut());
-            MPI_Rput, PMPI_Rput (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut c_void)
+            MPI_Rput, PMPI_Rput fortran(rput, RPUT, ts) (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut c_void)
                 => rma_put [origin_addr] ((origin_addr, origin_count as i64, origin_datatype), target_rank, win, request);
             MPI_Rput_c, PMPI_Rput_c or MPI_Rput, PMPI_Rput (origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, win: Handle, request: *mut c_void)
                 => rma_put [origin_addr] ((origin_addr, origin_count, origin_datatype), target_rank, win, request);
-            MPI_Get, PMPI_Get (origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle)
+            MPI_Get, PMPI_Get fortran(get, GET, ts) (origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle)
                 => rma_get [origin_addr] ((origin_addr as *const c_void, origin_count as i64, origin_datatype), target_rank, win, std::ptr::null_mut());
             MPI_Get_c, PMPI_Get_c or MPI_Get, PMPI_Get (origin_addr: *mut c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, win: Handle)
                 => rma_get [origin_addr] ((origin_addr as *const c_void, origin_count, origin_datatype), target_rank, win, std::ptr::null_mut());
-            MPI_Rget, PMPI_Rget (origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut c_void)
+            MPI_Rget, PMPI_Rget fortran(rget, RGET, ts) (origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut c_void)
                 => rma_get [origin_addr] ((origin_addr as *const c_void, origin_count as i64, origin_datatype), target_rank, win, request);
             MPI_Rget_c, PMPI_Rget_c or MPI_Rget, PMPI_Rget (origin_addr: *mut c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, win: Handle, request: *mut c_void)
                 => rma_get [origin_addr] ((origin_addr as *const c_void, origin_count, origin_datatype), target_rank, win, request);
-            MPI_Accumulate, PMPI_Accumulate (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle)
+            MPI_Accumulate, PMPI_Accumulate fortran(accumulate, ACCUMULATE, ts) (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle)
                 => rma_put [origin_addr] ((origin_addr, origin_count as i64, origin_datatype), target_rank, win, std::ptr::null_mut());
             MPI_Accumulate_c, PMPI_Accumulate_c or MPI_Accumulate, PMPI_Accumulate (origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, op: Handle, win: Handle)
                 => rma_put [origin_addr] ((origin_addr, origin_count, origin_datatype), target_rank, win, std::ptr::null_mut());
-            MPI_Raccumulate, PMPI_Raccumulate (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle, request: *mut c_void)
+            MPI_Raccumulate, PMPI_Raccumulate fortran(raccumulate, RACCUMULATE, ts) (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle, request: *mut c_void)
                 => rma_put [origin_addr] ((origin_addr, origin_count as i64, origin_datatype), target_rank, win, request);
             MPI_Raccumulate_c, PMPI_Raccumulate_c or MPI_Raccumulate, PMPI_Raccumulate (origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, op: Handle, win: Handle, request: *mut c_void)
                 => rma_put [origin_addr] ((origin_addr, origin_count, origin_datatype), target_rank, win, request);
-            MPI_Get_accumulate, PMPI_Get_accumulate (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, result_addr: *mut c_void, result_count: c_int, result_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle)
+            MPI_Get_accumulate, PMPI_Get_accumulate fortran(get_accumulate, GET_ACCUMULATE, ts) (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, result_addr: *mut c_void, result_count: c_int, result_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle)
                 => rma_get_accumulate [origin_addr, result_addr] ((origin_addr, origin_count as i64, origin_datatype), (result_addr as *const c_void, result_count as i64, result_datatype), target_rank, win, std::ptr::null_mut());
             MPI_Get_accumulate_c, PMPI_Get_accumulate_c or MPI_Get_accumulate, PMPI_Get_accumulate (origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, result_addr: *mut c_void, result_count: i64, result_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, op: Handle, win: Handle)
                 => rma_get_accumulate [origin_addr, result_addr] ((origin_addr, origin_count, origin_datatype), (result_addr as *const c_void, result_count, result_datatype), target_rank, win, std::ptr::null_mut());
-            MPI_Rget_accumulate, PMPI_Rget_accumulate (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, result_addr: *mut c_void, result_count: c_int, result_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle, request: *mut c_void)
+            MPI_Rget_accumulate, PMPI_Rget_accumulate fortran(rget_accumulate, RGET_ACCUMULATE, ts) (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, result_addr: *mut c_void, result_count: c_int, result_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle, request: *mut c_void)
                 => rma_get_accumulate [origin_addr, result_addr] ((origin_addr, origin_count as i64, origin_datatype), (result_addr as *const c_void, result_count as i64, result_datatype), target_rank, win, request);
             MPI_Rget_accumulate_c, PMPI_Rget_accumulate_c or MPI_Rget_accumulate, PMPI_Rget_accumulate (origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, result_addr: *mut c_void, result_count: i64, result_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, op: Handle, win: Handle, request: *mut c_void)
                 => rma_get_accumulate [origin_addr, result_addr] ((origin_addr, origin_count, origin_datatype), (result_addr as *const c_void, result_count, result_datatype), target_rank, win, request);
-            MPI_Fetch_and_op, PMPI_Fetch_and_op (origin_addr: *const c_void, result_addr: *mut c_void, datatype: Handle, target_rank: c_int, target_disp: isize, op: Handle, win: Handle)
+            MPI_Fetch_and_op, PMPI_Fetch_and_op fortran(fetch_and_op, FETCH_AND_OP, ts) (origin_addr: *const c_void, result_addr: *mut c_void, datatype: Handle, target_rank: c_int, target_disp: isize, op: Handle, win: Handle)
                 => rma_get_accumulate [origin_addr, result_addr] ((origin_addr, 1, datatype), (result_addr as *const c_void, 1, datatype), target_rank, win, std::ptr::null_mut());
-            MPI_Compare_and_swap, PMPI_Compare_and_swap (origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: Handle, target_rank: c_int, target_disp: isize, win: Handle)
+            MPI_Compare_and_swap, PMPI_Compare_and_swap fortran(compare_and_swap, COMPARE_AND_SWAP, ts) (origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: Handle, target_rank: c_int, target_disp: isize, win: Handle)
                 => rma_compare_and_swap [origin_addr, compare_addr, result_addr] (origin_addr, compare_addr, result_addr, datatype, target_rank, win);
 
             // Windows over device memory get a host public copy, synchronised with the device
             // memory where MPI's separate model says (handlers/windows.rs); the completion calls
             // also complete the staged operations.
-            MPI_Win_create, PMPI_Win_create (base: *mut c_void, size: isize, disp_unit: c_int, info: Handle, comm: Handle, win: *mut c_void)
+            MPI_Win_create, PMPI_Win_create fortran(win_create, WIN_CREATE, ts) (base: *mut c_void, size: isize, disp_unit: c_int, info: Handle, comm: Handle, win: *mut c_void)
                 => win_create [base] (base, size, comm, win);
             MPI_Win_create_c, PMPI_Win_create_c or MPI_Win_create, PMPI_Win_create (base: *mut c_void, size: isize, disp_unit: i64, info: Handle, comm: Handle, win: *mut c_void)
                 => win_create [base] (base, size, comm, win);
-            MPI_Win_attach, PMPI_Win_attach (win: Handle, base: *mut c_void, size: isize) => win_attach [] (win, base, size);
-            MPI_Win_free, PMPI_Win_free (win: *mut c_void) => win_free [] (win);
-            MPI_Win_fence, PMPI_Win_fence (assert: c_int, win: Handle) => win_fence [] (assert, win);
-            MPI_Win_post, PMPI_Win_post (group: Handle, assert: c_int, win: Handle) => win_post [] (assert, win);
-            MPI_Win_complete, PMPI_Win_complete (win: Handle) => win_complete [] (win);
-            MPI_Win_wait, PMPI_Win_wait (win: Handle) => win_absorb [] (win);
-            MPI_Win_test, PMPI_Win_test (win: Handle, flag: *mut c_int) => win_test [] (win, flag);
-            MPI_Win_lock, PMPI_Win_lock (lock_type: c_int, rank: c_int, assert: c_int, win: Handle) => win_absorb [] (win);
-            MPI_Win_lock_all, PMPI_Win_lock_all (assert: c_int, win: Handle) => win_absorb [] (win);
-            MPI_Win_unlock, PMPI_Win_unlock (rank: c_int, win: Handle) => win_unlock [] (Some(rank), win);
-            MPI_Win_unlock_all, PMPI_Win_unlock_all (win: Handle) => win_unlock [] (None, win);
-            MPI_Win_flush, PMPI_Win_flush (rank: c_int, win: Handle) => win_flush [] (Some(rank), win);
-            MPI_Win_flush_all, PMPI_Win_flush_all (win: Handle) => win_flush [] (None, win);
-            MPI_Win_flush_local, PMPI_Win_flush_local (rank: c_int, win: Handle) => win_flush [] (Some(rank), win);
-            MPI_Win_flush_local_all, PMPI_Win_flush_local_all (win: Handle) => win_flush [] (None, win);
-            MPI_Win_sync, PMPI_Win_sync (win: Handle) => win_sync [] (win);
-            MPI_Win_get_attr, PMPI_Win_get_attr (win: Handle, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int)
+            MPI_Win_attach, PMPI_Win_attach fortran(win_attach, WIN_ATTACH, ts) (win: Handle, base: *mut c_void, size: isize) => win_attach [] (win, base, size);
+            MPI_Win_free, PMPI_Win_free fortran(win_free, WIN_FREE) (win: *mut c_void) => win_free [] (win);
+            MPI_Win_fence, PMPI_Win_fence fortran(win_fence, WIN_FENCE) (assert: c_int, win: Handle) => win_fence [] (assert, win);
+            MPI_Win_post, PMPI_Win_post fortran(win_post, WIN_POST) (group: Handle, assert: c_int, win: Handle) => win_post [] (assert, win);
+            MPI_Win_complete, PMPI_Win_complete fortran(win_complete, WIN_COMPLETE) (win: Handle) => win_complete [] (win);
+            MPI_Win_wait, PMPI_Win_wait fortran(win_wait, WIN_WAIT) (win: Handle) => win_absorb [] (win);
+            MPI_Win_test, PMPI_Win_test fortran(win_test, WIN_TEST) (win: Handle, flag: *mut c_int) => win_test [] (win, flag);
+            MPI_Win_lock, PMPI_Win_lock fortran(win_lock, WIN_LOCK) (lock_type: c_int, rank: c_int, assert: c_int, win: Handle) => win_absorb [] (win);
+            MPI_Win_lock_all, PMPI_Win_lock_all fortran(win_lock_all, WIN_LOCK_ALL) (assert: c_int, win: Handle) => win_absorb [] (win);
+            MPI_Win_unlock, PMPI_Win_unlock fortran(win_unlock, WIN_UNLOCK) (rank: c_int, win: Handle) => win_unlock [] (Some(rank), win);
+            MPI_Win_unlock_all, PMPI_Win_unlock_all fortran(win_unlock_all, WIN_UNLOCK_ALL) (win: Handle) => win_unlock [] (None, win);
+            MPI_Win_flush, PMPI_Win_flush fortran(win_flush, WIN_FLUSH) (rank: c_int, win: Handle) => win_flush [] (Some(rank), win);
+            MPI_Win_flush_all, PMPI_Win_flush_all fortran(win_flush_all, WIN_FLUSH_ALL) (win: Handle) => win_flush [] (None, win);
+            MPI_Win_flush_local, PMPI_Win_flush_local fortran(win_flush_local, WIN_FLUSH_LOCAL) (rank: c_int, win: Handle) => win_flush [] (Some(rank), win);
+            MPI_Win_flush_local_all, PMPI_Win_flush_local_all fortran(win_flush_local_all, WIN_FLUSH_LOCAL_ALL) (win: Handle) => win_flush [] (None, win);
+            MPI_Win_sync, PMPI_Win_sync fortran(win_sync, WIN_SYNC) (win: Handle) => win_sync [] (win);
+            // Fortran: only MPI_WIN_BASE and MPI_WIN_MODEL are served (args.rs Keyval).
+            MPI_Win_get_attr, PMPI_Win_get_attr fortran(win_get_attr, WIN_GET_ATTR) (win: Handle, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int)
                 => win_get_attr [] (win, win_keyval, attribute_val, flag);
 
         }

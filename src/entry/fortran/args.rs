@@ -10,9 +10,9 @@
 use std::ffi::{c_int, c_void};
 use std::marker::PhantomData;
 
-use super::library::{self, Comm, Datatype, HandleKind, Request, View};
+use super::library::{self, Comm, Datatype, HandleKind, Request, View, Win};
 use crate::cuda::pointer::surely_host;
-use crate::mpi::abi::{self, Handle};
+use crate::mpi::abi::{self, Handle, Offset};
 
 /// What the arguments say about who serves the call.
 #[derive(Default)]
@@ -21,8 +21,12 @@ pub struct Gate {
     device: bool,
     /// The call returns indices of requests.
     indices: bool,
+    /// The call names a window.
+    window: bool,
     /// A buffer only the library can describe (a non-contiguous array section).
     pub veto: bool,
+    /// An attribute whose value the library's routine gives as cudampi would.
+    attribute: bool,
 }
 
 impl Gate {
@@ -31,14 +35,16 @@ impl Gate {
     /// 0-based indices, pmodels/mpich#6270; MPICH 4.1 returns `MPI_UNDEFINED + 1`, #6402), and
     /// a program must not see the convention change with where its buffers live.
     pub fn serve(&self) -> bool {
-        if self.veto {
+        if self.veto || self.attribute {
             false
         } else if self.indices {
             true
         } else if self.buffers {
             self.device
         } else {
-            crate::requests::any()
+            // A window's synchronisation moves bytes between a device window and its host copy
+            // and completes staged operations, which the library's routine would not.
+            crate::requests::any() || (self.window && crate::handlers::windows::tracked())
         }
     }
 }
@@ -50,6 +56,7 @@ impl Gate {
 pub struct Ctx {
     count: usize,
     comm: Option<Handle>,
+    keyval: c_int,
     pub type_arrays: TypeArrays,
     outcount: c_int,
     pub failed: Option<c_int>,
@@ -99,6 +106,18 @@ impl Scalar for i64 {
         self
     }
 }
+/// `INTEGER(KIND=MPI_ADDRESS_KIND)`: a displacement or a size.
+impl Scalar for isize {
+    fn wide(self) -> i64 {
+        self as i64
+    }
+}
+/// `INTEGER(KIND=MPI_OFFSET_KIND)`.
+impl Scalar for Offset {
+    fn wide(self) -> i64 {
+        self.0
+    }
+}
 
 pub struct Val<T>(T);
 
@@ -110,6 +129,70 @@ impl<V, T: Scalar> Arg<V> for Val<T> {
     }
     fn c(&mut self) -> T {
         self.0
+    }
+}
+
+/// A window attribute's key: cudampi answers `MPI_WIN_BASE` and `MPI_WIN_MODEL` of a device
+/// window itself; the library's routine gives every other attribute.
+pub struct Keyval(c_int);
+
+impl Keyval {
+    /// MPICH's Fortran keys of the predefined window attributes are the C ones plus one
+    /// (`mpif.h`: `MPI_WIN_BASE=1711276034`, C `0x66000001`).
+    fn c_key(k: c_int) -> c_int {
+        let a = abi::get();
+        if a.family == abi::Family::Mpich && (k == a.win_base + 1 || k == a.win_model + 1) {
+            k - 1
+        } else {
+            k
+        }
+    }
+}
+
+impl<V> Arg<V> for Keyval {
+    type C = c_int;
+    unsafe fn gate(raw: *mut c_void, gate: &mut Gate) {
+        let a = abi::get();
+        // SAFETY: an INTEGER by reference.
+        let k = Keyval::c_key(unsafe { raw.cast::<c_int>().read_unaligned() });
+        gate.attribute |= k != a.win_base && k != a.win_model;
+    }
+    unsafe fn take(raw: *mut c_void, ctx: &mut Ctx) -> Self {
+        // SAFETY: as in gate.
+        ctx.keyval = Keyval::c_key(unsafe { raw.cast::<c_int>().read_unaligned() });
+        Keyval(ctx.keyval)
+    }
+    fn c(&mut self) -> c_int {
+        self.0
+    }
+}
+
+/// An attribute's value, `INTEGER(KIND=MPI_ADDRESS_KIND)`: C gets a pointer to the value of a
+/// predefined attribute but the address itself for `MPI_WIN_BASE` (and a user attribute's
+/// value as it was set), Fortran the value (MPI-4.1 §7.7.5, §12.2.6).
+pub struct Attribute(*mut isize, *mut c_void);
+
+impl<V> Arg<V> for Attribute {
+    type C = *mut c_void;
+    unsafe fn take(raw: *mut c_void, _ctx: &mut Ctx) -> Self {
+        Attribute(raw.cast(), std::ptr::null_mut())
+    }
+    fn c(&mut self) -> *mut c_void {
+        (&mut self.1 as *mut *mut c_void).cast()
+    }
+    unsafe fn after(self, rc: c_int, ctx: &mut Ctx) {
+        // A null value: no attribute was found, and the Fortran one stays as it was.
+        if rc != 0 || self.1.is_null() {
+            return;
+        }
+        let v = if ctx.keyval == abi::get().win_model {
+            // SAFETY: MPI_WIN_MODEL's value is a pointer to an int.
+            unsafe { self.1.cast::<c_int>().read() as isize }
+        } else {
+            self.1 as isize
+        };
+        // SAFETY: the caller's INTEGER(KIND=MPI_ADDRESS_KIND).
+        unsafe { self.0.write_unaligned(v) };
     }
 }
 
@@ -179,6 +262,9 @@ pub struct In<K>(Handle, PhantomData<K>);
 
 impl<V, K: HandleKind> Arg<V> for In<K> {
     type C = Handle;
+    unsafe fn gate(_raw: *mut c_void, gate: &mut Gate) {
+        gate.window |= K::SLOT == Win::SLOT;
+    }
     unsafe fn prepare(raw: *mut c_void, ctx: &mut Ctx) {
         if K::SLOT == Comm::SLOT {
             // SAFETY: an MPI_Fint by reference.
@@ -199,6 +285,9 @@ pub struct InOut<K>(*mut c_int, Handle, PhantomData<K>);
 
 impl<V, K: HandleKind> Arg<V> for InOut<K> {
     type C = *mut c_void;
+    unsafe fn gate(_raw: *mut c_void, gate: &mut Gate) {
+        gate.window |= K::SLOT == Win::SLOT;
+    }
     unsafe fn take(raw: *mut c_void, _ctx: &mut Ctx) -> Self {
         let raw = raw.cast::<c_int>();
         // SAFETY: an MPI_Fint by reference. For an output it holds anything; every family's
@@ -214,6 +303,18 @@ impl<V, K: HandleKind> Arg<V> for InOut<K> {
             unsafe { self.0.write_unaligned(K::c2f(self.1)) };
         }
     }
+}
+
+/// A handle argument by the C parameter's type: a handle the call reads, or a pointer to one
+/// it writes (`MPI_Win_create`) or reads and updates (`MPI_Win_free`).
+pub trait Passed<K> {
+    type Arg;
+}
+impl<K> Passed<K> for Handle {
+    type Arg = In<K>;
+}
+impl<K> Passed<K> for *mut c_void {
+    type Arg = InOut<K>;
 }
 
 /// An array of requests, converted both ways: completed ones come back as `MPI_REQUEST_NULL`.

@@ -18,15 +18,16 @@ fn symbol(name: &CStr) -> usize {
 type F2c = unsafe extern "C" fn(c_int) -> Handle;
 type C2f = unsafe extern "C" fn(Handle) -> c_int;
 
-/// The library's `MPI_X_f2c`/`MPI_X_c2f` functions. MPICH 4 has none (they are macros: its C
-/// handles are the Fortran integers), so a missing one is the identity.
+/// The library's `MPI_X_f2c`/`MPI_X_c2f` functions. MPICH 4 has none but for files (the others
+/// are macros: its C handles are the Fortran integers; ROMIO's `MPI_File` is a pointer, turned
+/// into an integer by `MPI_File_f2c`), so a missing one is the identity.
 struct Conversions {
-    f2c: [Option<F2c>; 6],
-    c2f: [Option<C2f>; 6],
+    f2c: [Option<F2c>; 9],
+    c2f: [Option<C2f>; 9],
 }
 
 /// The handle kinds, in the order of their `HandleKind::SLOT`.
-const KINDS: [&str; 6] = ["Comm", "Type", "Op", "Info", "Request", "Message"];
+const KINDS: [&str; 9] = ["Comm", "Type", "Op", "Info", "Request", "Message", "Win", "File", "Group"];
 
 /// `PMPI_Kind_way` or else `MPI_Kind_way` (`way`: f2c or c2f).
 fn conversion<F>(kind: &str, way: &str) -> Option<F> {
@@ -73,7 +74,7 @@ macro_rules! handle_kinds {
 }
 
 // The slots of `KINDS`.
-handle_kinds!(Comm = 0, Datatype = 1, Op = 2, Info = 3, Request = 4, Message = 5);
+handle_kinds!(Comm = 0, Datatype = 1, Op = 2, Info = 3, Request = 4, Message = 5, Win = 6, File = 7, Group = 8);
 
 /// Whether an array of Fortran handles of kind `K` can be handed to C as it is.
 pub fn handles_are_fints<K: HandleKind>() -> bool {

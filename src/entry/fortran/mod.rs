@@ -95,10 +95,23 @@ macro_rules! kind {
     (inbuf, $t:ty, $v:ident) => { args::Buf<$v> };
     (inoutbuf, $t:ty, $v:ident) => { args::Buf<$v> };
     (outbuf, $t:ty, $v:ident) => { args::Buf<$v> };
+    (origin_addr, $t:ty, $v:ident) => { args::Buf<$v> };
+    (result_addr, $t:ty, $v:ident) => { args::Buf<$v> };
+    (compare_addr, $t:ty, $v:ident) => { args::Buf<$v> };
+    (base, $t:ty, $v:ident) => { args::Buf<$v> };
     (comm, $t:ty, $v:ident) => { args::In<library::Comm> };
     (datatype, $t:ty, $v:ident) => { args::In<library::Datatype> };
     (sendtype, $t:ty, $v:ident) => { args::In<library::Datatype> };
     (recvtype, $t:ty, $v:ident) => { args::In<library::Datatype> };
+    (origin_datatype, $t:ty, $v:ident) => { args::In<library::Datatype> };
+    (result_datatype, $t:ty, $v:ident) => { args::In<library::Datatype> };
+    (target_datatype, $t:ty, $v:ident) => { args::In<library::Datatype> };
+    (fh, $t:ty, $v:ident) => { args::In<library::File> };
+    (group, $t:ty, $v:ident) => { args::In<library::Group> };
+    // MPI_Win_create writes a window and MPI_Win_free updates one; the others read it.
+    (win, $t:ty, $v:ident) => { <$t as args::Passed<library::Win>>::Arg };
+    (win_keyval, $t:ty, $v:ident) => { args::Keyval };
+    (attribute_val, $t:ty, $v:ident) => { args::Attribute };
     (op, $t:ty, $v:ident) => { args::In<library::Op> };
     (info, $t:ty, $v:ident) => { args::In<library::Info> };
     (req, $t:ty, $v:ident) => { args::In<library::Request> };
@@ -123,6 +136,8 @@ macro_rules! kind {
     (array_of_partitions, $t:ty, $v:ident) => { args::Array };
     // An INTEGER the call reads and updates is the C `int*` itself.
     (position, $t:ty, $v:ident) => { args::Array };
+    // Also the INTEGER(KIND=MPI_ADDRESS_KIND) displacements and sizes and the
+    // INTEGER(KIND=MPI_OFFSET_KIND) offsets, by reference as every INTEGER.
     ($other:ident, $t:ty, $v:ident) => { args::Val<$t> };
 }
 
