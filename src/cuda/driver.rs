@@ -143,9 +143,6 @@ driver_api! {
     ipc_get_mem_handle = "cuIpcGetMemHandle": fn(*mut IpcMemHandle, CUdeviceptr);
     ipc_open_mem_handle = "cuIpcOpenMemHandle_v2": fn(*mut CUdeviceptr, IpcMemHandle, c_uint);
     ipc_close_mem_handle = "cuIpcCloseMemHandle": fn(CUdeviceptr);
-    ipc_get_event_handle = "cuIpcGetEventHandle": fn(*mut IpcEventHandle, *mut c_void);
-    ipc_open_event_handle = "cuIpcOpenEventHandle": fn(*mut *mut c_void, IpcEventHandle);
-    stream_wait_event = "cuStreamWaitEvent": fn(*mut c_void, *mut c_void, c_uint);
 }
 
 /// One write of `cuStreamBatchMemOp` (`CUstreamBatchMemOpParams`, its `writeValue` member),
@@ -198,11 +195,6 @@ impl Signals {
 #[repr(C)]
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct IpcMemHandle(pub [u8; 64]);
-
-/// `CUipcEventHandle`.
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct IpcEventHandle(pub [u8; 64]);
 
 impl Driver {
     /// `CUDA_ERROR_...` name of a result code, for messages.

@@ -33,7 +33,7 @@ use super::patience::Patience;
 use super::{claims, exported, imported, peers, pipeline};
 use crate::base::{log, stats};
 use crate::cuda::copy::check;
-use crate::cuda::driver::{self, CUcontext, CUdeviceptr, CuResult, IpcEventHandle, IpcMemHandle};
+use crate::cuda::driver::{self, CUcontext, CUdeviceptr, CuResult, IpcMemHandle};
 use crate::cuda::{CudaError, Device, InContext};
 
 /// `CUDA_ERROR_ALREADY_MAPPED`.
@@ -43,11 +43,10 @@ const ALREADY_MAPPED: CuResult = cudarc::driver::sys::cudaError_enum::CUDA_ERROR
 const MAPPINGS: usize = 16;
 
 /// Handles of the sender's own allocations, by the driver's id of each (ids are never reused
-/// within a process), and one interprocess event per context (with its handle) to order a
-/// receiver's copy after the program's work.
+/// within a process), and one event per context to order a send after the program's work.
 struct Exports {
     handles: Vec<(u64, IpcMemHandle)>,
-    events: Vec<(usize, usize, IpcEventHandle)>,
+    events: Vec<(usize, usize)>,
 }
 
 static EXPORTS: Mutex<Exports> = Mutex::new(Exports { handles: Vec::new(), events: Vec::new() });
@@ -179,36 +178,29 @@ pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, toke
                 h
             }
         };
-        // The receiver's copy must come after the program's work on the buffer. An event on
-        // the legacy default stream comes after the work of every blocking stream of the
-        // context, as the staged path's copy does; the receiver's stream waits for it on the
-        // GPU, so the send does not wait here for the GPU to get round to this context (on a
-        // GPU the ranks share, that is a turn of the other process's copies per message).
+        // The receiver copies at any time from now on: the program's work on the buffer must
+        // be done. An event on the legacy default stream comes after the work of every
+        // blocking stream of the context, as the staged path's copy does.
         let key = ctx.context() as usize;
-        let (event, event_handle) = match ex.events.iter().find(|e| e.0 == key) {
-            Some(&(_, ev, h)) => (ev as *mut c_void, h),
+        let event = match ex.events.iter().find(|e| e.0 == key) {
+            Some(&(_, ev)) => ev as *mut c_void,
             None => {
                 let mut ev: *mut c_void = std::ptr::null_mut();
-                // SAFETY: valid out-pointer; CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS.
-                check("cuEventCreate", unsafe { (d.event_create)(&mut ev, 2 | 4) })?;
-                let mut h = IpcEventHandle([0; 64]);
-                // SAFETY: an interprocess event just made; valid out-pointer.
-                if let Err(err) = check("cuIpcGetEventHandle", unsafe { (d.ipc_get_event_handle)(&mut h, ev) }) {
-                    // SAFETY: the event just made, never recorded.
-                    unsafe { (d.event_destroy)(ev) };
-                    return Err(err);
-                }
-                ex.events.push((key, ev as usize, h));
-                (ev, h)
+                // SAFETY: valid out-pointer; CU_EVENT_DISABLE_TIMING.
+                check("cuEventCreate", unsafe { (d.event_create)(&mut ev, 2) })?;
+                ex.events.push((key, ev as usize));
+                ev
             }
         };
         drop(ex);
         // SAFETY: an event of the current context; the legacy default stream.
         check("cuEventRecord", unsafe { (d.event_record)(event, std::ptr::null_mut()) })?;
+        // SAFETY: the legacy default stream of the current context.
+        check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(std::ptr::null_mut()) })?;
         drop(ctx);
-        Ok((handle, event_handle))
+        Ok(handle)
     })();
-    let (handle, event) = match prepared {
+    let handle = match prepared {
         Ok(h) => h,
         Err(e) => return Some(Err(e)),
     };
@@ -217,7 +209,6 @@ pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, toke
     e.pid = std::process::id();
     e.slot = slot;
     e.seq = seq;
-    e.event = event.0;
     let mut out = Box::new([0u8; envelope::BYTES]);
     e.write(&mut out);
     Some(Ok(Send { slot, dev: *dev, src, bytes, dest, envelope: out, open: true, posted: Instant::now() }))
@@ -237,14 +228,12 @@ struct Mapping {
 struct Mapped {
     list: Vec<Mapping>,
     clock: u64,
-    /// Senders' events opened here: (context, sender, handle, event).
-    events: Vec<(usize, u32, [u8; 64], usize)>,
 }
 
 // SAFETY: device addresses, used under the mutex.
 unsafe impl std::marker::Send for Mapped {}
 
-static MAPPED: Mutex<Mapped> = Mutex::new(Mapped { list: Vec::new(), clock: 0, events: Vec::new() });
+static MAPPED: Mutex<Mapped> = Mutex::new(Mapped { list: Vec::new(), clock: 0 });
 
 fn mapped() -> MutexGuard<'static, Mapped> {
     MAPPED.lock().unwrap_or_else(|e| e.into_inner())
@@ -334,46 +323,20 @@ pub fn claim(e: &Envelope) -> Option<Source> {
 /// Copies `len` bytes of the message to `dst` (device memory of `dev`, or host memory).
 pub fn copy(e: &Envelope, dst: *mut c_void, dev: Option<Device>, len: usize) -> Result<(), CudaError> {
     let mut m = mapped();
-    imported::copy_from(e, dst, dev, len, |ctx, ordinal| {
-        let src = map(&mut m, e, ctx, ordinal)? + e.offset;
-        after_senders_work(&mut m, e, ctx)?;
-        Ok(src)
-    })
-}
-
-/// Makes the legacy default stream of the current context, which the copy then takes, wait on
-/// the GPU for the event the sender recorded after the program's work on the buffer.
-fn after_senders_work(m: &mut Mapped, e: &Envelope, ctx: &InContext) -> Result<(), CudaError> {
-    let d = ctx.driver();
-    let key = ctx.context() as usize;
-    let event = match m.events.iter().find(|x| x.0 == key && x.1 == e.sender && x.2 == e.event) {
-        Some(x) => x.3 as *mut c_void,
-        None => {
-            let mut ev: *mut c_void = std::ptr::null_mut();
-            // SAFETY: valid out-pointer; the sender's handle of a live interprocess event.
-            check("cuIpcOpenEventHandle", unsafe { (d.ipc_open_event_handle)(&mut ev, IpcEventHandle(e.event)) })?;
-            m.events.push((key, e.sender, e.event, ev as usize));
-            ev
-        }
-    };
-    // SAFETY: an event opened in this process; the legacy default stream of the current context.
-    check("cuStreamWaitEvent", unsafe { (d.stream_wait_event)(std::ptr::null_mut(), event, 0) })
+    imported::copy_from(e, dst, dev, len, |ctx, ordinal| Ok(map(&mut m, e, ctx, ordinal)? + e.offset))
 }
 
 /// Closes every mapping and destroys the events (`MPI_Finalize`, after every rank is there).
 pub fn release_all() {
-    let (list, opened) = {
-        let mut m = mapped();
-        (std::mem::take(&mut m.list), std::mem::take(&mut m.events))
-    };
+    let list = std::mem::take(&mut mapped().list);
     for x in &list {
         close(x);
     }
     let mut ex = exports();
     ex.handles.clear();
     let Some(d) = driver::get() else { return };
-    for ev in ex.events.drain(..).map(|x| x.1).chain(opened.into_iter().map(|x| x.3)) {
-        // SAFETY: an event this module created or opened.
+    for (_, ev) in ex.events.drain(..) {
+        // SAFETY: an event this module created.
         unsafe { (d.event_destroy)(ev as *mut c_void) };
     }
 }

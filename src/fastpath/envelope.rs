@@ -15,7 +15,7 @@ use std::ffi::c_void;
 /// types (`MPI_DOUBLE_INT`, 12 bytes) are not contiguous and are unpacked without the check.
 pub const BYTES: usize = 1056;
 
-const MAGIC: [u8; 16] = *b"cudampi-ipc-v4\0\0";
+const MAGIC: [u8; 16] = *b"cudampi-ipc-v3\0\0";
 
 /// Longest device name a peer can use (`CUDA_VISIBLE_DEVICES` entries are up to 40 bytes).
 pub const TOKEN_BYTES: usize = 48;
@@ -51,16 +51,13 @@ pub struct Envelope {
     pub pid: u32,
     pub slot: u32,
     pub seq: u32,
-    /// [`DIRECT`]: an interprocess event the sender recorded on its legacy default stream after
-    /// the program's work on the buffer; the receiver's copy waits for it on the GPU.
-    pub event: [u8; 64],
 }
 
 const _: () = assert!(std::mem::size_of::<Envelope>() <= BYTES);
 
 impl Envelope {
     pub fn new(sender: u32, kind: u32, bytes: u64, arena: u64, offset: u64, handle: [u8; 64], token: [u8; TOKEN_BYTES]) -> Envelope {
-        Envelope { magic: MAGIC, sender, kind, bytes, arena, offset, handle, token, pid: 0, slot: 0, seq: 0, event: [0; 64] }
+        Envelope { magic: MAGIC, sender, kind, bytes, arena, offset, handle, token, pid: 0, slot: 0, seq: 0 }
     }
 
     /// Writes the envelope at the start of `out`, the rest zero.
