@@ -102,10 +102,11 @@ pub fn file_read(
 
 /// Tracks the request of a nonblocking file call that staged a buffer, which its completion
 /// lands (a read) or releases (a write).
-fn track(name: &'static str, fh: Handle, comm: Handle, request: *mut c_void, p: Prepared, read: bool, rc: c_int) -> c_int {
+fn track(name: &'static str, fh: Handle, request: *mut c_void, p: Prepared, read: bool, rc: c_int) -> c_int {
     let Some(s) = p.staged().filter(|_| rc == 0) else { return rc };
     let (send, recv) = if read { (None, Some(s)) } else { (Some(s), None) };
-    match requests::insert(request, Entry::file(name, Some(comm), send, recv)) {
+    // Errors found at completion go to the file's error handler, as the call's own do.
+    match requests::insert(request, Entry::file(name, errors::on_file(fh), send, recv)) {
         Ok(()) => rc,
         Err(e) => errors::raise_file(fh, e),
     }
@@ -159,9 +160,9 @@ fn post(
             stats::host_call();
             call(buf.cast_mut())
         }
-        Ok((p, comm)) => {
+        Ok((p, _)) => {
             let rc = call(p.mpi_ptr());
-            track(name, fh, comm, request, p, read, rc)
+            track(name, fh, request, p, read, rc)
         }
         Err(rc) => rc,
     }

@@ -9,11 +9,14 @@ use crate::mpi::abi::{self, Handle};
 use crate::mpi::real;
 
 /// Invokes the error handler of `comm` (`MPI_COMM_SELF` for calls without a communicator, as
-/// MPI-4 specifies; the window's for a handle made by [`on_window`]) and returns `code` for
-/// the entry point to return.
+/// MPI-4 specifies; the window's or the file's for a handle made by [`on_window`] or
+/// [`on_file`]) and returns `code` for the entry point to return.
 pub fn raise(comm: Option<Handle>, code: c_int) -> c_int {
     stats::add(&stats::ERRORS, 1);
     let comm = comm.unwrap_or(abi::get().comm_self);
+    if comm & FILE != 0 {
+        return raise_file(comm & !FILE, code);
+    }
     if let Some(p) = real::pmpi() {
         // SAFETY: a window or communicator handle from the caller (or MPI_COMM_SELF) and a
         // valid code.
@@ -30,6 +33,14 @@ pub fn raise(comm: Option<Handle>, code: c_int) -> c_int {
 /// Marks a window handle among communicator handles. No handle of any family has the top bit
 /// set (user-space pointers, 32-bit `int`s, the standard ABI's small constants).
 const WINDOW: Handle = 1 << (Handle::BITS - 1);
+/// Marks a file handle likewise.
+const FILE: Handle = 1 << (Handle::BITS - 2);
+
+/// Where the errors of a file call go that are found after it returned (a nonblocking read's
+/// copy to the device at its completion): the file's error handler, as for the call itself.
+pub fn on_file(fh: Handle) -> Option<Handle> {
+    Some(fh | FILE)
+}
 
 /// Where the errors of a call on window `win` go: the staging functions take the object to
 /// raise on as a communicator, and this hands them the window's error handler instead (MPI

@@ -295,8 +295,9 @@ impl Drop for Contents {
     }
 }
 
-/// One datatype's blocks, offsets from its address, in packing order.
-fn flatten(dt: Handle, depth: usize) -> Option<Vec<Strided>> {
+/// How a datatype was built: its combiner and how many integers, addresses and datatypes
+/// `MPI_Type_get_contents` gives; `None` past `MAX_DEPTH` or when the library refuses.
+fn envelope(dt: Handle, depth: usize) -> Option<(Combiner, c_int, c_int, c_int)> {
     if depth > MAX_DEPTH {
         return None;
     }
@@ -306,21 +307,34 @@ fn flatten(dt: Handle, depth: usize) -> Option<Vec<Strided>> {
     if unsafe { (p.type_get_envelope)(dt, &mut ni, &mut na, &mut nt, &mut c) } != 0 {
         return None;
     }
-    let kind = combiner(c);
-    if kind == Combiner::Named {
-        let (mut size, mut lb, mut extent) = (0i64, 0i64, 0i64);
-        // SAFETY: valid out-pointers.
-        unsafe {
-            if (p.type_size_x)(dt, &mut size) != 0 || (p.type_get_true_extent_x)(dt, &mut lb, &mut extent) != 0 {
-                return None;
-            }
+    Some((combiner(c), ni, na, nt))
+}
+
+/// A predefined datatype's size and true lower bound and extent.
+fn named_layout(dt: Handle) -> Option<(i64, i64, i64)> {
+    let p = real::pmpi()?;
+    let (mut size, mut lb, mut extent) = (0i64, 0i64, 0i64);
+    // SAFETY: valid out-pointers.
+    unsafe {
+        if (p.type_size_x)(dt, &mut size) != 0 || (p.type_get_true_extent_x)(dt, &mut lb, &mut extent) != 0 {
+            return None;
         }
+    }
+    Some((size, lb, extent))
+}
+
+/// One datatype's blocks, offsets from its address, in packing order.
+fn flatten(dt: Handle, depth: usize) -> Option<Vec<Strided>> {
+    let (kind, ni, na, nt) = envelope(dt, depth)?;
+    if kind == Combiner::Named {
+        let (size, lb, extent) = named_layout(dt)?;
         // A predefined pair type with padding inside (MPI_SHORT_INT) is not one run.
         return (size == extent).then(|| if size > 0 { vec![Strided::run(lb, size as usize)] } else { Vec::new() });
     }
     if kind == Combiner::Other {
         return None;
     }
+    let p = real::pmpi()?;
     let contents = contents(dt, ni, na, nt)?;
     let (ints, addrs, types) = (&contents.ints, &contents.addrs, &contents.types);
     let int = |i: usize| ints.get(i).copied();
@@ -396,24 +410,10 @@ fn flatten(dt: Handle, depth: usize) -> Option<Vec<Strided>> {
 /// is contiguous (`MPI_DOUBLE_INT` is not: a message of n of them packed is not n of them
 /// side by side).
 fn base(dt: Handle, depth: usize) -> Option<(Handle, i64)> {
-    if depth > MAX_DEPTH {
-        return None;
-    }
-    let p = real::pmpi()?;
-    let (mut ni, mut na, mut nt, mut c) = (0, 0, 0, 0);
-    // SAFETY: valid out-pointers; a datatype the library accepted.
-    if unsafe { (p.type_get_envelope)(dt, &mut ni, &mut na, &mut nt, &mut c) } != 0 {
-        return None;
-    }
-    match combiner(c) {
+    let (kind, ni, na, nt) = envelope(dt, depth)?;
+    match kind {
         Combiner::Named => {
-            let (mut size, mut lb, mut extent) = (0i64, 0i64, 0i64);
-            // SAFETY: valid out-pointers.
-            unsafe {
-                if (p.type_size_x)(dt, &mut size) != 0 || (p.type_get_true_extent_x)(dt, &mut lb, &mut extent) != 0 {
-                    return None;
-                }
-            }
+            let (size, lb, extent) = named_layout(dt)?;
             (size > 0 && lb == 0 && extent == size).then_some((dt, size))
         }
         Combiner::Other => None,

@@ -513,6 +513,27 @@ static void freed_buffer(const char *dir)
     MPI_Offset size = -1;
     MPI_File_get_size(fh, &size);
     CHECK(size == 0, "the failed writes left %lld bytes in the file", (long long)size);
+    /* A nonblocking read whose device buffer is freed before its completion: the copy to the
+     * device fails in MPI_Wait, which raises the error on the file's own handler, as the
+     * library raises the errors of a file request. */
+    unsigned char bytes[16];
+    memset(bytes, 0x5a, sizeof bytes);
+    MPI_Barrier(comm); /* every rank has looked at the empty file */
+    MPI_CHECK(MPI_File_write_at(fh, 16 * t_rank, bytes, 16, MPI_BYTE, MPI_STATUS_IGNORE));
+    MPI_Barrier(comm);
+    MPI_File_create_errhandler(count_raised, &eh);
+    MPI_File_set_errhandler(fh, eh);
+    raised = 0;
+    void *g = mem_alloc(MEM_DEVICE, 4096);
+    rc = MPI_File_iread_at(fh, 16 * t_rank, g, 16, MPI_BYTE, &rq);
+    CHECK(rc == MPI_SUCCESS, "MPI_File_iread_at into a device buffer: class %s", error_name(error_class(rc)));
+    mem_free(g);
+    rc = rc == MPI_SUCCESS ? MPI_Wait(&rq, MPI_STATUS_IGNORE) : MPI_SUCCESS;
+    CHECK(error_class(rc) == MPI_ERR_BUFFER && raised == 1,
+          "MPI_Wait of a read into device memory freed meanwhile: class %s, the file's handler ran %d times",
+          error_name(error_class(rc)), raised);
+    MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
+    MPI_Errhandler_free(&eh);
     MPI_File_close(&fh);
 }
 #endif
