@@ -2,7 +2,11 @@
 //! operations on device buffers that wait for their completion point.
 //!
 //! A window created over device memory gets a host public copy (`staging::shadow`) and
-//! reports `MPI_WIN_MODEL` = `MPI_WIN_SEPARATE`; `MPI_WIN_BASE` stays the device address. The
+//! reports `MPI_WIN_MODEL` = `MPI_WIN_SEPARATE`; `MPI_WIN_BASE` stays the device address.
+//! Device memory attached to a dynamic window gets one too, and there the library is given the
+//! public copy's address: an origin names target memory by the address `MPI_Get_address`
+//! gave at the target (MPI-4.1 §12.2.4), so `MPI_Get_address` of attached device memory
+//! answers with the public copy's address, the one the library knows. The
 //! copies are synchronised where MPI's separate model says (MPI-4.1 §12.7): the program's stores
 //! become public at `MPI_Win_fence`, `MPI_Win_post`, `MPI_Win_unlock(_all)` and `MPI_Win_sync`
 //! (before the real call, so that no access of the next epoch sees stale bytes), and remote
@@ -38,6 +42,8 @@ use crate::staging::stage::Staged;
 struct Win {
     /// This process's part of the window is device memory.
     shadow: Option<Arc<Mutex<Shadow>>>,
+    /// Device memory attached to this dynamic window.
+    attached: Vec<Arc<Mutex<Shadow>>>,
     /// Blocking operations on device buffers not yet complete at the origin, oldest first.
     pending: Vec<Pending>,
     /// Request-based operations with a device result: (target, request, entry number). A
@@ -104,11 +110,12 @@ pub fn keep_request(win: Handle, target: c_int, request: Handle, number: u64) {
     recount(&t);
 }
 
-fn shadow(win: Handle) -> Option<Arc<Mutex<Shadow>>> {
+/// The public copies of `win` in this process: the created window's, or the attached ones.
+fn shadows(win: Handle) -> Vec<Arc<Mutex<Shadow>>> {
     if !any() {
-        return None;
+        return Vec::new();
     }
-    windows().get(&abi::get().key(win)).and_then(|w| w.shadow.clone())
+    windows().get(&abi::get().key(win)).map(|w| w.shadow.iter().chain(&w.attached).cloned().collect()).unwrap_or_default()
 }
 
 /// Completes the pending operations of `win` to `target` (all of them for `None`): results go
@@ -126,7 +133,7 @@ fn complete(win: Handle, target: Option<c_int>) -> Result<(), c_int> {
         w.pending = left;
         let (reqs, left): (Vec<_>, Vec<_>) = std::mem::take(&mut w.requests).into_iter().partition(|r| mine(r.0));
         w.requests = left;
-        if w.pending.is_empty() && w.requests.is_empty() && w.shadow.is_none() {
+        if w.pending.is_empty() && w.requests.is_empty() && w.shadow.is_none() && w.attached.is_empty() {
             t.remove(&key);
         }
         recount(&t);
@@ -149,21 +156,24 @@ fn complete(win: Handle, target: Option<c_int>) -> Result<(), c_int> {
     first
 }
 
+/// Runs `f` on every public copy of `win`, all of them even after a failure; the first
+/// failure's code is returned.
+fn each(win: Handle, mut f: impl FnMut(&mut Shadow) -> Result<(), c_int>) -> Result<(), c_int> {
+    shadows(win).iter().fold(Ok(()), |first, s| {
+        let r = f(&mut lock(s));
+        first.and(r)
+    })
+}
+
 /// Private to public, before the real call (see the module comment).
 fn publish(name: &'static str, win: Handle) -> Result<(), c_int> {
-    match shadow(win) {
-        Some(s) => lock(&s).publish(name, errors::on_window(win)),
-        None => Ok(()),
-    }
+    each(win, |s| s.publish(name, errors::on_window(win)))
 }
 
 /// Public to private, after the real call. `fresh`: this call published before the real call
 /// (or the program asserted `MPI_MODE_NOSTORE`), so the device memory equals the snapshot.
 fn absorb(name: &'static str, win: Handle, fresh: bool) -> Result<(), c_int> {
-    match shadow(win) {
-        Some(s) => lock(&s).absorb(name, errors::on_window(win), fresh),
-        None => Ok(()),
-    }
+    each(win, |s| s.absorb(name, errors::on_window(win), fresh))
 }
 
 /// The call's own code if it failed, else the first of cudampi's.
@@ -196,16 +206,113 @@ pub fn win_create(name: &'static str, base: *mut c_void, size: isize, comm: Hand
     rc
 }
 
-/// `MPI_Win_attach`: a dynamic window's memory is addressed by its own address at the target
-/// (`MPI_Get_address`), which a host copy elsewhere cannot take, so device memory is refused.
-pub fn win_attach(name: &'static str, win: Handle, base: *mut c_void, size: isize, call: impl FnOnce() -> c_int) -> c_int {
-    if size > 0 && matches!(cuda::locate(base), Location::Device(_)) {
-        log::error(format_args!(
-            "{name}: device memory {base:p} cannot be attached to a dynamic window; create the window over it with MPI_Win_create"
-        ));
-        return errors::raise(errors::on_window(win), abi::get().err_rma_attach);
+/// Device memory attached to dynamic windows, every window's: (device address, length, its
+/// public copy), for `MPI_Get_address`. A range attached to several windows has one copy.
+static ATTACHED: Mutex<Vec<(usize, usize, Arc<Mutex<Shadow>>)>> = Mutex::new(Vec::new());
+/// Entries in `ATTACHED`: `MPI_Get_address` looks no further while there are none.
+static N_ATTACHED: AtomicUsize = AtomicUsize::new(0);
+
+fn attached() -> MutexGuard<'static, Vec<(usize, usize, Arc<Mutex<Shadow>>)>> {
+    ATTACHED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Drops the ranges no window holds any more (only `ATTACHED` holds their copy).
+fn forget_unattached() {
+    let mut a = attached();
+    a.retain(|(_, _, s)| Arc::strong_count(s) > 1);
+    N_ATTACHED.store(a.len(), Relaxed);
+}
+
+/// `MPI_Win_attach`: device memory gets a public copy, which is what the library attaches (see
+/// the module comment). The same range attached to a second window shares the first one's
+/// copy; a range that overlaps another attached range without being it is refused
+/// (`MPI_ERR_RMA_ATTACH`): one address at the target could then name two copies.
+pub fn win_attach(name: &'static str, win: Handle, base: *mut c_void, size: isize, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+    let errh = errors::on_window(win);
+    let dev = match cuda::locate(base) {
+        Location::Device(dev) if size > 0 => dev,
+        Location::Unreadable if size > 0 => return errors::unreadable(name, errh, base),
+        _ => return call(base),
+    };
+    let (at, len) = (base as usize, size as usize);
+    let known = attached().iter().find(|(d, l, _)| at < d + l && *d < at + len).map(|(d, l, s)| (*d, *l, s.clone()));
+    let shadow = match known {
+        Some((d, l, s)) if (d, l) == (at, len) => s,
+        Some((d, l, _)) => {
+            log::error(format_args!(
+                "{name}: device memory {base:p} ({len} bytes) overlaps device memory {d:#x} ({l} bytes) attached already; attach the same range or ranges apart"
+            ));
+            return errors::raise(errh, abi::get().err_rma_attach);
+        }
+        None => match Shadow::new(name, errh, dev, base, len) {
+            Ok(s) => Arc::new(Mutex::new(s)),
+            Err(rc) => return rc,
+        },
+    };
+    let public = lock(&shadow).public();
+    let rc = call(public);
+    if rc != 0 {
+        return rc;
     }
-    call()
+    {
+        let mut a = attached();
+        if !a.iter().any(|(_, _, s)| Arc::ptr_eq(s, &shadow)) {
+            a.push((at, len, shadow.clone()));
+            N_ATTACHED.store(a.len(), Relaxed);
+        }
+    }
+    let mut t = windows();
+    t.entry(abi::get().key(win)).or_default().attached.push(shadow);
+    recount(&t);
+    rc
+}
+
+/// `MPI_Win_detach` of attached device memory: the remote updates since the last
+/// synchronisation reach it, then the library detaches its public copy.
+pub fn win_detach(name: &'static str, win: Handle, base: *const c_void, call: impl FnOnce(*const c_void) -> c_int) -> c_int {
+    if N_ATTACHED.load(Relaxed) == 0 {
+        return call(base);
+    }
+    let key = abi::get().key(win);
+    let mine = windows().get(&key).map(|w| w.attached.clone()).unwrap_or_default();
+    let Some(shadow) = mine.into_iter().find(|s| lock(s).device() as usize == base as usize) else { return call(base) };
+    let absorbed = lock(&shadow).absorb(name, errors::on_window(win), false);
+    let public = lock(&shadow).public();
+    let rc = call(public);
+    if rc != 0 {
+        return rc;
+    }
+    {
+        let mut t = windows();
+        if let Some(w) = t.get_mut(&key) {
+            if let Some(i) = w.attached.iter().position(|s| Arc::ptr_eq(s, &shadow)) {
+                w.attached.remove(i);
+            }
+            if w.pending.is_empty() && w.requests.is_empty() && w.shadow.is_none() && w.attached.is_empty() {
+                t.remove(&key);
+            }
+        }
+        recount(&t);
+    }
+    drop(shadow);
+    forget_unattached();
+    outcome(rc, &[absorbed])
+}
+
+/// `MPI_Get_address`: an address within attached device memory is given as the same place in
+/// its public copy, the address the library knows it by (see the module comment).
+pub fn get_address(_name: &'static str, location: *const c_void, address: *mut isize, call: impl FnOnce() -> c_int) -> c_int {
+    let rc = call();
+    if rc != 0 || address.is_null() || N_ATTACHED.load(Relaxed) == 0 {
+        return rc;
+    }
+    let at = location as usize;
+    if let Some((d, _, s)) = attached().iter().find(|(d, l, _)| (*d..d + l).contains(&at)) {
+        let public = lock(s).public() as usize;
+        // SAFETY: the caller's MPI_Aint, which MPI has just written.
+        unsafe { address.write((public + (at - d)) as isize) };
+    }
+    rc
 }
 
 /// `MPI_Win_free`: remote updates of the last epoch reach device memory, then the public copy
@@ -227,11 +334,10 @@ pub fn win_free(name: &'static str, win: *mut c_void, call: impl FnOnce() -> c_i
         recount(&t);
         w
     };
-    let absorbed = match gone.and_then(|w| w.shadow) {
-        Some(s) => lock(&s).absorb(name, errors::on_window(h), false),
-        None => Ok(()),
-    };
-    outcome(rc, &[done, absorbed])
+    // Memory still attached at the free is absorbed as at a detach.
+    let absorbed = gone.map(|w| w.shadow.iter().chain(&w.attached).fold(Ok(()), |first, s| first.and(lock(s).absorb(name, errors::on_window(h), false))));
+    forget_unattached();
+    outcome(rc, &[done, absorbed.unwrap_or(Ok(()))])
 }
 
 fn nostore(assert: c_int) -> bool {
@@ -330,7 +436,7 @@ pub fn win_sync(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -
 }
 
 /// `MPI_Win_get_attr`: a window over device memory reports the device base and the separate
-/// model.
+/// model; a dynamic window reports the separate model while device memory is attached.
 pub fn win_get_attr(name: &'static str, win: Handle, keyval: c_int, value: *mut c_void, flag: *mut c_int, call: impl FnOnce() -> c_int) -> c_int {
     let rc = call();
     let _ = name;
@@ -338,12 +444,20 @@ pub fn win_get_attr(name: &'static str, win: Handle, keyval: c_int, value: *mut 
     if rc != 0 || value.is_null() || flag.is_null() || unsafe { *flag } == 0 {
         return rc;
     }
-    let Some(s) = shadow(win) else { return rc };
+    if !any() {
+        return rc;
+    }
+    let (created, attached) = match windows().get(&abi::get().key(win)) {
+        Some(w) => (w.shadow.clone(), !w.attached.is_empty()),
+        None => return rc,
+    };
     let abi = abi::get();
     if keyval == abi.win_base {
-        // SAFETY: for MPI_WIN_BASE, MPI stores the base address at `value`.
-        unsafe { value.cast::<*mut c_void>().write_unaligned(lock(&s).device()) };
-    } else if keyval == abi.win_model {
+        if let Some(s) = created {
+            // SAFETY: for MPI_WIN_BASE, MPI stores the base address at `value`.
+            unsafe { value.cast::<*mut c_void>().write_unaligned(lock(&s).device()) };
+        }
+    } else if keyval == abi.win_model && (created.is_some() || attached) {
         // The attribute's value is a pointer to the model, which must outlive the call.
         static SEPARATE: AtomicI32 = AtomicI32::new(0);
         SEPARATE.store(abi.win_separate, Relaxed);
@@ -358,5 +472,8 @@ pub fn win_get_attr(name: &'static str, win: Handle, keyval: c_int, value: *mut 
 pub fn clear() {
     let all = std::mem::take(&mut *windows());
     TRACKED.store(0, Relaxed);
+    drop(all);
+    let all = std::mem::take(&mut *attached());
+    N_ATTACHED.store(0, Relaxed);
     drop(all);
 }

@@ -8,9 +8,11 @@
  * device buffers, device window + host buffers must give the same bytes in the window and in
  * every (poisoned) result buffer. The reference is checked against values computed from the
  * operations. A window over device memory reports its device base (MPI_WIN_BASE) and
- * MPI_WIN_SEPARATE (MPI_WIN_MODEL); MPI_Win_create_c serves it too; device memory attached to
- * a dynamic window is refused with MPI_ERR_RMA_ATTACH; MPI_Win_free leaves the last remote
- * updates in device memory. Open MPI's UCX one-sided component is left out (env=), as on the
+ * MPI_WIN_SEPARATE (MPI_WIN_MODEL); MPI_Win_create_c serves it too. The same runs with the memory
+ * attached to a dynamic window, origins naming it by the target's MPI_Get_address: the same
+ * bytes, MPI_WIN_SEPARATE, and the same device range attached to a second window is accepted
+ * where an overlapping one is refused with MPI_ERR_RMA_ATTACH. MPI_Win_free (after
+ * MPI_Win_detach) leaves the last remote updates in device memory. Open MPI's UCX one-sided component is left out (env=), as on the
  * GPU machine, where it cannot create windows even on host memory; Open MPI 4.1's one-sided
  * progress sometimes stalls for 8-16 s on 2 shared cores, on host memory without cudampi too
  * (timeout=). There is no run without cudampi: Open MPI's single-copy one-sided path gets
@@ -20,34 +22,63 @@
 
 typedef int (*win_create_c_fn)(void *, MPI_Aint, MPI_Aint, MPI_Info, MPI_Comm, MPI_Win *);
 
-static void run(struct trace *t, int win_kind, int buf_kind, int use_c)
+/* A window over `winbuf` (WIN_BYTES), created over it or (dynamic) attached to a dynamic
+ * window, with the origins' base of each target set (rma_target_base). */
+static MPI_Win open_window(char *winbuf, int win_kind, int dynamic, int use_c)
+{
+    MPI_Win win;
+    win_create_c_fn create_c = (win_create_c_fn)rma_sym("MPI_Win_create_c");
+    rma_target_base = 0;
+    if (dynamic) {
+        MPI_CHECK(MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+        MPI_CHECK(MPI_Win_attach(win, winbuf, WIN_BYTES));
+        /* Origins name target memory by the address MPI_Get_address gave at the target;
+         * differences of such addresses are those of the memory. */
+        MPI_Aint mine, later, *all = malloc(sizeof(MPI_Aint) * (size_t)t_size);
+        MPI_CHECK(MPI_Get_address(winbuf, &mine));
+        MPI_CHECK(MPI_Get_address(winbuf + 4000, &later));
+        CHECK(MPI_Aint_diff(later, mine) == 4000, "MPI_Get_address difference within attached memory: %ld",
+              (long)MPI_Aint_diff(later, mine));
+        if (!mem_kind_is_device(win_kind) || host_mode())
+            CHECK(mine == (MPI_Aint)winbuf, "MPI_Get_address of host memory: %#lx, not %p", (long)mine, (void *)winbuf);
+        MPI_CHECK(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, MPI_COMM_WORLD));
+        rma_target_base = all[(t_rank + 1) % t_size];
+        free(all);
+    } else if (use_c && create_c) {
+        MPI_CHECK(create_c(winbuf, WIN_BYTES, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    } else {
+        MPI_CHECK(MPI_Win_create(winbuf, WIN_BYTES, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    }
+    void *base = NULL;
+    int *model = NULL, flag = 0;
+    MPI_CHECK(MPI_Win_get_attr(win, MPI_WIN_BASE, &base, &flag));
+    if (!dynamic) CHECK(flag && base == winbuf, "MPI_WIN_BASE %p, window memory %p", base, (void *)winbuf);
+    MPI_CHECK(MPI_Win_get_attr(win, MPI_WIN_MODEL, &model, &flag));
+    CHECK(flag && model, "MPI_WIN_MODEL missing");
+    if (flag && model && mem_kind_is_device(win_kind) && !host_mode())
+        CHECK(*model == MPI_WIN_SEPARATE, "MPI_WIN_MODEL of a %s device window is %d, not MPI_WIN_SEPARATE",
+              dynamic ? "dynamic" : "created", *model);
+    return win;
+}
+
+static void run(struct trace *t, int win_kind, int buf_kind, int dynamic, int use_c)
 {
     char *winbuf = (char *)mem_alloc(win_kind, WIN_BYTES);
     char *origin = (char *)mem_alloc(buf_kind, RESULT_BYTES);
     char *result = (char *)mem_alloc(buf_kind, RESULT_BYTES);
     mem_pattern(winbuf, WIN_BYTES, t_rank, 99);
-    MPI_Win win;
-    win_create_c_fn create_c = (win_create_c_fn)rma_sym("MPI_Win_create_c");
-    if (use_c && create_c)
-        MPI_CHECK(create_c(winbuf, WIN_BYTES, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win));
-    else
-        MPI_CHECK(MPI_Win_create(winbuf, WIN_BYTES, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win));
-    void *base = NULL;
-    int *model = NULL, flag = 0;
-    MPI_CHECK(MPI_Win_get_attr(win, MPI_WIN_BASE, &base, &flag));
-    CHECK(flag && base == winbuf, "MPI_WIN_BASE %p, window memory %p", base, (void *)winbuf);
-    MPI_CHECK(MPI_Win_get_attr(win, MPI_WIN_MODEL, &model, &flag));
-    CHECK(flag && model, "MPI_WIN_MODEL missing");
-    if (flag && model && mem_kind_is_device(win_kind) && !host_mode())
-        CHECK(*model == MPI_WIN_SEPARATE, "MPI_WIN_MODEL of a device window is %d, not MPI_WIN_SEPARATE", *model);
+    MPI_Win win = open_window(winbuf, win_kind, dynamic, use_c);
     for (int e = 0; e < N_EPOCHS; e++) rma_epoch(t, win, winbuf, origin, result, e);
 
-    /* A last passive update, then MPI_Win_free: it reaches the window memory. */
+    /* A last passive update, then MPI_Win_free (a dynamic window's memory detached first): it
+     * reaches the window memory. */
     int target = (t_rank + 1) % t_size;
     MPI_CHECK(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, target, 0, win));
-    MPI_CHECK(MPI_Put(origin, 16, MPI_INT, target, (MPI_Aint)REGION * t_rank + 4864, 16, MPI_INT, win));
+    MPI_CHECK(MPI_Put(origin, 16, MPI_INT, target, MPI_Aint_add(rma_target_base, (MPI_Aint)REGION * t_rank + 4864), 16,
+                      MPI_INT, win));
     MPI_CHECK(MPI_Win_unlock(target, win));
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    if (dynamic) MPI_CHECK(MPI_Win_detach(win, winbuf));
     MPI_CHECK(MPI_Win_free(&win));
     trace_mem(t, "window after MPI_Win_free", winbuf, WIN_BYTES, NULL, MPI_DATATYPE_NULL, MPI_SUCCESS);
     mem_free(winbuf);
@@ -55,21 +86,30 @@ static void run(struct trace *t, int win_kind, int buf_kind, int use_c)
     mem_free(result);
 }
 
-static void attach_refused(void)
+/* Device memory attached twice: the same range to a second window is accepted, a range that
+ * overlaps it without being it is refused with MPI_ERR_RMA_ATTACH (host memory: accepted, as
+ * by the library). */
+static void attach_twice(void)
 {
-    MPI_Win win;
-    MPI_CHECK(MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win));
-    MPI_CHECK(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN));
-    void *dev = mem_alloc(MEM_DEVICE, 4096);
-    int rc = MPI_Win_attach(win, dev, 4096);
+    MPI_Win a, b;
+    MPI_CHECK(MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &a));
+    MPI_CHECK(MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &b));
+    MPI_CHECK(MPI_Win_set_errhandler(b, MPI_ERRORS_RETURN));
+    char *dev = (char *)mem_alloc(MEM_DEVICE, 8192);
+    MPI_CHECK(MPI_Win_attach(a, dev, 8192));
+    MPI_CHECK(MPI_Win_attach(b, dev, 8192));
+    int rc = MPI_Win_attach(b, dev + 1024, 1024);
     if (host_mode()) {
-        CHECK(rc == MPI_SUCCESS, "MPI_Win_attach of host memory: %s", error_name(error_class(rc)));
-        if (rc == MPI_SUCCESS) MPI_CHECK(MPI_Win_detach(win, dev));
+        CHECK(rc == MPI_SUCCESS, "MPI_Win_attach of overlapping host memory: %s", error_name(error_class(rc)));
+        if (rc == MPI_SUCCESS) MPI_CHECK(MPI_Win_detach(b, dev + 1024));
     } else {
-        CHECK(error_class(rc) == MPI_ERR_RMA_ATTACH, "MPI_Win_attach of device memory: %s, expected MPI_ERR_RMA_ATTACH",
+        CHECK(error_class(rc) == MPI_ERR_RMA_ATTACH, "MPI_Win_attach of overlapping device memory: %s, expected MPI_ERR_RMA_ATTACH",
               error_name(error_class(rc)));
     }
-    MPI_CHECK(MPI_Win_free(&win));
+    MPI_CHECK(MPI_Win_detach(b, dev));
+    MPI_CHECK(MPI_Win_detach(a, dev));
+    MPI_CHECK(MPI_Win_free(&b));
+    MPI_CHECK(MPI_Win_free(&a));
     mem_free(dev);
 }
 
@@ -77,20 +117,23 @@ int main(int argc, char **argv)
 {
     test_init(&argc, &argv);
     struct trace ref = {0};
-    run(&ref, MEM_HOST, MEM_HOST, 0);
+    run(&ref, MEM_HOST, MEM_HOST, 0, 0);
     for (int e = 0; e < N_EPOCHS; e++) rma_expect(&ref, e);
-    static const struct { int win, buf; const char *what; } runs[] = {
-        {MEM_DEVICE, MEM_DEVICE, "device window, device buffers"},
-        {MEM_HOST, MEM_DEVICE, "host window, device buffers"},
-        {MEM_DEVICE, MEM_HOST, "device window, host buffers"},
+    static const struct { int win, buf, dynamic; const char *what; } runs[] = {
+        {MEM_DEVICE, MEM_DEVICE, 0, "device window, device buffers"},
+        {MEM_HOST, MEM_DEVICE, 0, "host window, device buffers"},
+        {MEM_DEVICE, MEM_HOST, 0, "device window, host buffers"},
+        {MEM_HOST, MEM_HOST, 1, "dynamic window, host memory and buffers"},
+        {MEM_DEVICE, MEM_DEVICE, 1, "dynamic window, device memory and buffers"},
+        {MEM_DEVICE, MEM_HOST, 1, "dynamic window, device memory, host buffers"},
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         struct trace got = {0};
-        run(&got, runs[i].win, runs[i].buf, i == 0);
+        run(&got, runs[i].win, runs[i].buf, runs[i].dynamic, i == 0);
         trace_compare(&ref, &got, runs[i].what);
         trace_free(&got);
     }
-    attach_refused();
+    attach_twice();
     trace_free(&ref);
     return report_and_finalize();
 }

@@ -1,6 +1,6 @@
 /* One-sided scenario shared by rma_device.c and rma_host.c: every RMA communication call in a
  * fence, a PSCW, a lock/unlock and a lock_all/flush epoch, each rank the origin of operations on
- * the next rank's window. A run records (struct trace) the whole window of this rank and every
+ * the next rank's window (created over the memory, or a dynamic window it is attached to). A run records (struct trace) the whole window of this rank and every
  * result buffer after each epoch, so a run on device memory can be compared byte for byte with
  * the same run on host memory. Result buffers start poisoned; the window starts as the owner's
  * pattern, stored locally (which the separate model must publish before peers read it).
@@ -38,6 +38,10 @@ typedef int (*acc_c_fn)(const void *, MPI_Count, MPI_Datatype, int, MPI_Aint, MP
 typedef int (*getacc_c_fn)(const void *, MPI_Count, MPI_Datatype, void *, MPI_Count, MPI_Datatype, int, MPI_Aint,
                            MPI_Count, MPI_Datatype, MPI_Op, MPI_Win);
 
+/* Where the target's window starts, as an origin names it: 0 for a window created over its
+ * memory, the target's MPI_Get_address of the attached memory for a dynamic window. */
+static MPI_Aint rma_target_base = 0;
+
 /* The large-count functions, looked up by symbol: MPI-3 headers (Open MPI) do not declare
  * them, and a library without them gets them from cudampi. */
 static void *rma_sym(const char *name) { return dlsym(RTLD_DEFAULT, name); }
@@ -46,7 +50,7 @@ static void *rma_sym(const char *name) { return dlsym(RTLD_DEFAULT, name); }
  * origin data, `result` RESULT_BYTES of (poisoned) result space. */
 static void rma_issue(MPI_Win win, int target, char *origin, char *result, int passive, MPI_Request *reqs, int *nreq)
 {
-    MPI_Aint base = (MPI_Aint)REGION * t_rank;
+    MPI_Aint base = MPI_Aint_add(rma_target_base, (MPI_Aint)REGION * t_rank);
     MPI_Datatype vec;
     MPI_CHECK(MPI_Type_vector(8, 2, 4, MPI_INT, &vec));
     MPI_CHECK(MPI_Type_commit(&vec));

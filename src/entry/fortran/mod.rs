@@ -99,6 +99,7 @@ macro_rules! kind {
     (result_addr, $t:ty, $v:ident) => { args::Buf<$v> };
     (compare_addr, $t:ty, $v:ident) => { args::Buf<$v> };
     (base, $t:ty, $v:ident) => { args::Buf<$v> };
+    (location, $t:ty, $v:ident) => { args::Buf<$v> };
     (comm, $t:ty, $v:ident) => { args::In<library::Comm> };
     (datatype, $t:ty, $v:ident) => { args::In<library::Datatype> };
     (sendtype, $t:ty, $v:ident) => { args::In<library::Datatype> };
@@ -136,6 +137,8 @@ macro_rules! kind {
     (array_of_partitions, $t:ty, $v:ident) => { args::Array };
     // An INTEGER the call reads and updates is the C `int*` itself.
     (position, $t:ty, $v:ident) => { args::Array };
+    // And the INTEGER(KIND=MPI_ADDRESS_KIND) the call writes is the C `MPI_Aint*`.
+    (address, $t:ty, $v:ident) => { args::Array };
     // Also the INTEGER(KIND=MPI_ADDRESS_KIND) displacements and sizes and the
     // INTEGER(KIND=MPI_OFFSET_KIND) offsets, by reference as every INTEGER.
     ($other:ident, $t:ty, $v:ident) => { args::Val<$t> };
