@@ -51,6 +51,9 @@ typedef struct cudampi_stats {
   // Of `bytes_to_device`, the bytes of small copies written by the GPU's stream memory
   // writes instead of a copy.
   uint64_t bytes_stream_written;
+  // Runs of datatype blocks copied between device memory and staging buffers by cudampi's
+  // pack kernel, in one launch per copy, instead of one copy each.
+  uint64_t kernel_runs;
 } cudampi_stats;
 
 #ifdef __cplusplus

@@ -26,6 +26,10 @@ pub struct Config {
     /// node go GPU to GPU over CUDA IPC (`fastpath/`). Every rank of the job must set it alike: the
     /// handshake at `MPI_Init` stops a job whose ranks differ.
     pub ipc: bool,
+    /// On unless `CUDAMPI_PACK_KERNEL=0`: a datatype of many blocks crosses between device
+    /// memory and its staging buffer through cudampi's pack kernel (`cuda::pack`), in one
+    /// launch, instead of one copy per block or a copy of its whole span.
+    pub pack_kernel: bool,
     /// `CUDAMPI_IPC_BYTES`: smallest message that takes the IPC path.
     pub ipc_bytes: usize,
     /// `CUDAMPI_IPC_SAME_GPU_BYTES`: smallest message that takes the IPC path to a rank whose
@@ -106,6 +110,7 @@ pub fn get() -> &'static Config {
         no_host_cache: matches!(std::env::var("CUDAMPI_HOST_CACHE").as_deref(), Ok("0" | "no" | "off")),
         ordered_recv_bytes: bytes("CUDAMPI_ORDERED_RECV_BYTES").unwrap_or(0).min(MAX_ORDERED_RECV_BYTES),
         ipc: !disabled && !off("CUDAMPI_IPC"),
+        pack_kernel: !off("CUDAMPI_PACK_KERNEL"),
         ipc_bytes: bytes("CUDAMPI_IPC_BYTES").unwrap_or(DEFAULT_IPC_BYTES),
         ipc_same_gpu_bytes: bytes("CUDAMPI_IPC_SAME_GPU_BYTES").unwrap_or(DEFAULT_IPC_SAME_GPU_BYTES),
         ipc_pool_bytes: bytes("CUDAMPI_IPC_POOL_BYTES").unwrap_or(DEFAULT_IPC_POOL_BYTES),

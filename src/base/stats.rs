@@ -23,6 +23,8 @@ pub static IPC_WITHDRAWN: AtomicU64 = AtomicU64::new(0);
 /// Bytes of device messages sent and received in chunks (`CUDAMPI_PIPELINE`).
 pub static CHUNKED_BYTES_SENT: AtomicU64 = AtomicU64::new(0);
 pub static CHUNKED_BYTES_RECEIVED: AtomicU64 = AtomicU64::new(0);
+/// Runs of datatype blocks copied by cudampi's pack kernel (`cuda::pack`).
+pub static KERNEL_RUNS: AtomicU64 = AtomicU64::new(0);
 /// Of `BYTES_TO_DEVICE`, the bytes written by stream memory writes instead of a copy.
 pub static BYTES_STREAM_WRITTEN: AtomicU64 = AtomicU64::new(0);
 

@@ -91,6 +91,7 @@ macro_rules! driver_api {
             $(pub $field: unsafe extern "C" fn($($arg),*) -> CuResult,)*
             /// Entry points cudampi can do without.
             pub signals: Option<Signals>,
+            pub kernels: Option<Kernels>,
         }
 
         impl Driver {
@@ -104,7 +105,8 @@ macro_rules! driver_api {
                     };
                 )*
                 let signals = Signals::resolve(&lib);
-                Ok(Driver { _lib: lib, $($field,)* signals })
+                let kernels = Kernels::resolve(&lib);
+                Ok(Driver { _lib: lib, $($field,)* signals, kernels })
             }
         }
     };
@@ -187,6 +189,32 @@ impl Signals {
             let mapped: Symbol<unsafe extern "C" fn(*mut CUdeviceptr, *mut c_void, c_uint) -> CuResult> = lib.get(b"cuMemHostGetDevicePointer_v2\0").ok()?;
             let batch: Option<Symbol<unsafe extern "C" fn(*mut c_void, c_uint, *mut MemOp, c_uint) -> CuResult>> = lib.get(b"cuStreamBatchMemOp_v2\0").ok();
             Some(Signals { stream_write_value32: *write, stream_query: *query, mem_host_get_device_pointer: *mapped, stream_batch_mem_op: batch.map(|b| *b) })
+        }
+    }
+}
+
+/// What running cudampi's own kernel takes (`cuda::pack`).
+pub struct Kernels {
+    pub module_load_data: unsafe extern "C" fn(*mut *mut c_void, *const c_void) -> CuResult,
+    pub module_get_function: unsafe extern "C" fn(*mut *mut c_void, *mut c_void, *const c_char) -> CuResult,
+    pub module_unload: unsafe extern "C" fn(*mut c_void) -> CuResult,
+    #[allow(clippy::type_complexity)]
+    pub launch_kernel:
+        unsafe extern "C" fn(*mut c_void, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, *mut c_void, *mut *mut c_void, *mut *mut c_void) -> CuResult,
+    pub mem_host_get_device_pointer: unsafe extern "C" fn(*mut CUdeviceptr, *mut c_void, c_uint) -> CuResult,
+}
+
+impl Kernels {
+    fn resolve(lib: &Library) -> Option<Kernels> {
+        // SAFETY: each symbol's C signature is the declared one (CUDA driver API).
+        unsafe {
+            Some(Kernels {
+                module_load_data: *lib.get(b"cuModuleLoadData\0").ok()?,
+                module_get_function: *lib.get(b"cuModuleGetFunction\0").ok()?,
+                module_unload: *lib.get(b"cuModuleUnload\0").ok()?,
+                launch_kernel: *lib.get(b"cuLaunchKernel\0").ok()?,
+                mem_host_get_device_pointer: *lib.get(b"cuMemHostGetDevicePointer_v2\0").ok()?,
+            })
         }
     }
 }

@@ -13,7 +13,13 @@ use cudarc::driver::sys::CUmemorytype;
 
 use super::copy::{check, CudaError, InContext};
 use super::driver::{Memcpy2D, Memcpy3D};
-use super::signal;
+use super::{pack, signal};
+
+/// Most driver calls the blocks of one copy are given as; past it they go to the pack kernel
+/// (`pack`), one launch, where it can run.
+pub const FEW_CALLS: usize = 16;
+/// Most runs one launch of the pack kernel takes (a table of 24 MiB); past it, driver calls.
+const MAX_KERNEL_RUNS: usize = 1 << 20;
 
 /// `planes` planes `plane_pitch` bytes apart, each of `rows` runs of `len` bytes `pitch` apart,
 /// the first run at byte `at`. Listed in the order its bytes are packed: planes outer, rows
@@ -101,6 +107,13 @@ impl InContext<'_> {
     /// `packed`: the host side holds the blocks' bytes one after the other instead of at the
     /// device's offsets.
     fn strided(&self, way: Way, host: *mut c_void, packed: bool, dev: u64, blocks: &[Strided]) -> Result<(), CudaError> {
+        if blocks.iter().map(Strided::calls).sum::<usize>() > FEW_CALLS && pack::expected() {
+            if let Some(runs) = kernel_runs(way, host, packed, dev, blocks) {
+                if pack::copy_runs(self, host, &runs)? {
+                    return Ok(());
+                }
+            }
+        }
         let d = self.driver();
         let legacy = std::ptr::null_mut();
         let mut bytes = 0;
@@ -213,4 +226,36 @@ impl InContext<'_> {
         // SAFETY: a pitched copy within both spans.
         check("cuMemcpy2DAsync", unsafe { (self.driver().memcpy_2d_async)(&c, std::ptr::null_mut()) })
     }
+}
+
+/// The runs of `blocks` as the pack kernel takes them (destination, source, bytes), laid out on
+/// the host side as [`InContext::strided`] lays them; `None` past [`MAX_KERNEL_RUNS`].
+fn kernel_runs(way: Way, host: *mut c_void, packed: bool, dev: u64, blocks: &[Strided]) -> Option<Vec<pack::Run>> {
+    let n: usize = blocks.iter().map(|b| b.rows * b.planes).sum();
+    if n > MAX_KERNEL_RUNS {
+        return None;
+    }
+    let mut runs = Vec::with_capacity(n);
+    let mut bytes = 0u64;
+    for b in blocks.iter().map(|b| b.ascending()) {
+        if b.len == 0 {
+            continue;
+        }
+        for k in 0..b.planes as i64 {
+            for r in 0..b.rows as i64 {
+                let at = b.at + k * b.plane_pitch + r * b.pitch;
+                let v = dev.wrapping_add_signed(at);
+                let h = match packed {
+                    true => host as u64 + bytes,
+                    false => (host as u64).wrapping_add_signed(at),
+                };
+                bytes += b.len as u64;
+                runs.push(match way {
+                    Way::ToHost => [h, v, b.len as u64],
+                    Way::ToDevice => [v, h, b.len as u64],
+                });
+            }
+        }
+    }
+    Some(runs)
 }

@@ -44,6 +44,9 @@ pub struct CudampiStats {
     /// Of `bytes_to_device`, the bytes of small copies written by the GPU's stream memory
     /// writes instead of a copy.
     pub bytes_stream_written: u64,
+    /// Runs of datatype blocks copied between device memory and staging buffers by cudampi's
+    /// pack kernel, in one launch per copy, instead of one copy each.
+    pub kernel_runs: u64,
 }
 
 /// The version string, e.g. "cudampi 0.1.0".
@@ -113,5 +116,6 @@ fn current() -> CudampiStats {
         chunked_bytes_sent: stats::CHUNKED_BYTES_SENT.load(Relaxed),
         chunked_bytes_received: stats::CHUNKED_BYTES_RECEIVED.load(Relaxed),
         bytes_stream_written: stats::BYTES_STREAM_WRITTEN.load(Relaxed),
+        kernel_runs: stats::KERNEL_RUNS.load(Relaxed),
     }
 }

@@ -63,6 +63,7 @@ pub fn finalize(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
     crate::handlers::io::finalize();
     pool::release_all();
     cuda::signal::release();
+    cuda::pack::release();
     cuda::copy::release_contexts();
     rc
 }
@@ -93,7 +94,7 @@ fn report() {
          {} Fortran calls served by cudampi, {} bytes sent and {} received over CUDA IPC \
          ({} of them from the program's own buffers, {} such messages taken back and copied, \
          {} sends staged for want of exported memory, {} bytes exported), \
-         {} bytes sent and {} received in chunks",
+         {} bytes sent and {} received in chunks, {} datatype runs copied by the pack kernel",
         stats::HOST_CALLS.load(Relaxed),
         stats::DEVICE_CALLS.load(Relaxed),
         stats::BYTES_TO_HOST.load(Relaxed),
@@ -112,6 +113,7 @@ fn report() {
         fastpath::usage().0,
         stats::CHUNKED_BYTES_SENT.load(Relaxed),
         stats::CHUNKED_BYTES_RECEIVED.load(Relaxed),
+        stats::KERNEL_RUNS.load(Relaxed),
     ));
     stats::per_function(|name, n| log::info(format_args!("stats: {name}: {n} device-buffer calls")));
 }

@@ -387,16 +387,16 @@ pub fn lease_form(
 
 /// The packed payload's count and type (`Staged::message`) for a datatype's blocks whose every
 /// element is `base`, where MPI may be given it: the blocks copy in MPI's packing order (no
-/// pitch runs backwards), a copy of them costs no more driver calls than the span staging
-/// would make, and a receive is not one of the few words the stream writes itself.
+/// pitch runs backwards), a copy along them costs less than the span's ([`blocks_pay`]), and
+/// a receive is not one of the few words the stream writes itself.
 fn as_payload(form: &[Strided], span: Span, (base, size): (Handle, i64), back: Back) -> Option<(i64, Handle)> {
     let payload = typemap::bytes(form);
     let in_order = form.iter().all(|b| (b.rows <= 1 || b.pitch >= 0) && (b.planes <= 1 || b.plane_pitch >= 0));
     let calls: usize = form.iter().map(Strided::calls).sum();
-    let few_calls = calls <= DENSE_CALLS || span.len > 2 * payload;
+    let cheap = blocks_pay(calls, span.len, payload);
     let stream_written = back == Back::Received && payload <= SMALL_WRITES;
     let n = payload as i64 / size;
-    (in_order && few_calls && !stream_written && n <= c_int::MAX as i64).then_some((n, base))
+    (in_order && cheap && !stream_written && n <= c_int::MAX as i64).then_some((n, base))
 }
 
 /// [`lease_for`] for a payload MPI is given packed: a staging buffer of the payload's size,
@@ -507,9 +507,10 @@ impl Staged {
         }
         if let Some(form) = &self.form {
             let copies = typemap::copies(form);
-            // Many small blocks that fill most of the span cost less as one copy of it.
+            // Many small blocks that fill most of the span cost less as one copy of it, unless
+            // the pack kernel takes them.
             let calls: usize = copies.iter().map(Strided::calls).sum();
-            if calls <= DENSE_CALLS || self.span.len > 2 * typemap::bytes(form) {
+            if blocks_pay(calls, self.span.len, typemap::bytes(form)) {
                 return self.window().blocks_to_host(name, comm, &copies);
             }
         }
@@ -581,9 +582,12 @@ pub fn deliver(
 /// Receives of at most this many bytes may be written by the stream (`cuda::signal`).
 const SMALL_WRITES: usize = cuda::signal::SHARED_MAX_WRITES * 8;
 
-/// Most driver calls a staged send makes along its datatype's blocks when they fill at least
-/// half the span; past it the span goes as one copy.
-const DENSE_CALLS: usize = 16;
+/// Whether a copy along a datatype's blocks costs less than a copy of its span: the blocks
+/// take few driver calls, or the pack kernel copies them in one launch, or they are too sparse
+/// (under half the span) for the span to be worth its bytes.
+fn blocks_pay(calls: usize, span: usize, payload: usize) -> bool {
+    calls <= cuda::strided::FEW_CALLS || cuda::pack::expected() || span > 2 * payload
+}
 
 /// [`deliver`] along a datatype's blocks: all of them, or those of the bytes the status says
 /// arrived (in packing order, as MPI fills a receive).

@@ -15,9 +15,10 @@
  * for another layout is seen afresh.
  *
  * cudampi's counters: a receive copies exactly the payload to the device (bytes_to_device),
- * a send exactly the payload to the host (bytes_to_host), except for a type of many small
- * blocks that fill most of its span, which goes as one copy of the span, and a type with no
- * strided form (a pair type with padding inside), which keeps the span copy. */
+ * a send exactly the payload to the host (bytes_to_host), also for a type of many small blocks
+ * that fill most of its span, which the pack kernel copies in one launch both ways (its runs
+ * counted; CUDAMPI_PACK_KERNEL=0: one copy of the span); a type with no strided form (a pair
+ * type with padding inside) keeps the span copy. */
 #include "common.h"
 #include "../../include/cudampi.h"
 
@@ -27,7 +28,10 @@ typedef int (*stats_fn)(struct cudampi_stats *);
 static stats_fn get_stats;
 static MPI_Comm comm;
 
-enum { PAYLOAD, SPAN, ANY }; /* what a send copies to the host */
+/* What a send copies to the host: its payload, its span, either, or its payload through the
+ * pack kernel (many small blocks: the kernel's runs counted too; with CUDAMPI_PACK_KERNEL=0,
+ * one copy of the span instead). */
+enum { PAYLOAD, SPAN, ANY, KERNEL };
 
 struct tcase {
     const char *name;
@@ -63,16 +67,20 @@ static void layout(MPI_Datatype dt, int count, long *lo, size_t *len)
 }
 
 struct counters {
-    uint64_t to_host, to_device;
+    uint64_t to_host, to_device, kernel_runs;
 };
+
+/* The pack kernel is on unless CUDAMPI_PACK_KERNEL=0. */
+static int pack_kernel(void) { return strcmp(t_env("CUDAMPI_PACK_KERNEL", "1"), "0") != 0; }
 
 static struct counters counters(void)
 {
     struct cudampi_stats s;
-    struct counters c = {0, 0};
+    struct counters c = {0, 0, 0};
     if (get_stats && get_stats(&s) == 0) {
         c.to_host = s.bytes_to_host;
         c.to_device = s.bytes_to_device;
+        c.kernel_runs = s.kernel_runs;
     }
     return c;
 }
@@ -168,9 +176,12 @@ static void one_way(const struct tcase *c, int mode, int sendcount, int doubles,
             long slo;
             size_t slen;
             layout(c->dt, sendcount, &slo, &slen);
-            size_t want = (c->send_copies == PAYLOAD ? sent : slen) * times;
+            int kernel = c->send_copies == KERNEL && pack_kernel();
+            size_t want = (c->send_copies == PAYLOAD || kernel ? sent : slen) * times;
             CHECK(after.to_host - before.to_host == want, "%s: the send copied %llu bytes to the host, expected %zu (payload %zu, span %zu)",
                   what, (unsigned long long)(after.to_host - before.to_host), want, sent * times, slen * times);
+            if (kernel)
+                CHECK(after.kernel_runs > before.kernel_runs, "%s: the pack kernel copied no run", what);
         }
         if (doubles > 0)
             send_one(h + MARGIN, doubles, MPI_DOUBLE, mode, tag);
@@ -195,6 +206,8 @@ static void one_way(const struct tcase *c, int mode, int sendcount, int doubles,
             CHECK(after.to_device - before.to_device == sent * times,
                   "%s: the receive copied %llu bytes to the device, expected the %zu bytes that arrived (payload %zu, span %zu)",
                   what, (unsigned long long)(after.to_device - before.to_device), sent * times, payload, len);
+        if (get_stats && c->send_copies == KERNEL && pack_kernel() && doubles == 0)
+            CHECK(after.kernel_runs > before.kernel_runs, "%s: the pack kernel unpacked no run", what);
         free(got);
         mem_free(d);
         free(h);
@@ -304,6 +317,20 @@ static void build(void)
         add("hindexed({2,1,1},{40,0,-16},int)", t, 2, PAYLOAD, 0);
     }
     {
+        /* Irregular blocks, too many for one copy each: the pack kernel, in 4-byte words for
+         * int, in bytes for char blocks of odd lengths at odd places; gaps of every size. */
+        int bl[150], di[150], at = 0;
+        for (int i = 0; i < 150; i++) {
+            bl[i] = 1 + (i * 7) % 5;
+            di[i] = at + i % 4;
+            at = di[i] + bl[i] + (i % 3 == 0 ? 9 : 1);
+        }
+        MPI_Type_indexed(150, bl, di, MPI_INT, &t);
+        add("indexed(150 irregular blocks, int)", t, 2, KERNEL, 0);
+        MPI_Type_indexed(150, bl, di, MPI_CHAR, &t);
+        add("indexed(150 irregular blocks, char)", t, 3, KERNEL, 0);
+    }
+    {
         int di[4] = {6, 0, 12, 3};
         MPI_Type_create_indexed_block(4, 2, di, MPI_INT, &t);
         add("indexed_block(4,2,{6,0,12,3},int)", t, 2, PAYLOAD, 0);
@@ -322,7 +349,7 @@ static void build(void)
         MPI_Type_free(&t);
         MPI_Type_dup(u, &v);
         add("struct{int;double[2];char[3]} resized to 32", u, 5, PAYLOAD, 0);
-        add("dup of it, 40 of them (dense: one copy of the span)", v, 40, SPAN, 0);
+        add("dup of it, 40 of them (dense: the pack kernel)", v, 40, KERNEL, 0);
     }
     {
         int sizes[3] = {8, 16, 16}, sub[3] = {8, 1, 16}, starts[3] = {0, 5, 0};
