@@ -20,6 +20,11 @@
  *                 the x-slab (a pitched block), each receive block one of the y-slab (whole
  *                 x-planes), as heFFTe and P3DFFT build them; the manual way packs each peer's
  *                 block with cudaMemcpy2D and moves them with the library's MPI_Alltoall
+ *   indexed N     an MPI_Type_indexed of N irregular blocks of 1-4 doubles with gaps of 0-3
+ *                 doubles (-b N,N,..: default 1024,16384), MPI_Sendrecv from the first half of
+ *                 an array into the second: no pitched copy fits it, so the manual way stages
+ *                 the type's whole span (one cudaMemcpy each way, the gaps read first so that
+ *                 the copy back keeps them) and the library packs on the host
  *
  * Each call is timed alone between MPI_Barriers; the table shows, per way, the median over
  * ITERS (-i, default 20) calls after WARMUP (-x, default 3) untimed ones, the maximum over the
@@ -35,8 +40,8 @@
  *         -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcudart -ldl
  * Run:
  *   mpirun -np 2 -x LD_PRELOAD=$PWD/target/release/libcudampi.so build/datatypes \
- *          [-n 1024,4096,16384] [-c 512] [-g 256] [-i ITERS] [-x WARMUP] [-k] [-o out.json]
- *   Stand-in sizes: -n 64,256 -c 32 -g 32 -i 3 -x 1
+ *          [-n 1024,4096,16384] [-b 1024,16384] [-c 512] [-g 256] [-i ITERS] [-x WARMUP] [-k] [-o out.json]
+ *   Stand-in sizes: -n 64,256 -b 64,512 -c 32 -g 32 -i 3 -x 1
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -135,6 +140,8 @@ struct p2p {
     size_t bytes;           /* payload */
     /* the payload as `rows` rows of `width` bytes `pitch` apart, from `send_at` / `recv_at` */
     size_t width, height, pitch, send_at, recv_at;
+    /* nonzero: no pitched layout; the manual way stages this span from send_at / recv_at */
+    size_t span;
 };
 
 static void p2p_device(void *a)
@@ -146,6 +153,13 @@ static void p2p_device(void *a)
 static void p2p_manual(void *a)
 {
     struct p2p *p = a;
+    if (p->span) {
+        CU(cudaMemcpy(p->psend, p->dev + p->send_at, p->span, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(p->precv, p->dev + p->recv_at, p->span, cudaMemcpyDeviceToHost));
+        real_sendrecv(p->psend, 1, p->send_type, peer, 2, p->precv, 1, p->send_type, peer, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CU(cudaMemcpy(p->dev + p->recv_at, p->precv, p->span, cudaMemcpyHostToDevice));
+        return;
+    }
     CU(cudaMemcpy2D(p->psend, p->width, p->dev + p->send_at, p->pitch, p->width, p->height, cudaMemcpyDeviceToHost));
     real_sendrecv(p->psend, (int)(p->bytes / 8), MPI_DOUBLE, peer, 2, p->precv, (int)(p->bytes / 8), MPI_DOUBLE, peer, 2,
                   MPI_COMM_WORLD, MPI_STATUS_IGNORE);
@@ -182,8 +196,8 @@ static void run_p2p(const char *name, struct p2p *p, size_t array)
     MPI_Type_commit(&p->recv_type);
     CU(cudaMalloc((void **)&p->dev, array));
     p->host = malloc(array);
-    CU(cudaMallocHost((void **)&p->psend, p->bytes));
-    CU(cudaMallocHost((void **)&p->precv, p->bytes));
+    CU(cudaMallocHost((void **)&p->psend, p->span ? p->span : p->bytes));
+    CU(cudaMallocHost((void **)&p->precv, p->span ? p->span : p->bytes));
     if (!p->host) die("malloc");
     fill(p->dev, p->host, array);
     struct row *r = &rows[nrows++];
@@ -222,6 +236,32 @@ static void column(size_t n)
     char name[48];
     snprintf(name, sizeof name, "column %zu", n);
     run_p2p(name, &p, n * n * 8);
+}
+
+static void indexed(size_t n)
+{
+    struct p2p p = {0};
+    int *bl = malloc(n * sizeof *bl), *di = malloc(n * sizeof *di), at = 0;
+    if (!bl || !di) die("malloc");
+    for (size_t i = 0; i < n; i++) {
+        bl[i] = 1 + (int)((i * 7) % 4);
+        di[i] = at + (int)(i % 3);
+        at = di[i] + bl[i] + (int)((i * 5) % 2);
+        p.bytes += (size_t)bl[i] * 8;
+    }
+    MPI_Type_indexed((int)n, bl, di, MPI_DOUBLE, &p.send_type);
+    free(bl);
+    free(di);
+    MPI_Aint lb, extent;
+    MPI_Type_get_true_extent(p.send_type, &lb, &extent);
+    p.span = (size_t)extent;
+    MPI_Aint shift = (MPI_Aint)p.span;
+    int one = 1;
+    MPI_Type_create_hindexed(1, &one, &shift, p.send_type, &p.recv_type);
+    p.send_at = 0, p.recv_at = p.span;
+    char name[48];
+    snprintf(name, sizeof name, "indexed %zu", n);
+    run_p2p(name, &p, 2 * p.span);
 }
 
 /* face of a c^3 cube: dim 0 (y-z, x fixed), 1 (x-z, y fixed), 2 (x-y, z fixed) */
@@ -352,13 +392,14 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    size_t cols[8] = {1024, 4096, 16384}, cube = 512, grid = 256;
-    int ncols = 3;
+    size_t cols[8] = {1024, 4096, 16384}, cube = 512, grid = 256, blocks[8] = {1024, 16384};
+    int ncols = 3, nblocks = 2;
     const char *out = NULL;
     int opt;
-    while ((opt = getopt(argc, argv, "n:c:g:i:x:ko:h")) != -1) {
+    while ((opt = getopt(argc, argv, "n:b:c:g:i:x:ko:h")) != -1) {
         switch (opt) {
         case 'n': ncols = parse_list(optarg, cols, 8); break;
+        case 'b': nblocks = parse_list(optarg, blocks, 8); break;
         case 'c': cube = parse_size(optarg); break;
         case 'g': grid = parse_size(optarg); break;
         case 'i': iters = atoi(optarg); break;
@@ -367,12 +408,12 @@ int main(int argc, char **argv)
         case 'o': out = optarg; break;
         default:
             if (rank == 0)
-                fprintf(stderr, "usage: datatypes [-n N,N,..] [-c CUBE] [-g GRID] [-i ITERS] [-x WARMUP] [-k] [-o out.json]\n");
+                fprintf(stderr, "usage: datatypes [-n N,N,..] [-b N,N,..] [-c CUBE] [-g GRID] [-i ITERS] [-x WARMUP] [-k] [-o out.json]\n");
             MPI_Finalize();
             return opt == 'h' ? 0 : 2;
         }
     }
-    if (ncols < 0 || iters < 1 || warmup < 0 || nranks % 2) {
+    if (ncols < 0 || nblocks < 0 || iters < 1 || warmup < 0 || nranks % 2) {
         if (rank == 0) fprintf(stderr, "datatypes: bad arguments, or an odd number of ranks\n");
         MPI_Finalize();
         return 2;
@@ -390,6 +431,8 @@ int main(int argc, char **argv)
     if (cube > 1)
         for (int d = 0; d < 3; d++) face(cube, d);
     if (grid > 0) pencil(grid);
+    for (int i = 0; i < nblocks; i++)
+        if (blocks[i] > 0) indexed(blocks[i]);
 
     if (rank == 0) {
         machine_print(&m, "datatypes", shim ? ver() : NULL, real_lib);

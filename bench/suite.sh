@@ -6,8 +6,9 @@
 #   coll        bench/coll       (osu_allreduce, osu_bcast, osu_alltoall)
 #   rma         bench/rma        MPI_Put and MPI_Get latency and bandwidth, device windows and
 #                                 origins against host ones (Open MPI: OMPI_MCA_osc=^ucx unless set)
-#   datatypes   bench/datatypes  (a matrix column, cube faces and an MPI_Alltoallw pencil
-#                                 transpose with derived datatypes, against cudaMemcpy2D by hand)
+#   datatypes   bench/datatypes  (a matrix column, cube faces, an MPI_Alltoallw pencil
+#                                 transpose and irregular indexed blocks, against cudaMemcpy2D or
+#                                 span staging by hand)
 #   floor       bench/floor      what the GPU allows: a manual CUDA IPC copy per message (one at a
 #                                 time, a window, a ping-pong) with MPI carrying tokens only
 #   io          bench/io         MPI_File_write_at_all and read_at_all of up to BENCH_IO_MAX
@@ -131,7 +132,7 @@ if [ $check = 1 ]; then
     want floor && run check-floor "$B/floor" -c -m 1:256k -i 10 -x 2 -r 1
     want rma && OMPI_MCA_osc=${OMPI_MCA_osc-^ucx} run check-rma "$B/rma" -c -m 8:256k -i 10 -x 2
     want io && run check-io "$B/io" -c -m 64k:4M -i 2
-    want datatypes && run check-datatypes "$B/datatypes" -k -n 64,256 -c 32 -g 32 -i 3 -x 1
+    want datatypes && run check-datatypes "$B/datatypes" -k -n 64,256 -b 64,512 -c 32 -g 32 -i 3 -x 1
     # the fast paths for every size, so that these small sizes take them too
     want bibw && CUDAMPI_IPC=0 CUDAMPI_PIPELINE=1 CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64k run check-bw-chunks "$B/bw" -b -c -m 1k:256k -i 10 -x 2 -w 16 -W device
     want bibw && CUDAMPI_PIPELINE=0 CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 CUDAMPI_IPC_SAME_GPU_BYTES=0 run check-bw-ipc "$B/bw" -b -c -m 1k:256k -i 10 -x 2 -w 16 -W device
@@ -152,7 +153,7 @@ if [ $quick = 1 ]; then
     run coll "$B/coll" -m 8:64k -i 5 -x 1 -o "$out/coll.json"
     OMPI_MCA_osc=${OMPI_MCA_osc-^ucx} run rma "$B/rma" -m 8:64k -i 5 -x 1 --json "$out/rma.json"
     run io "$B/io" -m 64k:1M -i 1 -o "$out/io.json"
-    run datatypes "$B/datatypes" -k -n 256,1024 -c 64 -g 64 -i 5 -x 1 -o "$out/datatypes.json"
+    run datatypes "$B/datatypes" -k -n 256,1024 -b 256,1024 -c 64 -g 64 -i 5 -x 1 -o "$out/datatypes.json"
 else
     want floor && run floor "$B/floor" -m 1:64M -o "$out/floor.json"
     want latency && run latency "$B/pingpong" -m 1:64M -S 8 -o "$out/latency.json"

@@ -107,8 +107,8 @@ const TARGETS: [&str; 2] = ["sm_75", "sm_52"];
 const ENTRY: &[u8] = b"cudampi_runs\0";
 /// Threads per block: eight warps, eight runs at a time.
 const THREADS: u32 = 256;
-/// Most blocks a launch asks for; the warps loop over the runs beyond.
-const MAX_BLOCKS: u64 = 4096;
+/// Most thread blocks a launch asks for; the warps loop over the runs beyond.
+const MAX_GRID: u64 = 4096;
 
 /// One run: destination address, source address, bytes. The kernel adds the addresses to
 /// bases it is given; cudampi gives it zero.
@@ -153,7 +153,7 @@ pub fn copy_runs(ctx: &InContext, host: *const c_void, runs: &[Run]) -> Result<b
     unsafe { std::ptr::copy_nonoverlapping(runs.as_ptr(), table.host.cast::<Run>(), runs.len()) };
     let (mut p_dst, mut p_src, mut p_table, mut p_n) = (0u64, 0u64, table.device, runs.len() as u64);
     let mut params: [*mut c_void; 4] = [(&mut p_dst as *mut u64).cast(), (&mut p_src as *mut u64).cast(), (&mut p_table as *mut u64).cast(), (&mut p_n as *mut u64).cast()];
-    let blocks = (runs.len() as u64).div_ceil(u64::from(THREADS / 32)).min(MAX_BLOCKS) as c_uint;
+    let blocks = (runs.len() as u64).div_ceil(u64::from(THREADS / 32)).min(MAX_GRID) as c_uint;
     // SAFETY: the function's four u64 parameters; the legacy default stream of the current
     // context; both sides and the table addressable by the GPU.
     let launched = check("cuLaunchKernel", unsafe {

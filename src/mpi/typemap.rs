@@ -31,9 +31,10 @@ use crate::mpi::datatype::{self, TypeInfo};
 use crate::mpi::real;
 
 /// Most blocks one element's, or one message's, form holds; beyond it a datatype is staged
-/// by its span. Each block costs one driver call (~2-5 us), so past a few thousand the span
-/// copy is the cheaper one for any span a GPU holds.
-pub const MAX_BLOCKS: usize = 4096;
+/// by its span. The pack kernel copies any number in one launch; without it a staged send
+/// of more than a few thousand blocks (one driver call each, ~2-5 us) copies its span
+/// instead (`staging::stage`).
+pub const MAX_BLOCKS: usize = 1 << 16;
 /// Most blocks a repetition may look at while it merges them (a bound on analysis time).
 const MAX_WORK: usize = 1 << 20;
 /// Nesting depth analysed; deeper types are staged by their span.

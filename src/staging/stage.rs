@@ -584,9 +584,10 @@ const SMALL_WRITES: usize = cuda::signal::SHARED_MAX_WRITES * 8;
 
 /// Whether a copy along a datatype's blocks costs less than a copy of its span: the blocks
 /// take few driver calls, or the pack kernel copies them in one launch, or they are too sparse
-/// (under half the span) for the span to be worth its bytes.
+/// (under half the span) for the span to be worth its bytes and not so many that their calls
+/// (~2-5 us each) cost more than any span a GPU holds.
 fn blocks_pay(calls: usize, span: usize, payload: usize) -> bool {
-    calls <= cuda::strided::FEW_CALLS || cuda::pack::expected() || span > 2 * payload
+    calls <= cuda::strided::FEW_CALLS || cuda::pack::expected() || (span > 2 * payload && calls <= 4096)
 }
 
 /// [`deliver`] along a datatype's blocks: all of them, or those of the bytes the status says
