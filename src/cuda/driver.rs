@@ -201,7 +201,6 @@ pub struct Kernels {
     #[allow(clippy::type_complexity)]
     pub launch_kernel:
         unsafe extern "C" fn(*mut c_void, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, *mut c_void, *mut *mut c_void, *mut *mut c_void) -> CuResult,
-    pub mem_host_get_device_pointer: unsafe extern "C" fn(*mut CUdeviceptr, *mut c_void, c_uint) -> CuResult,
 }
 
 impl Kernels {
@@ -213,7 +212,6 @@ impl Kernels {
                 module_get_function: *lib.get(b"cuModuleGetFunction\0").ok()?,
                 module_unload: *lib.get(b"cuModuleUnload\0").ok()?,
                 launch_kernel: *lib.get(b"cuLaunchKernel\0").ok()?,
-                mem_host_get_device_pointer: *lib.get(b"cuMemHostGetDevicePointer_v2\0").ok()?,
             })
         }
     }

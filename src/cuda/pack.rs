@@ -1,19 +1,19 @@
-//! cudampi's pack kernel: the byte runs of a datatype's blocks copied between device memory and
-//! pinned host memory by the GPU itself, in one launch, where the copy engines would take one
-//! driver call per run.
+//! cudampi's pack kernel: the byte runs of a datatype's blocks gathered from device memory
+//! into one packed buffer, or scattered from it, by the GPU itself in one launch, where the
+//! copy engines would take one driver call per run.
 //!
 //! The kernel (`PTX`, loaded with `cuModuleLoadData` once per context) reads a table of runs
-//! (destination offset, source offset, length) and gives each run to one warp, which copies it
-//! in 4-byte words when the run allows and in bytes otherwise. Both sides are addressed
-//! directly: the device memory and the staging buffer, which the pool pins with
-//! `CU_MEMHOSTREGISTER_DEVICEMAP`. So a gather writes the packed payload straight into the
-//! staging buffer over the bus and a scatter reads it from there: no device scratch memory, no
-//! second copy, and no device byte outside the runs is written. The table itself is pinned
-//! host memory owned here, released in `MPI_Finalize`.
+//! (offset in the program's buffer, offset in the packed buffer, length) and gives each run to
+//! one warp, which copies it in 4-byte words when the run allows and in bytes otherwise. The
+//! packed buffer and the table live in device scratch memory owned here, so the kernel touches
+//! device memory only and the bus carries two copies: the table and the payload, each one DMA
+//! transfer on the legacy default stream (as `copy` and `strided` order theirs). No device byte
+//! outside the runs is written. Scratch buffers and the pinned tables are kept for reuse and
+//! released in `MPI_Finalize`.
 //!
-//! Where the kernel cannot run (no module entry points in the driver, the PTX refused, host
-//! memory that is not mapped, `CUDAMPI_PACK_KERNEL=0`), [`copy_runs`] says so and the caller
-//! makes its copies block by block. It may use `base` and the other `cuda` modules.
+//! Where the kernel cannot run (no module entry points in the driver, the PTX refused, no
+//! device memory to spare, `CUDAMPI_PACK_KERNEL=0`), [`to_host`] and [`to_device`] say so and
+//! the caller makes its copies block by block. It may use `base` and the other `cuda` modules.
 
 use std::ffi::{c_uint, c_void};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -24,29 +24,35 @@ use super::driver::{self, CUcontext, CUdeviceptr, Driver, Kernels, CUDA_SUCCESS}
 use super::signal;
 use crate::base::{config, log, stats};
 
-/// The kernel. PTX of the lowest target that has every instruction it uses; the driver
-/// compiles it for the GPU at hand. `%TARGET%` is replaced by each of [`TARGETS`] in turn
-/// until one loads (a newer driver may have dropped the older targets).
+/// The kernel. PTX of a low target that has every instruction it uses; the driver compiles it
+/// for the GPU at hand. `%TARGET%` is replaced by each of [`TARGETS`] in turn until one loads
+/// (a newer driver may have dropped the older targets). Parameters: the program's buffer, the
+/// packed buffer, the table (16 bytes a run: u64 offset in the program's buffer, u32 offset in
+/// the packed buffer, u32 bytes), the runs, and 1 to gather (program to packed) or 0 to
+/// scatter.
 const PTX: &str = r#"
 .version 6.4
 .target %TARGET%
 .address_size 64
 
 .visible .entry cudampi_runs(
-	.param .u64 p_dst,
-	.param .u64 p_src,
+	.param .u64 p_user,
+	.param .u64 p_packed,
 	.param .u64 p_table,
-	.param .u64 p_n
+	.param .u64 p_n,
+	.param .u32 p_gather
 )
 {
-	.reg .pred 	%p<4>;
-	.reg .b32 	%r<12>;
-	.reg .b64 	%rd<20>;
+	.reg .pred 	%p<5>;
+	.reg .b32 	%r<16>;
+	.reg .b64 	%rd<24>;
 
-	ld.param.u64 	%rd1, [p_dst];
-	ld.param.u64 	%rd2, [p_src];
+	ld.param.u64 	%rd1, [p_user];
+	ld.param.u64 	%rd2, [p_packed];
 	ld.param.u64 	%rd3, [p_table];
 	ld.param.u64 	%rd4, [p_n];
+	ld.param.u32 	%r14, [p_gather];
+	setp.ne.u32 	%p4, %r14, 0;
 	mov.u32 	%r1, %ctaid.x;
 	mov.u32 	%r2, %ntid.x;
 	mov.u32 	%r3, %tid.x;
@@ -62,13 +68,17 @@ const PTX: &str = r#"
 RUN:
 	setp.ge.u64 	%p1, %rd5, %rd4;
 	@%p1 bra 	DONE;
-	mul.lo.u64 	%rd8, %rd5, 24;
+	shl.b64 	%rd8, %rd5, 4;
 	add.s64 	%rd8, %rd3, %rd8;
-	ld.u64 	%rd9, [%rd8];
-	ld.u64 	%rd10, [%rd8+8];
-	ld.u64 	%rd11, [%rd8+16];
-	add.s64 	%rd12, %rd1, %rd9;
-	add.s64 	%rd13, %rd2, %rd10;
+	ld.global.u64 	%rd9, [%rd8];
+	ld.global.u32 	%r12, [%rd8+8];
+	ld.global.u32 	%r13, [%rd8+12];
+	cvt.u64.u32 	%rd10, %r12;
+	cvt.u64.u32 	%rd11, %r13;
+	add.s64 	%rd18, %rd1, %rd9;
+	add.s64 	%rd19, %rd2, %rd10;
+	selp.b64 	%rd12, %rd19, %rd18, %p4;
+	selp.b64 	%rd13, %rd18, %rd19, %p4;
 	or.b64 	%rd14, %rd12, %rd13;
 	or.b64 	%rd14, %rd14, %rd11;
 	and.b64 	%rd14, %rd14, 3;
@@ -79,9 +89,9 @@ BYTE:
 	setp.ge.u64 	%p3, %rd15, %rd11;
 	@%p3 bra 	NEXT;
 	add.s64 	%rd16, %rd13, %rd15;
-	ld.u8 	%r10, [%rd16];
+	ld.global.u8 	%r10, [%rd16];
 	add.s64 	%rd17, %rd12, %rd15;
-	st.u8 	[%rd17], %r10;
+	st.global.u8 	[%rd17], %r10;
 	add.s64 	%rd15, %rd15, 32;
 	bra 	BYTE;
 WORDS:
@@ -90,9 +100,9 @@ WORD:
 	setp.ge.u64 	%p3, %rd15, %rd11;
 	@%p3 bra 	NEXT;
 	add.s64 	%rd16, %rd13, %rd15;
-	ld.u32 	%r11, [%rd16];
+	ld.global.u32 	%r11, [%rd16];
 	add.s64 	%rd17, %rd12, %rd15;
-	st.u32 	[%rd17], %r11;
+	st.global.u32 	[%rd17], %r11;
 	add.s64 	%rd15, %rd15, 128;
 	bra 	WORD;
 NEXT:
@@ -109,10 +119,12 @@ const ENTRY: &[u8] = b"cudampi_runs\0";
 const THREADS: u32 = 256;
 /// Most thread blocks a launch asks for; the warps loop over the runs beyond.
 const MAX_GRID: u64 = 4096;
-
-/// One run: destination address, source address, bytes. The kernel adds the addresses to
-/// bases it is given; cudampi gives it zero.
-pub type Run = [u64; 3];
+/// Bytes of one run in the table.
+const ENTRY_BYTES: usize = 16;
+/// Scratch buffers larger than this are freed after use instead of kept.
+const KEEP_SCRATCH: usize = 64 << 20;
+/// Scratch buffers kept for reuse, at most.
+const KEPT_SCRATCH: usize = 4;
 
 const UNTRIED: u8 = 0;
 const READY: u8 = 1;
@@ -122,8 +134,10 @@ static STATE: AtomicU8 = AtomicU8::new(UNTRIED);
 
 /// The kernel of each context it was loaded in: (context, module, function).
 static MODULES: Mutex<Vec<(usize, usize, usize)>> = Mutex::new(Vec::new());
-/// Pinned tables not in use: (host address, device address, capacity in runs).
-static TABLES: Mutex<Vec<(usize, CUdeviceptr, usize)>> = Mutex::new(Vec::new());
+/// Pinned host tables not in use: (address, capacity in bytes).
+static TABLES: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+/// Device scratch not in use: (context, address, capacity in bytes).
+static SCRATCH: Mutex<Vec<(usize, CUdeviceptr, usize)>> = Mutex::new(Vec::new());
 
 /// Whether a copy of many runs should count on the kernel: on unless `CUDAMPI_PACK_KERNEL=0`
 /// or a driver refused it. Decided before any context is at hand, so a kernel that then cannot
@@ -132,51 +146,84 @@ pub fn expected() -> bool {
     config::get().pack_kernel && STATE.load(Ordering::Relaxed) != UNAVAILABLE && driver::get().is_some_and(|d| d.kernels.is_some())
 }
 
-/// Copies the `runs` with the kernel, on the legacy default stream of the context `ctx` made
-/// current, complete on return. `host`: the host buffer the runs read or write, which must be
-/// pinned and mapped at its own address. `Ok(false)`: the kernel cannot run here and nothing
-/// was done.
-pub fn copy_runs(ctx: &InContext, host: *const c_void, runs: &[Run]) -> Result<bool, CudaError> {
-    if !expected() || runs.is_empty() {
+/// Gathers the runs `(offset from dev, bytes)` of device memory into `host`, one after the
+/// other, on the legacy default stream of the context `ctx` made current, complete on return.
+/// `Ok(false)`: the kernel cannot run here and nothing was done.
+pub fn to_host(ctx: &InContext, dev: u64, runs: &[(i64, usize)], host: *mut c_void) -> Result<bool, CudaError> {
+    launch(ctx, true, dev, runs, host)
+}
+
+/// Scatters the bytes at `host`, one run after the other, to the runs `(offset from dev,
+/// bytes)` of device memory; no other device byte is written. As [`to_host`] otherwise.
+pub fn to_device(ctx: &InContext, dev: u64, runs: &[(i64, usize)], host: *const c_void) -> Result<bool, CudaError> {
+    launch(ctx, false, dev, runs, host.cast_mut())
+}
+
+fn launch(ctx: &InContext, gather: bool, dev: u64, runs: &[(i64, usize)], host: *mut c_void) -> Result<bool, CudaError> {
+    let payload: usize = runs.iter().map(|r| r.1).sum();
+    if !expected() || runs.is_empty() || u32::try_from(payload).is_err() {
         return Ok(false);
     }
     let d = ctx.driver();
     let Some(k) = d.kernels.as_ref() else { return Ok(false) };
-    let mut mapped: CUdeviceptr = 0;
-    // SAFETY: an out-pointer; the driver refuses memory it did not pin and map.
-    if unsafe { (k.mem_host_get_device_pointer)(&mut mapped, host.cast_mut(), 0) } != CUDA_SUCCESS || mapped != host as u64 {
+    let Some((context, function)) = function(d, k) else { return Ok(false) };
+    let table_bytes = (runs.len() * ENTRY_BYTES).next_multiple_of(256);
+    let Some(table) = Table::take(d, table_bytes) else { return Ok(false) };
+    let Some(scratch) = Scratch::take(d, context, table_bytes + payload) else {
+        table.give_back();
         return Ok(false);
+    };
+    let mut at = 0u32;
+    for (i, &(off, len)) in runs.iter().enumerate() {
+        let mut e = [0u8; ENTRY_BYTES];
+        e[..8].copy_from_slice(&(off as u64).to_le_bytes());
+        e[8..12].copy_from_slice(&at.to_le_bytes());
+        e[12..].copy_from_slice(&(len as u32).to_le_bytes());
+        // SAFETY: the table holds table_bytes >= runs.len() * ENTRY_BYTES bytes, and is ours.
+        unsafe { std::ptr::copy_nonoverlapping(e.as_ptr(), table.host.cast::<u8>().add(i * ENTRY_BYTES), ENTRY_BYTES) };
+        at += len as u32;
     }
-    let Some(function) = function(d, k) else { return Ok(false) };
-    let Some(table) = Table::take(d, k, runs.len()) else { return Ok(false) };
-    // SAFETY: the table holds at least runs.len() runs and is not in use elsewhere.
-    unsafe { std::ptr::copy_nonoverlapping(runs.as_ptr(), table.host.cast::<Run>(), runs.len()) };
-    let (mut p_dst, mut p_src, mut p_table, mut p_n) = (0u64, 0u64, table.device, runs.len() as u64);
-    let mut params: [*mut c_void; 4] = [(&mut p_dst as *mut u64).cast(), (&mut p_src as *mut u64).cast(), (&mut p_table as *mut u64).cast(), (&mut p_n as *mut u64).cast()];
-    let blocks = (runs.len() as u64).div_ceil(u64::from(THREADS / 32)).min(MAX_GRID) as c_uint;
-    // SAFETY: the function's four u64 parameters; the legacy default stream of the current
-    // context; both sides and the table addressable by the GPU.
-    let launched = check("cuLaunchKernel", unsafe {
-        (k.launch_kernel)(function, blocks, 1, 1, THREADS, 1, 1, 0, std::ptr::null_mut(), params.as_mut_ptr(), std::ptr::null_mut())
-    });
-    // The table may be reused only once the kernel has read it.
-    let done = launched.and_then(|_| wait(d, runs));
+    let packed = scratch.device + table_bytes as u64;
+    let legacy = std::ptr::null_mut();
+    let (mut p_user, mut p_packed, mut p_table, mut p_n, mut p_gather) = (dev, packed, scratch.device, runs.len() as u64, u32::from(gather));
+    let mut params: [*mut c_void; 5] = [
+        (&mut p_user as *mut u64).cast(),
+        (&mut p_packed as *mut u64).cast(),
+        (&mut p_table as *mut u64).cast(),
+        (&mut p_n as *mut u64).cast(),
+        (&mut p_gather as *mut u32).cast(),
+    ];
+    let grid = (runs.len() as u64).div_ceil(u64::from(THREADS / 32)).min(MAX_GRID) as c_uint;
+    // SAFETY: the table and the scratch hold the bytes copied; `host` holds the payload (the
+    // caller's); the function's five parameters; all on the legacy default stream of the
+    // current context, in this order.
+    let queued = unsafe {
+        check("cuMemcpyHtoDAsync", (d.memcpy_htod_async)(scratch.device, table.host, runs.len() * ENTRY_BYTES, legacy))
+            .and_then(|_| match gather {
+                true => Ok(()),
+                false => check("cuMemcpyHtoDAsync", (d.memcpy_htod_async)(packed, host, payload, legacy)),
+            })
+            .and_then(|_| check("cuLaunchKernel", (k.launch_kernel)(function, grid, 1, 1, THREADS, 1, 1, 0, legacy, params.as_mut_ptr(), std::ptr::null_mut())))
+            .and_then(|_| match gather {
+                true => check("cuMemcpyDtoHAsync", (d.memcpy_dtoh_async)(host, packed, payload, legacy)),
+                false => Ok(()),
+            })
+    };
+    // The table and the scratch may be reused only once the stream is done with them.
+    let done = match queued {
+        Ok(()) if payload + table_bytes <= signal::MAX_BYTES => signal::wait(d),
+        // SAFETY: the legacy default stream of the current context.
+        _ => check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(legacy) }),
+    };
     table.give_back();
-    done?;
+    scratch.give_back(d);
+    queued.and(done)?;
     stats::add(&stats::KERNEL_RUNS, runs.len());
     Ok(true)
 }
 
-fn wait(d: &Driver, runs: &[Run]) -> Result<(), CudaError> {
-    if runs.iter().map(|r| r[2] as usize).sum::<usize>() <= signal::MAX_BYTES {
-        return signal::wait(d);
-    }
-    // SAFETY: the legacy default stream of the current context.
-    check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(std::ptr::null_mut()) })
-}
-
-/// The kernel in the current context, loaded on first use.
-fn function(d: &Driver, k: &Kernels) -> Option<*mut c_void> {
+/// The current context and the kernel in it, loaded on first use.
+fn function(d: &Driver, k: &Kernels) -> Option<(usize, *mut c_void)> {
     let mut ctx: CUcontext = std::ptr::null_mut();
     // SAFETY: an out-pointer.
     if unsafe { (d.ctx_get_current)(&mut ctx) } != CUDA_SUCCESS || ctx.is_null() {
@@ -184,7 +231,7 @@ fn function(d: &Driver, k: &Kernels) -> Option<*mut c_void> {
     }
     let mut modules = MODULES.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(&(_, _, f)) = modules.iter().find(|m| m.0 == ctx as usize) {
-        return Some(f as *mut c_void);
+        return Some((ctx as usize, f as *mut c_void));
     }
     // Loading compiles the PTX, once per context: a few milliseconds, under the lock so that
     // two threads do not both pay it.
@@ -203,7 +250,7 @@ fn function(d: &Driver, k: &Kernels) -> Option<*mut c_void> {
         if last == CUDA_SUCCESS {
             modules.push((ctx as usize, module as usize, f as usize));
             STATE.store(READY, Ordering::Relaxed);
-            return Some(f);
+            return Some((ctx as usize, f));
         }
         // SAFETY: the module just loaded, of no use.
         unsafe { (k.module_unload)(module) };
@@ -217,77 +264,117 @@ fn function(d: &Driver, k: &Kernels) -> Option<*mut c_void> {
     None
 }
 
-/// A pinned table of runs, taken from `TABLES` or made.
+/// A pinned host table, from which the runs go to the device in one copy.
 struct Table {
     host: *mut c_void,
-    device: CUdeviceptr,
     cap: usize,
 }
 
 impl Table {
-    fn take(d: &Driver, k: &Kernels, runs: usize) -> Option<Table> {
+    fn take(d: &Driver, bytes: usize) -> Option<Table> {
         let spare = {
             let mut t = TABLES.lock().unwrap_or_else(|e| e.into_inner());
-            t.iter().position(|e| e.2 >= runs).map(|i| t.swap_remove(i))
+            t.iter().position(|e| e.1 >= bytes).map(|i| t.swap_remove(i))
         };
-        if let Some((host, device, cap)) = spare {
-            return Some(Table { host: host as *mut c_void, device, cap });
+        if let Some((host, cap)) = spare {
+            return Some(Table { host: host as *mut c_void, cap });
         }
-        // A new table, rounded up so that tables of similar sizes are reused.
-        let cap = runs.next_power_of_two().max(1024);
-        let bytes = cap * std::mem::size_of::<Run>();
+        // Rounded up so that tables of similar sizes are reused.
+        let cap = bytes.next_power_of_two().max(64 << 10);
         // SAFETY: a fresh private anonymous mapping.
-        let host = unsafe { libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+        let host = unsafe { libc::mmap(std::ptr::null_mut(), cap, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
         if host == libc::MAP_FAILED {
             return None;
         }
-        let flags = cudarc::driver::sys::CU_MEMHOSTREGISTER_PORTABLE | cudarc::driver::sys::CU_MEMHOSTREGISTER_DEVICEMAP;
-        let mut device = 0;
         // SAFETY: the mapping just made; a context is current (the caller's).
-        let ok = unsafe {
-            (d.mem_host_register)(host, bytes, flags) == CUDA_SUCCESS
-                && ((k.mem_host_get_device_pointer)(&mut device, host, 0) == CUDA_SUCCESS || {
-                    (d.mem_host_unregister)(host);
-                    false
-                })
-        };
-        if !ok {
+        if unsafe { (d.mem_host_register)(host, cap, cudarc::driver::sys::CU_MEMHOSTREGISTER_PORTABLE) } != CUDA_SUCCESS {
             // SAFETY: the mapping made above, not registered.
-            unsafe { libc::munmap(host, bytes) };
+            unsafe { libc::munmap(host, cap) };
             return None;
         }
-        Some(Table { host, device, cap })
+        Some(Table { host, cap })
     }
 
     fn give_back(self) {
-        TABLES.lock().unwrap_or_else(|e| e.into_inner()).push((self.host as usize, self.device, self.cap));
+        TABLES.lock().unwrap_or_else(|e| e.into_inner()).push((self.host as usize, self.cap));
     }
 }
 
-/// Unloads the kernel from every context and unpins the tables (`MPI_Finalize`, after the
-/// last copy); a later copy loads and pins them again.
+/// Device memory of the current context for the table and the packed payload.
+struct Scratch {
+    ctx: usize,
+    device: CUdeviceptr,
+    cap: usize,
+}
+
+impl Scratch {
+    fn take(d: &Driver, ctx: usize, bytes: usize) -> Option<Scratch> {
+        let spare = {
+            let mut s = SCRATCH.lock().unwrap_or_else(|e| e.into_inner());
+            s.iter().position(|e| e.0 == ctx && e.2 >= bytes).map(|i| s.swap_remove(i))
+        };
+        if let Some((ctx, device, cap)) = spare {
+            return Some(Scratch { ctx, device, cap });
+        }
+        let cap = bytes.next_power_of_two().max(1 << 20);
+        let mut device = 0;
+        // SAFETY: an out-pointer; the context is current. Out of device memory, the caller
+        // copies block by block.
+        (unsafe { (d.mem_alloc)(&mut device, cap) } == CUDA_SUCCESS).then_some(Scratch { ctx, device, cap })
+    }
+
+    /// Keeps the buffer for the next copy, unless it is large or enough are kept.
+    fn give_back(self, d: &Driver) {
+        if self.cap <= KEEP_SCRATCH {
+            let mut s = SCRATCH.lock().unwrap_or_else(|e| e.into_inner());
+            if s.len() < KEPT_SCRATCH {
+                s.push((self.ctx, self.device, self.cap));
+                return;
+            }
+        }
+        // SAFETY: memory this module allocated in the current context, no longer in use.
+        unsafe { (d.mem_free)(self.device) };
+    }
+}
+
+/// Unloads the kernel and frees the scratch in every context, and unpins the tables
+/// (`MPI_Finalize`, after the last copy); a later copy loads and allocates them again.
 pub fn release() {
     let Some(d) = driver::get() else { return };
     let modules = std::mem::take(&mut *MODULES.lock().unwrap_or_else(|e| e.into_inner()));
+    let scratch = std::mem::take(&mut *SCRATCH.lock().unwrap_or_else(|e| e.into_inner()));
     let tables = std::mem::take(&mut *TABLES.lock().unwrap_or_else(|e| e.into_inner()));
-    if let Some(k) = d.kernels.as_ref() {
-        for (ctx, module, _) in modules {
-            let mut popped: CUcontext = std::ptr::null_mut();
-            // SAFETY: the context the module was loaded in, pushed for the unload and popped;
-            // one the program destroyed refuses the push and its module went with it.
-            unsafe {
-                if (d.ctx_push_current)(ctx as CUcontext) == CUDA_SUCCESS {
-                    (k.module_unload)(module as *mut c_void);
-                    (d.ctx_pop_current)(&mut popped);
-                }
+    // Each in its own context, pushed for the call and popped; a context the program destroyed
+    // refuses the push, and what was loaded or allocated in it went with it.
+    let in_context = |ctx: usize, f: &dyn Fn()| {
+        let mut popped: CUcontext = std::ptr::null_mut();
+        // SAFETY: a context cudampi saw current; balanced push and pop.
+        unsafe {
+            if (d.ctx_push_current)(ctx as CUcontext) == CUDA_SUCCESS {
+                f();
+                (d.ctx_pop_current)(&mut popped);
             }
         }
+    };
+    if let Some(k) = d.kernels.as_ref() {
+        for (ctx, module, _) in modules {
+            // SAFETY: the module loaded in this context.
+            in_context(ctx, &|| unsafe {
+                (k.module_unload)(module as *mut c_void);
+            });
+        }
     }
-    for (host, _, cap) in tables {
+    for (ctx, device, _) in scratch {
+        // SAFETY: device memory allocated in this context, no longer in use after finalize.
+        in_context(ctx, &|| unsafe {
+            (d.mem_free)(device);
+        });
+    }
+    for (host, cap) in tables {
         // SAFETY: a table this module mapped and pinned, no longer in use after finalize.
         unsafe {
             (d.mem_host_unregister)(host as *mut c_void);
-            libc::munmap(host as *mut c_void, cap * std::mem::size_of::<Run>());
+            libc::munmap(host as *mut c_void, cap);
         }
     }
 }

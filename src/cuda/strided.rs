@@ -18,7 +18,7 @@ use super::{pack, signal};
 /// Most driver calls the blocks of one copy are given as; past it they go to the pack kernel
 /// (`pack`), one launch, where it can run.
 pub const FEW_CALLS: usize = 16;
-/// Most runs one launch of the pack kernel takes (a table of 24 MiB); past it, driver calls.
+/// Most runs one launch of the pack kernel takes (a table of 16 MiB); past it, driver calls.
 const MAX_KERNEL_RUNS: usize = 1 << 20;
 
 /// `planes` planes `plane_pitch` bytes apart, each of `rows` runs of `len` bytes `pitch` apart,
@@ -107,12 +107,8 @@ impl InContext<'_> {
     /// `packed`: the host side holds the blocks' bytes one after the other instead of at the
     /// device's offsets.
     fn strided(&self, way: Way, host: *mut c_void, packed: bool, dev: u64, blocks: &[Strided]) -> Result<(), CudaError> {
-        if blocks.iter().map(Strided::calls).sum::<usize>() > FEW_CALLS && pack::expected() {
-            if let Some(runs) = kernel_runs(way, host, packed, dev, blocks) {
-                if pack::copy_runs(self, host, &runs)? {
-                    return Ok(());
-                }
-            }
+        if blocks.iter().map(Strided::calls).sum::<usize>() > FEW_CALLS && pack::expected() && self.packed_by_kernel(way, host, packed, dev, blocks)? {
+            return Ok(());
         }
         let d = self.driver();
         let legacy = std::ptr::null_mut();
@@ -195,6 +191,64 @@ impl InContext<'_> {
         check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(legacy) })
     }
 
+    /// [`strided`](Self::strided) through the pack kernel; `Ok(false)` when it cannot run (or
+    /// the blocks have more than [`MAX_KERNEL_RUNS`] runs) and nothing was done. A host side
+    /// laid out as the span gets the packed bytes through a buffer of its own, spread and
+    /// gathered by the CPU.
+    fn packed_by_kernel(&self, way: Way, host: *mut c_void, packed: bool, dev: u64, blocks: &[Strided]) -> Result<bool, CudaError> {
+        let n: usize = blocks.iter().map(|b| b.rows * b.planes).sum();
+        if n > MAX_KERNEL_RUNS {
+            return Ok(false);
+        }
+        // The runs in the order the host side packs them: each block's planes, then rows.
+        let mut runs = Vec::with_capacity(n);
+        for b in blocks.iter().map(|b| b.ascending()).filter(|b| b.len > 0) {
+            for k in 0..b.planes as i64 {
+                for r in 0..b.rows as i64 {
+                    runs.push((b.at + k * b.plane_pitch + r * b.pitch, b.len));
+                }
+            }
+        }
+        if packed {
+            return match way {
+                Way::ToHost => pack::to_host(self, dev, &runs, host),
+                Way::ToDevice => pack::to_device(self, dev, &runs, host),
+            };
+        }
+        let mut buffer = vec![0u8; runs.iter().map(|r| r.1).sum()];
+        let bounce = buffer.as_mut_ptr();
+        let spread = |to_span: bool| {
+            let mut at = 0;
+            for &(off, len) in &runs {
+                // SAFETY: the run lies within the host span (same layout as the device's), and
+                // the bounce buffer holds every run one after the other.
+                unsafe {
+                    let span = host.cast::<u8>().offset(off as isize);
+                    let b = bounce.add(at);
+                    if to_span {
+                        std::ptr::copy_nonoverlapping(b, span, len);
+                    } else {
+                        std::ptr::copy_nonoverlapping(span, b, len);
+                    }
+                }
+                at += len;
+            }
+        };
+        match way {
+            Way::ToHost => {
+                let done = pack::to_host(self, dev, &runs, bounce.cast())?;
+                if done {
+                    spread(true);
+                }
+                Ok(done)
+            }
+            Way::ToDevice => {
+                spread(false);
+                pack::to_device(self, dev, &runs, bounce.cast_const().cast())
+            }
+        }
+    }
+
     /// One plane of `b`: its rows as one pitched copy (packed rows on the host side if `packed`).
     fn rows(&self, way: Way, h: *mut c_void, v: u64, b: Strided, packed: bool) -> Result<(), CudaError> {
         let (host_type, dev_type) = (CUmemorytype::CU_MEMORYTYPE_HOST as c_uint, CUmemorytype::CU_MEMORYTYPE_DEVICE as c_uint);
@@ -226,36 +280,4 @@ impl InContext<'_> {
         // SAFETY: a pitched copy within both spans.
         check("cuMemcpy2DAsync", unsafe { (self.driver().memcpy_2d_async)(&c, std::ptr::null_mut()) })
     }
-}
-
-/// The runs of `blocks` as the pack kernel takes them (destination, source, bytes), laid out on
-/// the host side as [`InContext::strided`] lays them; `None` past [`MAX_KERNEL_RUNS`].
-fn kernel_runs(way: Way, host: *mut c_void, packed: bool, dev: u64, blocks: &[Strided]) -> Option<Vec<pack::Run>> {
-    let n: usize = blocks.iter().map(|b| b.rows * b.planes).sum();
-    if n > MAX_KERNEL_RUNS {
-        return None;
-    }
-    let mut runs = Vec::with_capacity(n);
-    let mut bytes = 0u64;
-    for b in blocks.iter().map(|b| b.ascending()) {
-        if b.len == 0 {
-            continue;
-        }
-        for k in 0..b.planes as i64 {
-            for r in 0..b.rows as i64 {
-                let at = b.at + k * b.plane_pitch + r * b.pitch;
-                let v = dev.wrapping_add_signed(at);
-                let h = match packed {
-                    true => host as u64 + bytes,
-                    false => (host as u64).wrapping_add_signed(at),
-                };
-                bytes += b.len as u64;
-                runs.push(match way {
-                    Way::ToHost => [h, v, b.len as u64],
-                    Way::ToDevice => [v, h, b.len as u64],
-                });
-            }
-        }
-    }
-    Some(runs)
 }
