@@ -5,23 +5,27 @@
 //! The kernel (`PTX`, loaded with `cuModuleLoadData` once per context) reads a table of runs
 //! (offset in the program's buffer, offset in the packed buffer, length) and gives each run to
 //! one warp, which copies it in 4-byte words when the run allows and in bytes otherwise. The
-//! packed buffer and the table live in device scratch memory owned here, so the kernel touches
-//! device memory only and the bus carries two copies: the table and the payload, each one DMA
-//! transfer on the legacy default stream (as `copy` and `strided` order theirs). No device byte
-//! outside the runs is written. Scratch buffers and the pinned tables are kept for reuse and
-//! released in `MPI_Finalize`.
+//! packed buffer and the table live in device memory owned here, so the kernel touches device
+//! memory only and the bus carries the payload in one DMA copy on the legacy default stream
+//! (as `copy` and `strided` order theirs). The table is made once per datatype's blocks and
+//! context and kept while the blocks live, so a message sent again costs no pass over its
+//! runs. No device byte outside the runs is written. Scratch buffers, tables and their pinned
+//! host copies are kept for reuse and released in `MPI_Finalize`.
 //!
 //! Where the kernel cannot run (no module entry points in the driver, the PTX refused, no
 //! device memory to spare, `CUDAMPI_PACK_KERNEL=0`), [`to_host`] and [`to_device`] say so and
 //! the caller makes its copies block by block. It may use `base` and the other `cuda` modules.
 
 use std::ffi::{c_uint, c_void};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
+
+use std::sync::{Arc, Weak};
 
 use super::copy::{check, CudaError, InContext};
 use super::driver::{self, CUcontext, CUdeviceptr, Driver, Kernels, CUDA_SUCCESS};
 use super::signal;
+use super::strided::{Blocks, Strided};
 use crate::base::{config, log, stats};
 
 /// The kernel. PTX of a low target that has every instruction it uses; the driver compiles it
@@ -121,6 +125,8 @@ const THREADS: u32 = 256;
 const MAX_GRID: u64 = 4096;
 /// Bytes of one run in the table.
 const ENTRY_BYTES: usize = 16;
+/// Most runs one launch takes (a table of 16 MiB); past it, the caller's driver calls.
+const MAX_RUNS: usize = 1 << 20;
 /// Scratch buffers larger than this are freed after use instead of kept.
 const KEEP_SCRATCH: usize = 64 << 20;
 /// Scratch buffers kept for reuse, at most.
@@ -146,46 +152,58 @@ pub fn expected() -> bool {
     config::get().pack_kernel && STATE.load(Ordering::Relaxed) != UNAVAILABLE && driver::get().is_some_and(|d| d.kernels.is_some())
 }
 
-/// Gathers the runs `(offset from dev, bytes)` of device memory into `host`, one after the
-/// other, on the legacy default stream of the context `ctx` made current, complete on return.
-/// `Ok(false)`: the kernel cannot run here and nothing was done.
-pub fn to_host(ctx: &InContext, dev: u64, runs: &[(i64, usize)], host: *mut c_void) -> Result<bool, CudaError> {
-    launch(ctx, true, dev, runs, host)
+/// Calls `f(offset, bytes)` for each run of `blocks` in packing order ([`Strided::ascending`]
+/// blocks, each block's planes, then rows), as the kernel packs them.
+pub fn each_run(blocks: &[Strided], mut f: impl FnMut(i64, usize)) {
+    for b in blocks.iter().map(|b| b.ascending()).filter(|b| b.len > 0) {
+        for k in 0..b.planes as i64 {
+            for r in 0..b.rows as i64 {
+                f(b.at + k * b.plane_pitch + r * b.pitch, b.len);
+            }
+        }
+    }
 }
 
-/// Scatters the bytes at `host`, one run after the other, to the runs `(offset from dev,
-/// bytes)` of device memory; no other device byte is written. As [`to_host`] otherwise.
-pub fn to_device(ctx: &InContext, dev: u64, runs: &[(i64, usize)], host: *const c_void) -> Result<bool, CudaError> {
-    launch(ctx, false, dev, runs, host.cast_mut())
+/// Gathers the runs of `blocks` (offsets from `dev`) into `host`, one after the other, on the
+/// legacy default stream of the context `ctx` made current, complete on return. `Ok(false)`:
+/// the kernel cannot run here and nothing was done.
+pub fn to_host(ctx: &InContext, dev: u64, blocks: &Blocks, host: *mut c_void) -> Result<bool, CudaError> {
+    launch(ctx, true, dev, blocks, host)
 }
 
-fn launch(ctx: &InContext, gather: bool, dev: u64, runs: &[(i64, usize)], host: *mut c_void) -> Result<bool, CudaError> {
-    let payload: usize = runs.iter().map(|r| r.1).sum();
-    if !expected() || runs.is_empty() || u32::try_from(payload).is_err() {
+/// Scatters the bytes at `host`, one run after the other, to the runs of `blocks` (offsets
+/// from `dev`); no other device byte is written. As [`to_host`] otherwise.
+pub fn to_device(ctx: &InContext, dev: u64, blocks: &Blocks, host: *const c_void) -> Result<bool, CudaError> {
+    launch(ctx, false, dev, blocks, host.cast_mut())
+}
+
+fn launch(ctx: &InContext, gather: bool, dev: u64, blocks: &Blocks, host: *mut c_void) -> Result<bool, CudaError> {
+    let payload: usize = blocks.iter().map(Strided::bytes).sum();
+    let runs: usize = blocks.iter().filter(|b| b.len > 0).map(|b| b.rows * b.planes).sum();
+    if !expected() || runs == 0 || runs > MAX_RUNS || u32::try_from(payload).is_err() {
         return Ok(false);
     }
     let d = ctx.driver();
     let Some(k) = d.kernels.as_ref() else { return Ok(false) };
     let Some((context, function)) = function(d, k) else { return Ok(false) };
-    let table_bytes = (runs.len() * ENTRY_BYTES).next_multiple_of(256);
-    let Some(table) = Table::take(d, table_bytes) else { return Ok(false) };
-    let Some(scratch) = Scratch::take(d, context, table_bytes + payload) else {
-        table.give_back();
+    let Some((table, users, filled)) = DeviceTable::get(d, context, blocks, runs) else { return Ok(false) };
+    let release = |filled: Option<Table>| {
+        users.fetch_sub(1, Ordering::AcqRel);
+        if let Some(t) = filled {
+            t.give_back();
+        }
+    };
+    let Some(scratch) = Scratch::take(d, context, payload) else {
+        // The table's copy may still be queued: it is waited for before its host side goes.
+        if filled.is_some() {
+            // SAFETY: the legacy default stream of the current context.
+            unsafe { (d.stream_synchronize)(std::ptr::null_mut()) };
+        }
+        release(filled);
         return Ok(false);
     };
-    let mut at = 0u32;
-    for (i, &(off, len)) in runs.iter().enumerate() {
-        let mut e = [0u8; ENTRY_BYTES];
-        e[..8].copy_from_slice(&(off as u64).to_le_bytes());
-        e[8..12].copy_from_slice(&at.to_le_bytes());
-        e[12..].copy_from_slice(&(len as u32).to_le_bytes());
-        // SAFETY: the table holds table_bytes >= runs.len() * ENTRY_BYTES bytes, and is ours.
-        unsafe { std::ptr::copy_nonoverlapping(e.as_ptr(), table.host.cast::<u8>().add(i * ENTRY_BYTES), ENTRY_BYTES) };
-        at += len as u32;
-    }
-    let packed = scratch.device + table_bytes as u64;
     let legacy = std::ptr::null_mut();
-    let (mut p_user, mut p_packed, mut p_table, mut p_n, mut p_gather) = (dev, packed, scratch.device, runs.len() as u64, u32::from(gather));
+    let (mut p_user, mut p_packed, mut p_table, mut p_n, mut p_gather) = (dev, scratch.device, table, runs as u64, u32::from(gather));
     let mut params: [*mut c_void; 5] = [
         (&mut p_user as *mut u64).cast(),
         (&mut p_packed as *mut u64).cast(),
@@ -193,33 +211,106 @@ fn launch(ctx: &InContext, gather: bool, dev: u64, runs: &[(i64, usize)], host: 
         (&mut p_n as *mut u64).cast(),
         (&mut p_gather as *mut u32).cast(),
     ];
-    let grid = (runs.len() as u64).div_ceil(u64::from(THREADS / 32)).min(MAX_GRID) as c_uint;
-    // SAFETY: the table and the scratch hold the bytes copied; `host` holds the payload (the
-    // caller's); the function's five parameters; all on the legacy default stream of the
-    // current context, in this order.
+    let grid = (runs as u64).div_ceil(u64::from(THREADS / 32)).min(MAX_GRID) as c_uint;
+    // SAFETY: the scratch holds the payload, `host` too (the caller's); the function's five
+    // parameters; all on the legacy default stream of the current context, after the table's
+    // own copy if it was just made.
     let queued = unsafe {
-        check("cuMemcpyHtoDAsync", (d.memcpy_htod_async)(scratch.device, table.host, runs.len() * ENTRY_BYTES, legacy))
-            .and_then(|_| match gather {
-                true => Ok(()),
-                false => check("cuMemcpyHtoDAsync", (d.memcpy_htod_async)(packed, host, payload, legacy)),
-            })
-            .and_then(|_| check("cuLaunchKernel", (k.launch_kernel)(function, grid, 1, 1, THREADS, 1, 1, 0, legacy, params.as_mut_ptr(), std::ptr::null_mut())))
-            .and_then(|_| match gather {
-                true => check("cuMemcpyDtoHAsync", (d.memcpy_dtoh_async)(host, packed, payload, legacy)),
-                false => Ok(()),
-            })
+        match gather {
+            true => Ok(()),
+            false => check("cuMemcpyHtoDAsync", (d.memcpy_htod_async)(scratch.device, host, payload, legacy)),
+        }
+        .and_then(|_| check("cuLaunchKernel", (k.launch_kernel)(function, grid, 1, 1, THREADS, 1, 1, 0, legacy, params.as_mut_ptr(), std::ptr::null_mut())))
+        .and_then(|_| match gather {
+            true => check("cuMemcpyDtoHAsync", (d.memcpy_dtoh_async)(host, scratch.device, payload, legacy)),
+            false => Ok(()),
+        })
     };
-    // The table and the scratch may be reused only once the stream is done with them.
+    // The scratch (and a table's host copy) may be reused only once the stream is done.
     let done = match queued {
-        Ok(()) if payload + table_bytes <= signal::MAX_BYTES => signal::wait(d),
+        Ok(()) if payload <= signal::MAX_BYTES => signal::wait(d),
         // SAFETY: the legacy default stream of the current context.
         _ => check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(legacy) }),
     };
-    table.give_back();
+    release(filled);
     scratch.give_back(d);
     queued.and(done)?;
-    stats::add(&stats::KERNEL_RUNS, runs.len());
+    stats::add(&stats::KERNEL_RUNS, runs);
     Ok(true)
+}
+
+/// The runs' table in device memory, kept per blocks and context while the blocks live: a
+/// datatype sent again and again (`mpi::typemap::message_of` gives the same blocks) pays for
+/// its table once.
+struct DeviceTable {
+    blocks: Weak<[Strided]>,
+    ctx: usize,
+    device: CUdeviceptr,
+    /// Launches using it now: it is not freed under them.
+    users: Arc<AtomicUsize>,
+}
+
+static DEVICE_TABLES: Mutex<Vec<DeviceTable>> = Mutex::new(Vec::new());
+/// Tables kept per context, at most; the oldest goes first.
+const KEPT_TABLES: usize = 32;
+
+impl DeviceTable {
+    /// The table of `blocks` in the context `ctx` (current), its count of users (this launch
+    /// counted, to be uncounted once it is done), and the host table it was just copied from,
+    /// if it was (to be given back then too).
+    fn get(d: &Driver, ctx: usize, blocks: &Blocks, runs: usize) -> Option<(CUdeviceptr, Arc<AtomicUsize>, Option<Table>)> {
+        let same = |t: &DeviceTable| t.ctx == ctx && std::ptr::eq(t.blocks.as_ptr(), Arc::as_ptr(blocks));
+        if let Some(t) = DEVICE_TABLES.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|t| same(t)) {
+            t.users.fetch_add(1, Ordering::AcqRel);
+            return Some((t.device, t.users.clone(), None));
+        }
+        let bytes = runs * ENTRY_BYTES;
+        let host = Table::take(d, bytes)?;
+        let mut at = 0u32;
+        let mut i = 0;
+        each_run(blocks, |off, len| {
+            let mut e = [0u8; ENTRY_BYTES];
+            e[..8].copy_from_slice(&(off as u64).to_le_bytes());
+            e[8..12].copy_from_slice(&at.to_le_bytes());
+            e[12..].copy_from_slice(&(len as u32).to_le_bytes());
+            // SAFETY: the table holds runs * ENTRY_BYTES bytes, and is ours.
+            unsafe { std::ptr::copy_nonoverlapping(e.as_ptr(), host.host.cast::<u8>().add(i * ENTRY_BYTES), ENTRY_BYTES) };
+            at += len as u32;
+            i += 1;
+        });
+        let mut device = 0;
+        // SAFETY: an out-pointer; the context is current. The copy is queued on the legacy
+        // default stream, before the launch that reads it.
+        let ok = unsafe {
+            (d.mem_alloc)(&mut device, bytes) == CUDA_SUCCESS
+                && ((d.memcpy_htod_async)(device, host.host, bytes, std::ptr::null_mut()) == CUDA_SUCCESS || {
+                    (d.mem_free)(device);
+                    false
+                })
+        };
+        if !ok {
+            host.give_back();
+            return None;
+        }
+        let mut tables = DEVICE_TABLES.lock().unwrap_or_else(|e| e.into_inner());
+        // Tables of blocks no one holds any more, and past the limit the oldest of this
+        // context, are freed (in this context, which is current).
+        let mut mine = tables.iter().filter(|t| t.ctx == ctx).count();
+        tables.retain(|t| {
+            let unused = t.users.load(Ordering::Acquire) == 0;
+            let drop = t.ctx == ctx && unused && (t.blocks.strong_count() == 0 || mine >= KEPT_TABLES);
+            if drop {
+                mine -= 1;
+                // SAFETY: a table this module allocated in the current context, which no
+                // launch uses now.
+                unsafe { (d.mem_free)(t.device) };
+            }
+            !drop
+        });
+        let users = Arc::new(AtomicUsize::new(1));
+        tables.push(DeviceTable { blocks: Arc::downgrade(blocks), ctx, device, users: users.clone() });
+        Some((device, users, Some(host)))
+    }
 }
 
 /// The current context and the kernel in it, loaded on first use.
@@ -344,6 +435,7 @@ pub fn release() {
     let modules = std::mem::take(&mut *MODULES.lock().unwrap_or_else(|e| e.into_inner()));
     let scratch = std::mem::take(&mut *SCRATCH.lock().unwrap_or_else(|e| e.into_inner()));
     let tables = std::mem::take(&mut *TABLES.lock().unwrap_or_else(|e| e.into_inner()));
+    let device_tables = std::mem::take(&mut *DEVICE_TABLES.lock().unwrap_or_else(|e| e.into_inner()));
     // Each in its own context, pushed for the call and popped; a context the program destroyed
     // refuses the push, and what was loaded or allocated in it went with it.
     let in_context = |ctx: usize, f: &dyn Fn()| {
@@ -363,6 +455,12 @@ pub fn release() {
                 (k.module_unload)(module as *mut c_void);
             });
         }
+    }
+    for t in device_tables {
+        // SAFETY: a table allocated in this context, no longer in use after finalize.
+        in_context(t.ctx, &|| unsafe {
+            (d.mem_free)(t.device);
+        });
     }
     for (ctx, device, _) in scratch {
         // SAFETY: device memory allocated in this context, no longer in use after finalize.

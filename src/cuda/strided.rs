@@ -18,8 +18,10 @@ use super::{pack, signal};
 /// Most driver calls the blocks of one copy are given as; past it they go to the pack kernel
 /// (`pack`), one launch, where it can run.
 pub const FEW_CALLS: usize = 16;
-/// Most runs one launch of the pack kernel takes (a table of 16 MiB); past it, driver calls.
-const MAX_KERNEL_RUNS: usize = 1 << 20;
+
+/// A datatype's blocks, shared: the pack kernel keeps its table of runs for as long as the
+/// same blocks come back (`pack`).
+pub type Blocks = std::sync::Arc<[Strided]>;
 
 /// `planes` planes `plane_pitch` bytes apart, each of `rows` runs of `len` bytes `pitch` apart,
 /// the first run at byte `at`. Listed in the order its bytes are packed: planes outer, rows
@@ -83,30 +85,30 @@ enum Way {
 impl InContext<'_> {
     /// Device to host: the bytes of `blocks` (offsets from `dev` and from `host`, which have
     /// the same layout), complete on return.
-    pub fn strided_to_host(&self, host: *mut c_void, dev: *const c_void, blocks: &[Strided]) -> Result<(), CudaError> {
+    pub fn strided_to_host(&self, host: *mut c_void, dev: *const c_void, blocks: &Blocks) -> Result<(), CudaError> {
         self.strided(Way::ToHost, host, false, dev as u64, blocks)
     }
 
     /// Device to host: the bytes of `blocks` (offsets from `dev`) packed one after the other at
     /// `host`, each block's planes and rows in order, first byte lowest ([`Strided::ascending`]).
-    pub fn strided_to_packed(&self, host: *mut c_void, dev: *const c_void, blocks: &[Strided]) -> Result<(), CudaError> {
+    pub fn strided_to_packed(&self, host: *mut c_void, dev: *const c_void, blocks: &Blocks) -> Result<(), CudaError> {
         self.strided(Way::ToHost, host, true, dev as u64, blocks)
     }
 
     /// Host to device: the reverse of [`strided_to_packed`](Self::strided_to_packed).
-    pub fn packed_to_device(&self, dev: *mut c_void, host: *const c_void, blocks: &[Strided]) -> Result<(), CudaError> {
+    pub fn packed_to_device(&self, dev: *mut c_void, host: *const c_void, blocks: &Blocks) -> Result<(), CudaError> {
         self.strided(Way::ToDevice, host as *mut c_void, true, dev as u64, blocks)
     }
 
     /// Host to device: the bytes of `blocks`, complete on return; no other device byte is
     /// written.
-    pub fn strided_to_device(&self, dev: *mut c_void, host: *const c_void, blocks: &[Strided]) -> Result<(), CudaError> {
+    pub fn strided_to_device(&self, dev: *mut c_void, host: *const c_void, blocks: &Blocks) -> Result<(), CudaError> {
         self.strided(Way::ToDevice, host as *mut c_void, false, dev as u64, blocks)
     }
 
     /// `packed`: the host side holds the blocks' bytes one after the other instead of at the
     /// device's offsets.
-    fn strided(&self, way: Way, host: *mut c_void, packed: bool, dev: u64, blocks: &[Strided]) -> Result<(), CudaError> {
+    fn strided(&self, way: Way, host: *mut c_void, packed: bool, dev: u64, blocks: &Blocks) -> Result<(), CudaError> {
         if blocks.iter().map(Strided::calls).sum::<usize>() > FEW_CALLS && pack::expected() && self.packed_by_kernel(way, host, packed, dev, blocks)? {
             return Ok(());
         }
@@ -191,35 +193,21 @@ impl InContext<'_> {
         check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(legacy) })
     }
 
-    /// [`strided`](Self::strided) through the pack kernel; `Ok(false)` when it cannot run (or
-    /// the blocks have more than [`MAX_KERNEL_RUNS`] runs) and nothing was done. A host side
-    /// laid out as the span gets the packed bytes through a buffer of its own, spread and
-    /// gathered by the CPU.
-    fn packed_by_kernel(&self, way: Way, host: *mut c_void, packed: bool, dev: u64, blocks: &[Strided]) -> Result<bool, CudaError> {
-        let n: usize = blocks.iter().map(|b| b.rows * b.planes).sum();
-        if n > MAX_KERNEL_RUNS {
-            return Ok(false);
-        }
-        // The runs in the order the host side packs them: each block's planes, then rows.
-        let mut runs = Vec::with_capacity(n);
-        for b in blocks.iter().map(|b| b.ascending()).filter(|b| b.len > 0) {
-            for k in 0..b.planes as i64 {
-                for r in 0..b.rows as i64 {
-                    runs.push((b.at + k * b.plane_pitch + r * b.pitch, b.len));
-                }
-            }
-        }
+    /// [`strided`](Self::strided) through the pack kernel; `Ok(false)` when it cannot run and
+    /// nothing was done. A host side laid out as the span gets the packed bytes through a
+    /// buffer of its own, spread and gathered by the CPU.
+    fn packed_by_kernel(&self, way: Way, host: *mut c_void, packed: bool, dev: u64, blocks: &Blocks) -> Result<bool, CudaError> {
         if packed {
             return match way {
-                Way::ToHost => pack::to_host(self, dev, &runs, host),
-                Way::ToDevice => pack::to_device(self, dev, &runs, host),
+                Way::ToHost => pack::to_host(self, dev, blocks, host),
+                Way::ToDevice => pack::to_device(self, dev, blocks, host),
             };
         }
-        let mut buffer = vec![0u8; runs.iter().map(|r| r.1).sum()];
+        let mut buffer = vec![0u8; blocks.iter().map(Strided::bytes).sum()];
         let bounce = buffer.as_mut_ptr();
         let spread = |to_span: bool| {
             let mut at = 0;
-            for &(off, len) in &runs {
+            pack::each_run(blocks, |off, len| {
                 // SAFETY: the run lies within the host span (same layout as the device's), and
                 // the bounce buffer holds every run one after the other.
                 unsafe {
@@ -232,11 +220,11 @@ impl InContext<'_> {
                     }
                 }
                 at += len;
-            }
+            });
         };
         match way {
             Way::ToHost => {
-                let done = pack::to_host(self, dev, &runs, bounce.cast())?;
+                let done = pack::to_host(self, dev, blocks, bounce.cast())?;
                 if done {
                     spread(true);
                 }
@@ -244,7 +232,7 @@ impl InContext<'_> {
             }
             Way::ToDevice => {
                 spread(false);
-                pack::to_device(self, dev, &runs, bounce.cast_const().cast())
+                pack::to_device(self, dev, blocks, bounce.cast_const().cast())
             }
         }
     }

@@ -500,7 +500,7 @@ fn stage_plan(
                 Use::ReadWrite => (true, Back::Span),
                 Use::Scratch => (false, Back::Nothing),
             };
-            let s = stage::lease_form(name, bufs[i], dev, span, comm, fill, back, form)?;
+            let s = stage::lease_form(name, bufs[i], dev, span, comm, fill, back, form.into())?;
             if !matches!(mode, Mode::Persistent(_)) {
                 s.fill(name, comm)?;
             }

@@ -64,6 +64,15 @@ pub struct Analysis {
 /// Per handle: what it was analysed for, what was found, and whether it was committed.
 type Entries = HashMap<Handle, (Key, Analysis, bool)>;
 
+/// Messages of a datatype's form made lately, per handle: ((count, origin, len), the element's
+/// form they were made of, the message's form). A program sends the same message again and
+/// again; giving it the same form spares a pass over its blocks per call, and lets the pack
+/// kernel keep its table (`cuda::pack`).
+type Messages = HashMap<Handle, Vec<((i64, i64, usize), Form, Form)>>;
+static MESSAGES: Mutex<Option<Messages>> = Mutex::new(None);
+/// Messages kept per datatype.
+const KEPT_MESSAGES: usize = 4;
+
 static CACHE: Mutex<Option<Entries>> = Mutex::new(None);
 
 /// A derived datatype's analysis, from the cache or made now.
@@ -105,11 +114,38 @@ pub fn forget(datatype: Handle) {
     if let Some(m) = CACHE.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
         m.remove(&h);
     }
+    if let Some(m) = MESSAGES.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        m.remove(&h);
+    }
 }
 
 /// Before the library's `MPI_Finalize`: every handle is gone after it.
 pub fn clear() {
     *CACHE.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    *MESSAGES.lock().unwrap_or_else(|e| e.into_inner()) = None;
+}
+
+/// [`message`] of `datatype`'s form `element` (its [`analysis`]), the same form again for the
+/// same count, origin and span as one of the last few calls.
+pub fn message_of(datatype: Handle, element: &Form, count: i64, extent: i64, origin: i64, len: usize) -> Option<Form> {
+    let h = abi::get().key(datatype);
+    let k = (count, origin, len);
+    {
+        let mut messages = MESSAGES.lock().unwrap_or_else(|e| e.into_inner());
+        let recent = messages.get_or_insert_with(HashMap::new).entry(h).or_default();
+        // Made of the same element form: the handle still names the datatype it did then.
+        if let Some((_, _, m)) = recent.iter().find(|(key, e, _)| *key == k && Arc::ptr_eq(e, element)) {
+            return Some(m.clone());
+        }
+    }
+    let form: Form = message(element, count, extent, origin, len)?.into();
+    let mut messages = MESSAGES.lock().unwrap_or_else(|e| e.into_inner());
+    let recent = messages.get_or_insert_with(HashMap::new).entry(h).or_default();
+    if recent.len() >= KEPT_MESSAGES {
+        recent.remove(0);
+    }
+    recent.push((k, element.clone(), form.clone()));
+    Some(form)
 }
 
 /// The blocks of `count` elements `extent` apart, offsets from `origin` (the span's first
@@ -132,10 +168,13 @@ pub fn message(element: &[Strided], count: i64, extent: i64, origin: i64, len: u
 }
 
 /// The first `bytes` bytes of the packed message, as blocks: what a receive that got that
-/// many bytes wrote.
-pub fn prefix(blocks: &[Strided], mut bytes: usize) -> Vec<Strided> {
+/// many bytes wrote; the same form when they are all of it.
+pub fn prefix(blocks: &Form, mut bytes: usize) -> Form {
+    if bytes >= self::bytes(blocks) {
+        return blocks.clone();
+    }
     let mut out = Vec::new();
-    for b in blocks {
+    for b in blocks.iter() {
         if bytes == 0 {
             break;
         }
@@ -160,7 +199,7 @@ pub fn prefix(blocks: &[Strided], mut bytes: usize) -> Vec<Strided> {
         }
         break;
     }
-    out
+    out.into()
 }
 
 /// The same bytes as `blocks`, in whatever order takes the fewest driver calls: first byte
@@ -586,7 +625,7 @@ mod tests {
         let m = message(&col, 2, 8, 0, 4096 * 4096 * 8).unwrap();
         assert_eq!(m, vec![Strided { planes: 2, plane_pitch: 8, ..col[0] }]);
         assert_eq!(copies(&m), vec![Strided { len: 16, ..col[0] }]);
-        assert_eq!(prefix(&m, 4096 * 8 + 8), vec![col[0], run(8, 8)]);
+        assert_eq!(*prefix(&m.into(), 4096 * 8 + 8), [col[0], run(8, 8)]);
     }
 
     #[test]
@@ -614,16 +653,18 @@ mod tests {
 
     #[test]
     fn prefixes_follow_packing_order() {
-        let b = [Strided { at: 0, len: 8, rows: 4, pitch: 100, planes: 3, plane_pitch: 1000 }];
+        let b: Form = [Strided { at: 0, len: 8, rows: 4, pitch: 100, planes: 3, plane_pitch: 1000 }].into();
         // One plane, two rows and 3 bytes: 32 + 16 + 3.
         let p = prefix(&b, 51);
-        assert_eq!(p, vec![
+        assert_eq!(*p, [
             Strided { planes: 1, plane_pitch: 0, ..b[0] },
             Strided { at: 1000, len: 8, rows: 2, pitch: 100, planes: 1, plane_pitch: 0 },
             run(1200, 3)
         ]);
         assert_eq!(bytes(&p), 51);
-        assert_eq!(prefix(&b, 1000), b.to_vec());
+        // All of it: the same form.
+        assert!(Arc::ptr_eq(&prefix(&b, 96), &b));
+        assert_eq!(*prefix(&b, 1000), *b);
     }
 
     #[test]

@@ -351,7 +351,7 @@ impl Delivery {
         let status = if counted { status } else { std::ptr::null_mut() };
         match self.target {
             Target::Host(h) => crate::fastpath::host_received(self.name, h.buf, h.count, h.datatype, self.comm, status),
-            Target::Staged { window, back, runs, form, ranges: None } => stage::deliver(window, back, runs.as_deref(), form.as_deref(), self.name, self.comm, status),
+            Target::Staged { window, back, runs, form, ranges: None } => stage::deliver(window, back, runs.as_deref(), form.as_ref(), self.name, self.comm, status),
             Target::Staged { window, ranges: Some(mut ranges), .. } => {
                 // Partitions of a negative stride come in descending order.
                 ranges.sort_unstable();

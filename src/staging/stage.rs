@@ -258,7 +258,7 @@ fn prepare_device(
         true => (None, None),
         false => {
             let a = typemap::analysis(datatype, &t);
-            (a.form.and_then(|e| typemap::message(&e, count, t.extent, span.offset, span.len)), a.base)
+            (a.form.and_then(|e| typemap::message_of(datatype, &e, count, t.extent, span.offset, span.len)), a.base)
         }
     };
     if let Some(form) = form {
@@ -361,12 +361,12 @@ pub fn lease_form(
     comm: Option<Handle>,
     fill: bool,
     back: Back,
-    form: Vec<Strided>,
+    form: typemap::Form,
 ) -> Result<Staged, c_int> {
     let payload = typemap::bytes(&form);
     if span.len < SPARSE_SPAN || span.len / SPARSE_TIMES < payload {
         let mut s = lease_for(name, buf, dev, span, comm, fill, back)?;
-        s.form = Some(form.into());
+        s.form = Some(form);
         return Ok(s);
     }
     stats::device_call(name);
@@ -382,7 +382,7 @@ pub fn lease_form(
             if packed.is_pinned() { "a pinned" } else { "a pageable" },
         ));
     }
-    Ok(Staged { dev, user, lease, span, fill, back, runs: None, form: Some(form.into()), packed: Some(packed), message: None })
+    Ok(Staged { dev, user, lease, span, fill, back, runs: None, form: Some(form), packed: Some(packed), message: None })
 }
 
 /// The packed payload's count and type (`Staged::message`) for a datatype's blocks whose every
@@ -410,7 +410,7 @@ fn lease_payload(
     comm: Option<Handle>,
     fill: bool,
     back: Back,
-    form: Vec<Strided>,
+    form: typemap::Form,
     message: (i64, Handle),
 ) -> Result<Staged, c_int> {
     stats::device_call(name);
@@ -428,7 +428,7 @@ fn lease_payload(
     }
     // The span's offset no longer applies: MPI is given the staging buffer itself.
     let span = Span { offset: 0, ..span };
-    Ok(Staged { dev, user, lease, span, fill, back, runs: None, form: Some(form.into()), packed: None, message: Some(message) })
+    Ok(Staged { dev, user, lease, span, fill, back, runs: None, form: Some(form), packed: None, message: Some(message) })
 }
 
 /// [`prepare`] and [`Staged::fill`] in one: the buffer is ready for MPI.
@@ -506,7 +506,7 @@ impl Staged {
             return self.window().blocks_to_host(name, comm, form);
         }
         if let Some(form) = &self.form {
-            let copies = typemap::copies(form);
+            let copies: typemap::Form = typemap::copies(form).into();
             // Many small blocks that fill most of the span cost less as one copy of it, unless
             // the pack kernel takes them.
             let calls: usize = copies.iter().map(Strided::calls).sum();
@@ -532,7 +532,7 @@ impl Staged {
     /// `MPI_STATUS_IGNORE`), or null when the call has none (collectives); a cancelled
     /// receive copies nothing.
     pub fn deliver(&self, name: &'static str, comm: Option<Handle>, status: *mut c_void) -> Result<(), c_int> {
-        deliver(self.window(), self.back, self.runs.as_deref(), self.form.as_deref(), name, comm, status)
+        deliver(self.window(), self.back, self.runs.as_deref(), self.form.as_ref(), name, comm, status)
     }
 }
 
@@ -542,7 +542,7 @@ pub fn deliver(
     w: Window,
     back: Back,
     runs: Option<&[(usize, usize)]>,
-    form: Option<&[Strided]>,
+    form: Option<&typemap::Form>,
     name: &'static str,
     comm: Option<Handle>,
     status: *mut c_void,
@@ -592,7 +592,7 @@ fn blocks_pay(calls: usize, span: usize, payload: usize) -> bool {
 
 /// [`deliver`] along a datatype's blocks: all of them, or those of the bytes the status says
 /// arrived (in packing order, as MPI fills a receive).
-fn deliver_form(w: Window, back: Back, form: &[Strided], name: &'static str, comm: Option<Handle>, status: *mut c_void) -> Result<(), c_int> {
+fn deliver_form(w: Window, back: Back, form: &typemap::Form, name: &'static str, comm: Option<Handle>, status: *mut c_void) -> Result<(), c_int> {
     let mut arrived = if status.is_null() { None } else { received_bytes(status) };
     // A file read never carries an envelope.
     if let (Some(e), Some(n), true, true) = (ENVELOPES.get(), arrived, back != Back::Read, w.payload) {
@@ -625,7 +625,7 @@ fn deliver_form(w: Window, back: Back, form: &[Strided], name: &'static str, com
                 return Err(errors::raise(comm, abi::get().err_intern));
             }
         },
-        _ => form.to_vec(),
+        _ => form.clone(),
     };
     if w.payload {
         // In MPI's packing order, from the staging buffer as MPI wrote it.
@@ -640,7 +640,7 @@ fn deliver_form(w: Window, back: Back, form: &[Strided], name: &'static str, com
             return w.runs_to_device(name, comm, &runs);
         }
     }
-    w.blocks_to_device(name, comm, &typemap::copies(&blocks))
+    w.blocks_to_device(name, comm, &typemap::copies(&blocks).into())
 }
 
 /// A staged span as plain addresses: valid while the staged buffer that made it lives.
@@ -686,7 +686,7 @@ impl Window {
     }
 
     /// Copies the bytes of `blocks` (offsets in the span) from the device to the staging buffer.
-    pub fn blocks_to_host(self, name: &'static str, comm: Option<Handle>, blocks: &[Strided]) -> Result<(), c_int> {
+    pub fn blocks_to_host(self, name: &'static str, comm: Option<Handle>, blocks: &typemap::Form) -> Result<(), c_int> {
         let bytes = typemap::bytes(blocks);
         let fail = |e| errors::cuda(name, comm, e, self.user, bytes, &self.dev);
         let ctx = InContext::enter(&self.dev).map_err(fail)?;
@@ -705,7 +705,7 @@ impl Window {
 
     /// Copies the bytes of `blocks` (offsets in the span) from the staging buffer to the
     /// device; no other device byte is written.
-    pub fn blocks_to_device(self, name: &'static str, comm: Option<Handle>, blocks: &[Strided]) -> Result<(), c_int> {
+    pub fn blocks_to_device(self, name: &'static str, comm: Option<Handle>, blocks: &typemap::Form) -> Result<(), c_int> {
         let bytes = typemap::bytes(blocks);
         if bytes == 0 {
             return Ok(());
