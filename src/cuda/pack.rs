@@ -25,7 +25,7 @@ use std::sync::{Arc, Weak};
 use super::copy::{check, CudaError, InContext};
 use super::driver::{self, CUcontext, CUdeviceptr, Driver, Kernels, CUDA_SUCCESS};
 use super::signal;
-use super::strided::{Blocks, Strided};
+use super::strided::{summary, Blocks, Strided, Summary};
 use crate::base::{config, log, stats};
 
 /// The kernel. PTX of a low target that has every instruction it uses; the driver compiles it
@@ -178,8 +178,7 @@ pub fn to_device(ctx: &InContext, dev: u64, blocks: &Blocks, host: *const c_void
 }
 
 fn launch(ctx: &InContext, gather: bool, dev: u64, blocks: &Blocks, host: *mut c_void) -> Result<bool, CudaError> {
-    let payload: usize = blocks.iter().map(Strided::bytes).sum();
-    let runs: usize = blocks.iter().filter(|b| b.len > 0).map(|b| b.rows * b.planes).sum();
+    let Summary { bytes: payload, runs, .. } = summary(blocks);
     if !expected() || runs == 0 || runs > MAX_RUNS || u32::try_from(payload).is_err() {
         return Ok(false);
     }

@@ -8,6 +8,7 @@
 //! with the blocks `mpi::typemap` finds for a datatype.
 
 use std::ffi::{c_uint, c_void};
+use std::sync::{Arc, Mutex, Weak};
 
 use cudarc::driver::sys::CUmemorytype;
 
@@ -20,8 +21,51 @@ use super::{pack, signal};
 pub const FEW_CALLS: usize = 16;
 
 /// A datatype's blocks, shared: the pack kernel keeps its table of runs for as long as the
-/// same blocks come back (`pack`).
-pub type Blocks = std::sync::Arc<[Strided]>;
+/// same blocks come back (`pack`), and [`summary`] what it found in them.
+pub type Blocks = Arc<[Strided]>;
+
+/// What a pass over blocks finds: payload bytes, driver calls a copy takes, runs, and whether
+/// every pitch is non-negative (they copy in the order they are listed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Summary {
+    pub bytes: usize,
+    pub calls: usize,
+    pub runs: usize,
+    pub in_order: bool,
+}
+
+/// Blocks this many or fewer are summed up at every call; more are looked up.
+const SUMMED: usize = 64;
+/// Summaries kept of the blocks seen lately.
+const KEPT_SUMMARIES: usize = 16;
+static SUMMARIES: Mutex<Vec<(Weak<[Strided]>, Summary)>> = Mutex::new(Vec::new());
+
+/// The [`Summary`] of `blocks`, kept for the last few shared blocks of many: a message sent
+/// again and again comes with the same blocks (`mpi::typemap::message_of`), and passes over
+/// thousands of them at every step of every call would cost more than its copies.
+pub fn summary(blocks: &Blocks) -> Summary {
+    let sum = |b: &[Strided]| Summary {
+        bytes: b.iter().map(Strided::bytes).sum(),
+        calls: b.iter().map(Strided::calls).sum(),
+        runs: b.iter().filter(|b| b.len > 0).map(|b| b.rows * b.planes).sum(),
+        in_order: b.iter().all(|b| (b.rows <= 1 || b.pitch >= 0) && (b.planes <= 1 || b.plane_pitch >= 0)),
+    };
+    if blocks.len() <= SUMMED {
+        return sum(blocks);
+    }
+    let same = |w: &Weak<[Strided]>| std::ptr::eq(w.as_ptr(), Arc::as_ptr(blocks));
+    if let Some((_, s)) = SUMMARIES.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(w, _)| same(w)) {
+        return *s;
+    }
+    let s = sum(blocks);
+    let mut kept = SUMMARIES.lock().unwrap_or_else(|e| e.into_inner());
+    kept.retain(|(w, _)| w.strong_count() > 0);
+    if kept.len() >= KEPT_SUMMARIES {
+        kept.remove(0);
+    }
+    kept.push((Arc::downgrade(blocks), s));
+    s
+}
 
 /// `planes` planes `plane_pitch` bytes apart, each of `rows` runs of `len` bytes `pitch` apart,
 /// the first run at byte `at`. Listed in the order its bytes are packed: planes outer, rows
@@ -109,7 +153,7 @@ impl InContext<'_> {
     /// `packed`: the host side holds the blocks' bytes one after the other instead of at the
     /// device's offsets.
     fn strided(&self, way: Way, host: *mut c_void, packed: bool, dev: u64, blocks: &Blocks) -> Result<(), CudaError> {
-        if blocks.iter().map(Strided::calls).sum::<usize>() > FEW_CALLS && pack::expected() && self.packed_by_kernel(way, host, packed, dev, blocks)? {
+        if summary(blocks).calls > FEW_CALLS && pack::expected() && self.packed_by_kernel(way, host, packed, dev, blocks)? {
             return Ok(());
         }
         let d = self.driver();
@@ -203,7 +247,7 @@ impl InContext<'_> {
                 Way::ToDevice => pack::to_device(self, dev, blocks, host),
             };
         }
-        let mut buffer = vec![0u8; blocks.iter().map(Strided::bytes).sum()];
+        let mut buffer = vec![0u8; summary(blocks).bytes];
         let bounce = buffer.as_mut_ptr();
         let spread = |to_span: bool| {
             let mut at = 0;

@@ -170,7 +170,7 @@ pub fn message(element: &[Strided], count: i64, extent: i64, origin: i64, len: u
 /// The first `bytes` bytes of the packed message, as blocks: what a receive that got that
 /// many bytes wrote; the same form when they are all of it.
 pub fn prefix(blocks: &Form, mut bytes: usize) -> Form {
-    if bytes >= self::bytes(blocks) {
+    if bytes >= crate::cuda::strided::summary(blocks).bytes {
         return blocks.clone();
     }
     let mut out = Vec::new();

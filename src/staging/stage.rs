@@ -389,10 +389,8 @@ pub fn lease_form(
 /// element is `base`, where MPI may be given it: the blocks copy in MPI's packing order (no
 /// pitch runs backwards), a copy along them costs less than the span's ([`blocks_pay`]), and
 /// a receive is not one of the few words the stream writes itself.
-fn as_payload(form: &[Strided], span: Span, (base, size): (Handle, i64), back: Back) -> Option<(i64, Handle)> {
-    let payload = typemap::bytes(form);
-    let in_order = form.iter().all(|b| (b.rows <= 1 || b.pitch >= 0) && (b.planes <= 1 || b.plane_pitch >= 0));
-    let calls: usize = form.iter().map(Strided::calls).sum();
+fn as_payload(form: &typemap::Form, span: Span, (base, size): (Handle, i64), back: Back) -> Option<(i64, Handle)> {
+    let cuda::strided::Summary { bytes: payload, calls, in_order, .. } = cuda::strided::summary(form);
     let cheap = blocks_pay(calls, span.len, payload);
     let stream_written = back == Back::Received && payload <= SMALL_WRITES;
     let n = payload as i64 / size;
@@ -414,7 +412,7 @@ fn lease_payload(
     message: (i64, Handle),
 ) -> Result<Staged, c_int> {
     stats::device_call(name);
-    let payload = typemap::bytes(&form);
+    let payload = cuda::strided::summary(&form).bytes;
     let user = buf.cast::<u8>().wrapping_offset(span.offset as isize) as *mut c_void;
     let ctx = InContext::enter(&dev).map_err(|e| errors::cuda(name, comm, e, buf, span.len, &dev))?;
     let lease = pool::lease(payload.max(1), &ctx).ok_or_else(|| errors::no_mem(name, comm, payload))?;
@@ -599,7 +597,7 @@ fn deliver_form(w: Window, back: Back, form: &typemap::Form, name: &'static str,
         // The envelope lies packed at the start of the staging buffer: the data it brings
         // lands there, and goes on along the blocks as any packed message.
         if n == e.bytes {
-            if let Some(r) = (e.landed_packed)(name, comm, status, w.host, typemap::bytes(form)) {
+            if let Some(r) = (e.landed_packed)(name, comm, status, w.host, cuda::strided::summary(form).bytes) {
                 r?;
                 arrived = received_bytes(status);
             }
@@ -633,7 +631,7 @@ fn deliver_form(w: Window, back: Back, form: &typemap::Form, name: &'static str,
     }
     // A few words are written by the stream itself where it can (`cuda::signal`), as for a
     // contiguous receive: on a GPU two ranks share, any copy to the device waits ~145 us.
-    if w.packed.is_null() && typemap::bytes(&blocks) <= SMALL_WRITES {
+    if w.packed.is_null() && cuda::strided::summary(&blocks).bytes <= SMALL_WRITES {
         if let Some(mut runs) = typemap::runs(&blocks, cuda::signal::SHARED_MAX_WRITES) {
             runs.sort_unstable();
             let runs: Vec<(usize, usize)> = runs.into_iter().map(|(at, len)| (at as usize, len)).collect();
@@ -687,7 +685,7 @@ impl Window {
 
     /// Copies the bytes of `blocks` (offsets in the span) from the device to the staging buffer.
     pub fn blocks_to_host(self, name: &'static str, comm: Option<Handle>, blocks: &typemap::Form) -> Result<(), c_int> {
-        let bytes = typemap::bytes(blocks);
+        let bytes = cuda::strided::summary(blocks).bytes;
         let fail = |e| errors::cuda(name, comm, e, self.user, bytes, &self.dev);
         let ctx = InContext::enter(&self.dev).map_err(fail)?;
         if self.payload {
@@ -706,7 +704,7 @@ impl Window {
     /// Copies the bytes of `blocks` (offsets in the span) from the staging buffer to the
     /// device; no other device byte is written.
     pub fn blocks_to_device(self, name: &'static str, comm: Option<Handle>, blocks: &typemap::Form) -> Result<(), c_int> {
-        let bytes = typemap::bytes(blocks);
+        let bytes = cuda::strided::summary(blocks).bytes;
         if bytes == 0 {
             return Ok(());
         }
