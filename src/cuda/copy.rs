@@ -96,10 +96,10 @@ impl<'a> InContext<'a> {
     /// polling; into pageable memory the driver's queued copy would return only once done, and
     /// polling would then cost a second round trip.
     pub fn to_host(&self, dst: *mut c_void, src: *const c_void, len: usize, pinned: bool) -> Result<(), CudaError> {
-        if pinned && len <= signal::MAX_BYTES {
+        if pinned && len <= signal::poll_limit() {
             // SAFETY: as below; the legacy default stream of the current context.
             check("cuMemcpyDtoHAsync", unsafe { (self.driver.memcpy_dtoh_async)(dst, src as u64, len, std::ptr::null_mut()) })?;
-            return signal::wait(self.driver);
+            return signal::wait(self.driver, len);
         }
         // SAFETY: the caller guarantees dst holds len writable bytes; the driver validates src.
         check("cuMemcpyDtoH", unsafe { (self.driver.memcpy_dtoh)(dst, src as u64, len) })
@@ -169,11 +169,7 @@ impl<'a> InContext<'a> {
             }
             i += rows;
         }
-        if runs.iter().map(|r| r.1).sum::<usize>() <= signal::MAX_BYTES {
-            return signal::wait(self.driver);
-        }
-        // SAFETY: the legacy default stream of the current context.
-        check("cuStreamSynchronize", unsafe { (self.driver.stream_synchronize)(legacy) })
+        signal::wait(self.driver, runs.iter().map(|r| r.1).sum())
     }
 }
 

@@ -227,9 +227,9 @@ fn launch(ctx: &InContext, gather: bool, dev: u64, blocks: &Blocks, host: *mut c
     };
     // The scratch (and a table's host copy) may be reused only once the stream is done.
     let done = match queued {
-        Ok(()) if payload <= signal::MAX_BYTES => signal::wait(d),
+        Ok(()) => signal::wait(d, payload),
         // SAFETY: the legacy default stream of the current context.
-        _ => check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(legacy) }),
+        Err(_) => check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(legacy) }),
     };
     release(filled);
     scratch.give_back(d);

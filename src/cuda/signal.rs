@@ -56,9 +56,30 @@ thread_local! {
     static SEQUENCE: Cell<u32> = const { Cell::new(0) };
 }
 
-/// Waits until the work queued so far on the legacy default stream of the current context is
-/// done: by polling when it can, else with `cuStreamSynchronize`.
-pub fn wait(d: &Driver) -> Result<(), CudaError> {
+/// Copies on a GPU another rank shares are waited for by polling up to this size.
+const SHARED_POLL_BYTES: usize = 256;
+
+/// The largest copy [`wait`] waits for by polling: [`MAX_BYTES`], or on a GPU another rank of
+/// the job shares [`SHARED_POLL_BYTES`]. There the stream's write of the word, one more command
+/// after the copy, cost a column exchange about 10 us (2 x H200, both ranks on GPU 0,
+/// `bench/datatypes`, two rounds each way: an 8 KiB column 40.9-42.4 us polling, 31.6-32.5
+/// synchronising, the `cudaMemcpy2D` recipe 29.6-30.7; 32 KiB 63.3-63.5 against 53.1), while
+/// `bench/pingpong` found messages up to 256 bytes 0-3 us faster polling and larger ones alike.
+pub fn poll_limit() -> usize {
+    if gpu_shared() {
+        SHARED_POLL_BYTES
+    } else {
+        MAX_BYTES
+    }
+}
+
+/// Waits until the `bytes` copied by the work queued so far on the legacy default stream of
+/// the current context are in place: by polling up to [`poll_limit`] where it can, else with
+/// `cuStreamSynchronize`.
+pub fn wait(d: &Driver, bytes: usize) -> Result<(), CudaError> {
+    if bytes > poll_limit() {
+        return synchronize(d);
+    }
     match (d.signals.as_ref(), word(d)) {
         (Some(s), Some(i)) => poll(d, s, i),
         _ => synchronize(d),
@@ -104,8 +125,7 @@ fn poll(d: &Driver, s: &Signals, i: u32) -> Result<(), CudaError> {
 /// 6.63/12.93 against 5.68/12.16, 32 B 6.51/13.37 against 7.01/13.34, 64 B 7.16/12.99 against
 /// 9.66/15.73.
 pub const MAX_WRITES: usize = 2;
-/// Writes allowed where another rank of the job shares this process's GPU (one GPU on the
-/// node, another rank on it): a copy to the device of up to 16 KiB then waits for the GPU to
+/// Writes allowed where another rank of the job shares this process's GPU (`gpu_shared`): a copy to the device of up to 16 KiB then waits for the GPU to
 /// switch from the other process, whatever its size, while stream writes do not. One H100
 /// shared by two ranks (2026-11-25, `bench/turns`, each process in turn, us): a 16 B to 16 KiB
 /// copy 144-147, from 32 KiB 10-11; writes of 16, 64, 256 and 1024 B 7.9, 12.3, 29.4 and 97.4
@@ -119,15 +139,31 @@ static WRITE_LIMIT: AtomicUsize = AtomicUsize::new(MAX_WRITES);
 /// Set when another rank of the job runs on this node (`node_shared`).
 static NODE_SHARED: AtomicBool = AtomicBool::new(false);
 
+/// Set when another rank of the job sees only the one GPU this process sees
+/// (`gpu_shared_by_ranks`).
+static GPU_SHARED: AtomicBool = AtomicBool::new(false);
+
 /// Another rank of the job runs on this node: where the node has one GPU, the two share it.
 pub fn node_shared() {
     NODE_SHARED.store(true, Ordering::Relaxed);
 }
 
+/// Another rank of this node sees only the one GPU this process sees (the same
+/// `CUDA_VISIBLE_DEVICES`): the two share it.
+pub fn gpu_shared_by_ranks() {
+    GPU_SHARED.store(true, Ordering::Relaxed);
+}
+
+/// Whether another rank of the job shares this process's GPU: one GPU on the node and another
+/// rank on it, or another rank made to see the same one GPU.
+pub fn gpu_shared() -> bool {
+    GPU_SHARED.load(Ordering::Relaxed) || (NODE_SHARED.load(Ordering::Relaxed) && super::driver::one_gpu())
+}
+
 /// How many stream writes a copy may take on this process's GPU.
 fn write_limit() -> usize {
     let limit = WRITE_LIMIT.load(Ordering::Relaxed);
-    if limit == MAX_WRITES && NODE_SHARED.load(Ordering::Relaxed) && super::driver::one_gpu() {
+    if limit == MAX_WRITES && gpu_shared() {
         WRITE_LIMIT.store(SHARED_MAX_WRITES, Ordering::Relaxed);
         return SHARED_MAX_WRITES;
     }

@@ -230,11 +230,7 @@ impl InContext<'_> {
                 }
             }
         }
-        if bytes <= signal::MAX_BYTES {
-            return signal::wait(d);
-        }
-        // SAFETY: the legacy default stream of the current context.
-        check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(legacy) })
+        signal::wait(d, bytes)
     }
 
     /// [`strided`](Self::strided) through the pack kernel; `Ok(false)` when it cannot run and

@@ -90,6 +90,9 @@ pub fn init(waiting: Waiting) {
         if p.node_shared() {
             crate::cuda::signal::node_shared();
         }
+        if p.one_visible_gpu_shared() {
+            crate::cuda::signal::gpu_shared_by_ranks();
+        }
         let on = p.may_receive();
         RECEIVING.store(on, Relaxed);
         SENDING.store(on, Relaxed);
@@ -225,7 +228,7 @@ pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handl
     let world = peers.world_rank(comm, dest)?;
     let src = buf.cast::<u8>().wrapping_offset(span.offset as isize).cast();
     let token = peers::device_token(dev.ordinal);
-    let ipc_from = match peers.shares_gpu(world) || crate::cuda::driver::one_gpu() {
+    let ipc_from = match peers.shares_gpu(world) || crate::cuda::signal::gpu_shared() {
         true => cfg.ipc_bytes.max(cfg.ipc_same_gpu_bytes),
         false => cfg.ipc_bytes,
     };

@@ -342,6 +342,15 @@ impl Peers {
         Self::paths(me, r).0 && (r.sees_all != 0 || r.tokens[..r.visible as usize].contains(token))
     }
 
+    /// Whether this rank sees one GPU through `CUDA_VISIBLE_DEVICES` and another rank of this
+    /// node sees that one only too: the two share it. (Without the variable, one GPU on the
+    /// node is told by the driver: `cuda::signal`.)
+    pub fn one_visible_gpu_shared(&self) -> bool {
+        let Some(me) = self.record(self.rank) else { return false };
+        let one = |r: &Record| r.sees_all == 0 && r.visible == 1;
+        one(me) && self.records.iter().enumerate().any(|(r, rec)| r as c_int != self.rank && rec.node == me.node && one(rec) && rec.tokens[0] == me.tokens[0])
+    }
+
     /// Whether another rank of the job runs on this node.
     pub fn node_shared(&self) -> bool {
         let Some(me) = self.record(self.rank) else { return false };

@@ -27,9 +27,10 @@ static int off(const char *name)
     return v && strcmp(v, "0") == 0;
 }
 
-/* At most two writes, or 32 where the ranks share the node's one GPU and know it: every rank
- * runs on this node here, so one GPU (and no CUDA_VISIBLE_DEVICES) means it is shared, which
- * the fast paths' handshake tells cudampi unless both are off. */
+/* At most two writes, or 32 where the ranks share one GPU and know it: every rank runs on
+ * this node here with the same environment, so one GPU (the node's, or the one
+ * CUDA_VISIBLE_DEVICES names) means it is shared, which the fast paths' handshake tells
+ * cudampi unless both are off. */
 static int max_writes(void)
 {
     static int n;
@@ -37,7 +38,8 @@ static int max_writes(void)
         int devices = 0;
         cudaGetDeviceCount(&devices);
         int knows = !(off("CUDAMPI_IPC") && off("CUDAMPI_PIPELINE"));
-        n = devices == 1 && !getenv("CUDA_VISIBLE_DEVICES") && knows ? 32 : 2;
+        const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+        n = devices == 1 && (!visible || !strchr(visible, ',')) && knows ? 32 : 2;
     }
     return n;
 }
