@@ -2,6 +2,7 @@
 //! layout or a packed buffer holding the blocks' bytes one after the other: one
 //! `cuMemcpy2DAsync` for a block of rows, one `cuMemcpy3DAsync` for a block of planes, so a
 //! column of a matrix crosses as its payload in one copy instead of the matrix's whole span.
+//! Blocks that would take more than [`FEW_CALLS`] copies go through the pack kernel (`pack`).
 //!
 //! Uses the driver (`driver`) in the context an [`InContext`] made current, on its legacy
 //! default stream, and waits as `copy` does; knows nothing of MPI. Called by `staging::stage`
