@@ -125,13 +125,14 @@ fn poll(d: &Driver, s: &Signals, i: u32) -> Result<(), CudaError> {
 /// 6.63/12.93 against 5.68/12.16, 32 B 6.51/13.37 against 7.01/13.34, 64 B 7.16/12.99 against
 /// 9.66/15.73.
 pub const MAX_WRITES: usize = 2;
-/// Writes allowed where another rank of the job shares this process's GPU (`gpu_shared`): a copy to the device of up to 16 KiB then waits for the GPU to
-/// switch from the other process, whatever its size, while stream writes do not. One H100
-/// shared by two ranks (2026-11-25, `bench/turns`, each process in turn, us): a 16 B to 16 KiB
-/// copy 144-147, from 32 KiB 10-11; writes of 16, 64, 256 and 1024 B 7.9, 12.3, 29.4 and 97.4
-/// (alone 4.1, 6.2, 14.4, 48.7, where a copy takes 4-5). In a ping-pong on that GPU a 64 B
-/// message then took 19.3 us one way and a 256 B one 36.7 (copied: 152); when the GPU happens
-/// to be idle, 256 B cost at most 10 us more than a copy.
+/// Writes allowed where another rank of the job shares this process's GPU (`gpu_shared`): a
+/// copy to the device of up to 16 KiB then waits for the GPU to switch from the other process,
+/// whatever its size, while stream writes do not. One H100 shared by two ranks (2026-11-25,
+/// `bench/turns`, each process in turn, us): a 16 B to 16 KiB copy 144-147, from 32 KiB 10-11;
+/// writes of 16, 64, 256 and 1024 B 7.9, 12.3, 29.4 and 97.4 (alone 4.1, 6.2, 14.4, 48.7, where
+/// a copy takes 4-5). In a ping-pong on that GPU a 64 B message then took 19.3 us one way and a
+/// 256 B one 36.7 (copied: 152); when the GPU happens to be idle, 256 B cost at most 10 us more
+/// than a copy.
 pub const SHARED_MAX_WRITES: usize = 32;
 /// The writes one copy may take: [`MAX_WRITES`], or [`SHARED_MAX_WRITES`] once the GPU is
 /// known to be shared.

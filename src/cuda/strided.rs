@@ -35,37 +35,50 @@ pub struct Summary {
     pub in_order: bool,
 }
 
-/// Blocks this many or fewer are summed up at every call; more are looked up.
-const SUMMED: usize = 64;
-/// Summaries kept of the blocks seen lately.
-const KEPT_SUMMARIES: usize = 16;
-static SUMMARIES: Mutex<Vec<(Weak<[Strided]>, Summary)>> = Mutex::new(Vec::new());
+/// Blocks this many or fewer are derived from at every call; more are looked up.
+const DERIVED_AT_ONCE: usize = 64;
+/// Values kept per [`Derived`], of the blocks seen lately.
+const KEPT_DERIVED: usize = 16;
 
-/// The [`Summary`] of `blocks`, kept for the last few shared blocks of many: a message sent
+/// Something derived from shared blocks, kept for the last few blocks of many: a message sent
 /// again and again comes with the same blocks (`mpi::typemap::message_of`), and passes over
 /// thousands of them at every step of every call would cost more than its copies.
+pub struct Derived<T>(Mutex<Vec<(Weak<[Strided]>, T)>>);
+
+impl<T: Clone> Derived<T> {
+    pub const fn new() -> Derived<T> {
+        Derived(Mutex::new(Vec::new()))
+    }
+
+    /// `make(blocks)`, or what it gave for the same blocks lately.
+    pub fn get(&self, blocks: &Blocks, make: impl FnOnce(&[Strided]) -> T) -> T {
+        if blocks.len() <= DERIVED_AT_ONCE {
+            return make(blocks);
+        }
+        let same = |w: &Weak<[Strided]>| std::ptr::eq(w.as_ptr(), Arc::as_ptr(blocks));
+        if let Some((_, v)) = self.0.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(w, _)| same(w)) {
+            return v.clone();
+        }
+        let v = make(blocks);
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        kept.retain(|(w, _)| w.strong_count() > 0);
+        if kept.len() >= KEPT_DERIVED {
+            kept.remove(0);
+        }
+        kept.push((Arc::downgrade(blocks), v.clone()));
+        v
+    }
+}
+
+/// The [`Summary`] of `blocks` (see [`Derived`]).
 pub fn summary(blocks: &Blocks) -> Summary {
-    let sum = |b: &[Strided]| Summary {
+    static SUMMARIES: Derived<Summary> = Derived::new();
+    SUMMARIES.get(blocks, |b| Summary {
         bytes: b.iter().map(Strided::bytes).sum(),
         calls: b.iter().map(Strided::calls).sum(),
         runs: b.iter().filter(|b| b.len > 0).map(|b| b.rows * b.planes).sum(),
         in_order: b.iter().all(|b| (b.rows <= 1 || b.pitch >= 0) && (b.planes <= 1 || b.plane_pitch >= 0)),
-    };
-    if blocks.len() <= SUMMED {
-        return sum(blocks);
-    }
-    let same = |w: &Weak<[Strided]>| std::ptr::eq(w.as_ptr(), Arc::as_ptr(blocks));
-    if let Some((_, s)) = SUMMARIES.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(w, _)| same(w)) {
-        return *s;
-    }
-    let s = sum(blocks);
-    let mut kept = SUMMARIES.lock().unwrap_or_else(|e| e.into_inner());
-    kept.retain(|(w, _)| w.strong_count() > 0);
-    if kept.len() >= KEPT_SUMMARIES {
-        kept.remove(0);
-    }
-    kept.push((Arc::downgrade(blocks), s));
-    s
+    })
 }
 
 /// `planes` planes `plane_pitch` bytes apart, each of `rows` runs of `len` bytes `pitch` apart,

@@ -202,6 +202,13 @@ pub fn prefix(blocks: &Form, mut bytes: usize) -> Form {
     out.into()
 }
 
+/// [`copies`] of a shared form, the same blocks again for the same form (so that the pack
+/// kernel keeps its table of them: `cuda::strided::Derived`).
+pub fn copies_of(form: &Form) -> Form {
+    static COPIES: crate::cuda::strided::Derived<Form> = crate::cuda::strided::Derived::new();
+    COPIES.get(form, |b| copies(b).into())
+}
+
 /// The same bytes as `blocks`, in whatever order takes the fewest driver calls: first byte
 /// lowest, and planes that interleave (or are not a whole number of rows apart) exchanged with
 /// the rows where that makes one pitched copy of what would be one per plane.

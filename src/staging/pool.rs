@@ -342,10 +342,8 @@ fn unmap(ptr: *mut u8, mapped: usize) {
 /// A pinned pool buffer of `cap` bytes and its mapping's length.
 fn alloc_pinned(ctx: &InContext, cap: usize) -> Option<(*mut u8, usize)> {
     let (p, mapped) = map_with_tail(cap)?;
-    // SAFETY: p holds cap mapped bytes; PORTABLE makes them pinned for every context, DEVICEMAP
-    // lets cudampi's pack kernel (`cuda::pack`) read and write them.
-    let flags = cudarc::driver::sys::CU_MEMHOSTREGISTER_PORTABLE | cudarc::driver::sys::CU_MEMHOSTREGISTER_DEVICEMAP;
-    let rc = unsafe { (ctx.driver().mem_host_register)(p.cast(), cap, flags) };
+    // SAFETY: p holds cap mapped bytes; PORTABLE makes them pinned for every context.
+    let rc = unsafe { (ctx.driver().mem_host_register)(p.cast(), cap, cudarc::driver::sys::CU_MEMHOSTREGISTER_PORTABLE) };
     if rc == CUDA_SUCCESS {
         return Some((p, mapped));
     }

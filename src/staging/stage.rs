@@ -504,11 +504,11 @@ impl Staged {
             return self.window().blocks_to_host(name, comm, form);
         }
         if let Some(form) = &self.form {
-            let copies: typemap::Form = typemap::copies(form).into();
+            let copies = typemap::copies_of(form);
             // Many small blocks that fill most of the span cost less as one copy of it, unless
             // the pack kernel takes them.
-            let calls: usize = copies.iter().map(Strided::calls).sum();
-            if blocks_pay(calls, self.span.len, typemap::bytes(form)) {
+            let calls = cuda::strided::summary(&copies).calls;
+            if blocks_pay(calls, self.span.len, cuda::strided::summary(form).bytes) {
                 return self.window().blocks_to_host(name, comm, &copies);
             }
         }
@@ -638,7 +638,7 @@ fn deliver_form(w: Window, back: Back, form: &typemap::Form, name: &'static str,
             return w.runs_to_device(name, comm, &runs);
         }
     }
-    w.blocks_to_device(name, comm, &typemap::copies(&blocks).into())
+    w.blocks_to_device(name, comm, &typemap::copies_of(&blocks))
 }
 
 /// A staged span as plain addresses: valid while the staged buffer that made it lives.
