@@ -19,7 +19,7 @@
 //! allocations come and go; a mapping keeps the memory alive, so at most [`MAPPINGS`] are
 //! kept, the least recently used closed first).
 //!
-//! This module may use `claims`, `exported`, `imported`, `patience`, `peers`, `envelope`,
+//! This module may use `claims`, `exported`, `imported`, `patience`, `peers`, `queued`, `envelope`,
 //! `cuda`, `mpi` and `base`.
 
 use std::ffi::{c_int, c_void};
@@ -30,7 +30,7 @@ use std::time::Instant;
 use super::envelope::{self, Envelope};
 use super::imported::LAZY_ENABLE_PEER_ACCESS;
 use super::patience::Patience;
-use super::{claims, exported, imported, peers, pipeline};
+use super::{claims, exported, imported, peers, pipeline, queued};
 use crate::base::{log, stats};
 use crate::cuda::copy::check;
 use crate::cuda::driver::{self, CUcontext, CUdeviceptr, CuResult, IpcMemHandle};
@@ -111,12 +111,15 @@ impl Send {
             return;
         }
         self.open = false;
+        // The receiver may be waiting, in a send of its own, for a copy this thread queued.
+        queued::flush();
         let wait = PATIENCE.now();
         let mut spins = 0u32;
         loop {
             spins = spins.wrapping_add(1);
             if meanwhile && spins % 64 == 0 {
                 pipeline::land_meanwhile();
+                queued::flush();
             }
             match claims::look(self.slot) {
                 claims::Seen::Done { same_gpu } => {
@@ -281,8 +284,14 @@ fn map(m: &mut Mapped, e: &Envelope, ctx: &InContext, ordinal: i32) -> Result<CU
 fn close(x: &Mapping) {
     let Some(d) = driver::get() else { return };
     if let Ok(_c) = InContext::enter(&Device::new(x.ctx as CUcontext, x.ordinal)) {
-        // SAFETY: a mapping this module opened in that context.
-        unsafe { (d.ipc_close_mem_handle)(x.ptr) };
+        // Copies from the mapping that a completion call queued (`queued`), on this context's
+        // legacy default stream, end first.
+        // SAFETY: the legacy default stream of the current context; a mapping this module
+        // opened in that context.
+        unsafe {
+            (d.stream_synchronize)(std::ptr::null_mut());
+            (d.ipc_close_mem_handle)(x.ptr)
+        };
     }
 }
 
@@ -320,10 +329,11 @@ pub fn claim(e: &Envelope) -> Option<Source> {
     }
 }
 
-/// Copies `len` bytes of the message to `dst` (device memory of `dev`, or host memory).
-pub fn copy(e: &Envelope, dst: *mut c_void, dev: Option<Device>, len: usize) -> Result<(), CudaError> {
+/// Copies `len` bytes of the message to `dst` (device memory of `dev`, or host memory);
+/// without `wait`, a copy to device memory is only started (`queued`).
+pub fn copy(e: &Envelope, dst: *mut c_void, dev: Option<Device>, len: usize, wait: bool) -> Result<(), CudaError> {
     let mut m = mapped();
-    imported::copy_from(e, dst, dev, len, |ctx, ordinal| Ok(map(&mut m, e, ctx, ordinal)? + e.offset))
+    imported::copy_from(e, dst, dev, len, wait, |ctx, ordinal| Ok(map(&mut m, e, ctx, ordinal)? + e.offset))
 }
 
 /// Closes every mapping and destroys the events (`MPI_Finalize`, after every rank is there).

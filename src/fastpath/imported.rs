@@ -96,16 +96,18 @@ pub fn release_all() {
 /// Copies `len` bytes from the sender's buffer to `dst` (device memory of `dev`, or host
 /// memory when `dev` is `None`), complete on return.
 pub fn copy(e: &Envelope, dst: *mut c_void, dev: Option<Device>, len: usize) -> Result<(), CudaError> {
-    copy_from(e, dst, dev, len, |ctx, ordinal| Ok(map(e, ctx, ordinal)? + e.offset))
+    copy_from(e, dst, dev, len, true, |ctx, ordinal| Ok(map(e, ctx, ordinal)? + e.offset))
 }
 
 /// [`copy`] from the device address `source` gives in the context it is handed (which is
-/// current), with the ordinal of its GPU.
+/// current), with the ordinal of its GPU. Without `wait`, a copy to device memory is only
+/// started, on the legacy default stream of `dev`'s context.
 pub fn copy_from(
     e: &Envelope,
     dst: *mut c_void,
     dev: Option<Device>,
     len: usize,
+    wait: bool,
     source: impl FnOnce(&InContext, i32) -> Result<CUdeviceptr, CudaError>,
 ) -> Result<(), CudaError> {
     let d = driver::load().ok_or(CudaError { call: "cuInit", code: 3 })?;
@@ -127,7 +129,10 @@ pub fn copy_from(
             // A device-to-device copy returns before it is done.
             false => {
                 check("cuMemcpyDtoD", (d.memcpy_dtod)(dst as CUdeviceptr, src, len))?;
-                check("cuStreamSynchronize", (d.stream_synchronize)(std::ptr::null_mut()))
+                match wait {
+                    true => check("cuStreamSynchronize", (d.stream_synchronize)(std::ptr::null_mut())),
+                    false => Ok(()),
+                }
             }
         }
     }

@@ -36,6 +36,7 @@ mod imported;
 mod patience;
 mod peers;
 mod pipeline;
+mod queued;
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -49,6 +50,7 @@ use crate::staging::stage::{self, received_bytes, Envelopes, Window};
 
 pub use envelope::BYTES as ENVELOPE_BYTES;
 pub use pipeline::Waiting;
+pub use queued::{at as queue_at, begin as queue_begin, end as queue_end};
 
 /// A peer may send this process envelopes, so receives look at what arrived.
 static RECEIVING: AtomicBool = AtomicBool::new(false);
@@ -331,6 +333,15 @@ pub fn incoming(name: &'static str, comm: Option<Handle>, status: *mut c_void, t
         _ => e,
     };
     let bytes = e.bytes as usize;
+    // A completion call's direct copies into device memory run back to back (`queued`).
+    let queue = match (&taken, to.runs, to.device) {
+        (Some(_), None, Some(_)) => queued::on(),
+        _ => false,
+    };
+    if e.kind == envelope::CHUNKS {
+        // Its chunks come from a sender that may wait for a queued copy.
+        queued::flush();
+    }
     let result = if bytes > to.capacity {
         log::error(format_args!("{name}: message of {bytes} bytes truncated to {} (MPI_ERR_TRUNCATE); the buffer is left unchanged", to.capacity));
         if e.kind == envelope::CHUNKS {
@@ -339,7 +350,7 @@ pub fn incoming(name: &'static str, comm: Option<Handle>, status: *mut c_void, t
         }
         Err(errors::raise(comm, abi.err_truncate))
     } else {
-        land(&e, &to).map_err(|err| {
+        land(&e, &to, !queue).map_err(|err| {
             let at = to.device.map(|d| d.1).unwrap_or(to.at);
             errors::cuda(name, comm, err, at, bytes, &to.device.map(|d| d.0).unwrap_or(Device::primary(-1)))
         })
@@ -350,7 +361,10 @@ pub fn incoming(name: &'static str, comm: Option<Handle>, status: *mut c_void, t
         _ => true,
     };
     if let Some(t) = taken {
-        t.done(on_senders_gpu);
+        match (queue && result.is_ok(), to.device) {
+            (true, Some((dev, user))) => queued::push(name, comm, user, bytes, dev, t, on_senders_gpu),
+            _ => t.done(on_senders_gpu),
+        }
     } else if e.kind == envelope::IPC {
         imported::release(&e, on_senders_gpu);
     }
@@ -364,7 +378,8 @@ pub fn incoming(name: &'static str, comm: Option<Handle>, status: *mut c_void, t
     Some(result)
 }
 
-fn land(e: &Envelope, to: &Landing) -> Result<(), cuda::CudaError> {
+/// Without `wait`, a direct copy into device memory is only started.
+fn land(e: &Envelope, to: &Landing, wait: bool) -> Result<(), cuda::CudaError> {
     let bytes = e.bytes as usize;
     if e.kind == envelope::CHUNKS {
         return match (to.runs, to.device) {
@@ -377,7 +392,7 @@ fn land(e: &Envelope, to: &Landing) -> Result<(), cuda::CudaError> {
         };
     }
     let copy = |dst: *mut c_void, dev: Option<Device>| match e.kind {
-        envelope::DIRECT => direct::copy(e, dst, dev, bytes),
+        envelope::DIRECT => direct::copy(e, dst, dev, bytes, wait),
         _ => imported::copy(e, dst, dev, bytes),
     };
     match (to.runs, to.device) {

@@ -25,6 +25,7 @@ use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
 
+use crate::fastpath;
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::{errors, real};
 use crate::staging::stage::{self, Back, Form, Runs, Staged, Window};
@@ -483,7 +484,9 @@ pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(u
     let in_status = rc != 0 && errors::class(rc) == abi.err_in_status;
     let mut failed = Vec::new();
     let mut pending = Vec::new();
+    fastpath::queue_begin();
     for t in taken {
+        fastpath::queue_at(t.index);
         let status = done(t.index);
         // A completed one-shot entry is dropped, releasing its staging buffer, only after the
         // copy that reads it.
@@ -539,6 +542,7 @@ pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(u
             }
         }
     }
+    failed.extend(fastpath::queue_end());
     if !pending.is_empty() {
         table().extend(pending);
     }

@@ -9,6 +9,9 @@
  *      receives (osu_bibw's order): each rank, waiting in its sends, copies the other's
  *      messages meanwhile;
  *   3. MPI_Isend, MPI_Irecv, MPI_Wait on the send, then on the receive (a halo exchange);
+ *   3b. one MPI_Waitall over both ranks' 8 receives then 8 sends: the receive copies it queues
+ *      must be done before its sends wait for the peer's, or both ranks wait forever;
+ *   3c. osu_bw's shape: rank 0 sends 8 messages, rank 1 receives them, one MPI_Waitall each;
  *   4. the sender offsets into an allocation (the message starts 4099 bytes into it);
  *   5. MPI_Test does not wait: rank 0 polls its MPI_Isend with MPI_Test while rank 1 sleeps
  *      200 ms before its MPI_Recv, so MPI_Test must report the send incomplete at least once.
@@ -56,33 +59,53 @@ static void pingpong(size_t n, int seed)
     mem_free(r);
 }
 
-static void windows(size_t n, int seed, int halo)
+enum shape { SENDS_FIRST, HALO, ONE_WAITALL, ONE_WAY };
+
+static void windows(size_t n, int seed, enum shape shape)
 {
-    int peer = 1 - t_rank, w = halo ? 1 : WINDOW;
+    int peer = 1 - t_rank, w = shape == HALO ? 1 : WINDOW;
     void *s[WINDOW], *r[WINDOW];
-    MPI_Request sq[WINDOW], rq[WINDOW];
+    MPI_Request sq[WINDOW], rq[WINDOW], all[2 * WINDOW];
+    const char *what[] = {"both ways, sends waited first", "halo exchange", "both ways, one MPI_Waitall", "one way, a window"};
     for (int i = 0; i < w; i++) {
         s[i] = mem_alloc(MEM_DEVICE, n);
         r[i] = mem_alloc(MEM_DEVICE, n + SLACK);
         mem_pattern(s[i], n, t_rank, seed + i);
         mem_poison(r[i], n + SLACK);
     }
-    if (halo) {
+    if (shape == HALO) {
         MPI_CHECK(MPI_Isend(s[0], (int)n, MPI_BYTE, peer, seed, MPI_COMM_WORLD, &sq[0]));
         MPI_CHECK(MPI_Irecv(r[0], (int)n, MPI_BYTE, peer, seed, MPI_COMM_WORLD, &rq[0]));
         MPI_CHECK(MPI_Wait(&sq[0], MPI_STATUS_IGNORE));
         MPI_CHECK(MPI_Wait(&rq[0], MPI_STATUS_IGNORE));
+    } else if (shape == ONE_WAY) {
+        for (int i = 0; i < w; i++) {
+            if (t_rank == 0)
+                MPI_CHECK(MPI_Isend(s[i], (int)n, MPI_BYTE, peer, seed + i, MPI_COMM_WORLD, &sq[i]));
+            else
+                MPI_CHECK(MPI_Irecv(r[i], (int)n, MPI_BYTE, peer, seed + i, MPI_COMM_WORLD, &rq[i]));
+        }
+        MPI_CHECK(MPI_Waitall(w, t_rank == 0 ? sq : rq, MPI_STATUSES_IGNORE));
     } else {
         for (int i = 0; i < w; i++)
             MPI_CHECK(MPI_Irecv(r[i], (int)n, MPI_BYTE, peer, seed + i, MPI_COMM_WORLD, &rq[i]));
         for (int i = 0; i < w; i++)
             MPI_CHECK(MPI_Isend(s[i], (int)n, MPI_BYTE, peer, seed + i, MPI_COMM_WORLD, &sq[i]));
-        MPI_CHECK(MPI_Waitall(w, sq, MPI_STATUSES_IGNORE));
-        MPI_CHECK(MPI_Waitall(w, rq, MPI_STATUSES_IGNORE));
+        if (shape == ONE_WAITALL) {
+            for (int i = 0; i < w; i++) {
+                all[i] = rq[i];
+                all[w + i] = sq[i];
+            }
+            MPI_CHECK(MPI_Waitall(2 * w, all, MPI_STATUSES_IGNORE));
+        } else {
+            MPI_CHECK(MPI_Waitall(w, sq, MPI_STATUSES_IGNORE));
+            MPI_CHECK(MPI_Waitall(w, rq, MPI_STATUSES_IGNORE));
+        }
     }
     for (int i = 0; i < w; i++) {
         mem_pattern(s[i], n, t_rank + 100, seed + i);
-        expect_pattern(r[i], n, peer, seed + i, halo ? "halo exchange" : "both ways, sends waited first");
+        if (shape != ONE_WAY || t_rank == 1)
+            expect_pattern(r[i], n, peer, seed + i, what[shape]);
         mem_free(s[i]);
         mem_free(r[i]);
     }
@@ -145,8 +168,10 @@ int main(int argc, char **argv)
     int seed = 10;
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         pingpong(sizes[k], seed += 10);
-        windows(sizes[k], seed += 10, 0);
-        windows(sizes[k], seed += 10, 1);
+        windows(sizes[k], seed += 10, SENDS_FIRST);
+        windows(sizes[k], seed += 10, HALO);
+        windows(sizes[k], seed += 10, ONE_WAITALL);
+        windows(sizes[k], seed += 10, ONE_WAY);
     }
     offset_in_allocation(200000, seed += 10);
     test_polls(300000, seed += 10);
