@@ -96,7 +96,7 @@ impl<'a> InContext<'a> {
     /// polling; into pageable memory the driver's queued copy would return only once done, and
     /// polling would then cost a second round trip.
     pub fn to_host(&self, dst: *mut c_void, src: *const c_void, len: usize, pinned: bool) -> Result<(), CudaError> {
-        if pinned && len <= signal::poll_limit() {
+        if pinned && len <= signal::MAX_BYTES {
             // SAFETY: as below; the legacy default stream of the current context.
             check("cuMemcpyDtoHAsync", unsafe { (self.driver.memcpy_dtoh_async)(dst, src as u64, len, std::ptr::null_mut()) })?;
             return signal::wait(self.driver, len);
@@ -169,7 +169,11 @@ impl<'a> InContext<'a> {
             }
             i += rows;
         }
-        signal::wait(self.driver, runs.iter().map(|r| r.1).sum())
+        let bytes = runs.iter().map(|r| r.1).sum();
+        match runs.len() {
+            1 => signal::wait(self.driver, bytes),
+            _ => signal::wait_shaped(self.driver, bytes),
+        }
     }
 }
 

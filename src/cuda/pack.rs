@@ -227,7 +227,7 @@ fn launch(ctx: &InContext, gather: bool, dev: u64, blocks: &Blocks, host: *mut c
     };
     // The scratch (and a table's host copy) may be reused only once the stream is done.
     let done = match queued {
-        Ok(()) => signal::wait(d, payload),
+        Ok(()) => signal::wait_shaped(d, payload),
         // SAFETY: the legacy default stream of the current context.
         Err(_) => check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(legacy) }),
     };

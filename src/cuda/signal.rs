@@ -56,28 +56,40 @@ thread_local! {
     static SEQUENCE: Cell<u32> = const { Cell::new(0) };
 }
 
-/// Copies on a GPU another rank shares are waited for by polling up to this size.
-const SHARED_POLL_BYTES: usize = 256;
+/// Shaped work (pitched copies, the pack kernel) on a GPU another rank shares is waited for by
+/// polling up to this size.
+const SHARED_SHAPED_POLL_BYTES: usize = 256;
 
-/// The largest copy [`wait`] waits for by polling: [`MAX_BYTES`], or on a GPU another rank of
-/// the job shares [`SHARED_POLL_BYTES`]. There the stream's write of the word, one more command
-/// after the copy, cost a column exchange about 10 us (2 x H200, both ranks on GPU 0,
-/// `bench/datatypes`, two rounds each way: an 8 KiB column 40.9-42.4 us polling, 31.6-32.5
-/// synchronising, the `cudaMemcpy2D` recipe 29.6-30.7; 32 KiB 63.3-63.5 against 53.1), while
-/// `bench/pingpong` found messages up to 256 bytes 0-3 us faster polling and larger ones alike.
-pub fn poll_limit() -> usize {
+/// The largest shaped work [`wait_shaped`] waits for by polling: [`MAX_BYTES`], or on a GPU
+/// another rank of the job shares [`SHARED_SHAPED_POLL_BYTES`]. There the stream's write of
+/// the word after a pitched copy cost a column exchange about 10 us (2 x H200, both ranks on
+/// GPU 0, `bench/datatypes`, two rounds each way: an 8 KiB column 40.9-42.4 us polling,
+/// 31.6-32.5 synchronising, the `cudaMemcpy2D` recipe 29.6-30.7; 32 KiB 63.3-63.5 against
+/// 53.1). Plain copies there poll up to [`MAX_BYTES`] like anywhere else: synchronising them
+/// made a 64 KiB ping-pong 34 us one way against 28 polling, and 4 KiB messages both ways at
+/// once (`bench/bw -b`) 44 MB/s against 224 (2 x H200, both ranks on GPU 0, 2026-11-26).
+fn shaped_poll_limit() -> usize {
     if gpu_shared() {
-        SHARED_POLL_BYTES
+        SHARED_SHAPED_POLL_BYTES
     } else {
         MAX_BYTES
     }
 }
 
 /// Waits until the `bytes` copied by the work queued so far on the legacy default stream of
-/// the current context are in place: by polling up to [`poll_limit`] where it can, else with
+/// the current context are in place: by polling up to [`MAX_BYTES`] where it can, else with
 /// `cuStreamSynchronize`.
 pub fn wait(d: &Driver, bytes: usize) -> Result<(), CudaError> {
-    if bytes > poll_limit() {
+    wait_up_to(d, bytes, MAX_BYTES)
+}
+
+/// [`wait`] after shaped work: pitched copies or the pack kernel.
+pub fn wait_shaped(d: &Driver, bytes: usize) -> Result<(), CudaError> {
+    wait_up_to(d, bytes, shaped_poll_limit())
+}
+
+fn wait_up_to(d: &Driver, bytes: usize, limit: usize) -> Result<(), CudaError> {
+    if bytes > limit {
         return synchronize(d);
     }
     match (d.signals.as_ref(), word(d)) {

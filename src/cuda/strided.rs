@@ -244,7 +244,7 @@ impl InContext<'_> {
                 }
             }
         }
-        signal::wait(d, bytes)
+        signal::wait_shaped(d, bytes)
     }
 
     /// [`strided`](Self::strided) through the pack kernel; `Ok(false)` when it cannot run and
