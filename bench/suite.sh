@@ -162,7 +162,7 @@ else
     want bw && staged bw "$B/bw" -m 1:64M
     want bibw && run bibw "$B/bw" -b -m 1:64M -o "$out/bibw.json"
     want bibw && staged bibw "$B/bw" -b -m 1:64M
-    want coll && run coll "$B/coll" -m 8:64M -o "$out/coll.json"
+    want coll && run coll "$B/coll" -m 8:64M -r 3 -o "$out/coll.json"
     want rma && OMPI_MCA_osc=${OMPI_MCA_osc-^ucx} run rma "$B/rma" -m 8:64M --json "$out/rma.json"
     want io && run io "$B/io" -m 1M:"${BENCH_IO_MAX:-1G}" -o "$out/io.json"
     want datatypes && run datatypes "$B/datatypes" -k -o "$out/datatypes.json"
