@@ -7,8 +7,12 @@
 //!
 //! A sender waits for its receiver's copy, and that receiver may itself be waiting in a send
 //! for a copy queued here: the queue is flushed before anything that waits on a peer (a send
-//! from the program's buffer, a chunked message), so no rank waits on a copy that is only
-//! queued.
+//! from the program's buffer, a chunked message, a receive whose message has not arrived), so
+//! no rank waits on a copy that is only queued.
+//!
+//! Scopes nest: `MPI_Waitall` with the fast paths on completes its receives one at a time
+//! (`handlers::completion`), each through a completion of its own, inside one scope of its
+//! own; the queue is waited for when the outermost scope ends.
 //!
 //! This module may use `direct`, `cuda`, `mpi` and `base`.
 
@@ -24,16 +28,16 @@ use crate::mpi::abi::Handle;
 use crate::mpi::errors;
 
 thread_local! {
-    /// Set while a completion call delivers its receives ([`begin`]).
-    static ON: Cell<bool> = const { Cell::new(false) };
-    /// The index, in the call's array, of the request being delivered.
-    static INDEX: Cell<usize> = const { Cell::new(0) };
+    /// Scopes open on this thread ([`begin`]).
+    static DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// The request being delivered.
+    static REQUEST: Cell<Handle> = const { Cell::new(0) };
 }
 
 /// A copy on the legacy default stream of `dev`'s context, not yet waited for.
 struct Queued {
     thread: libc::pthread_t,
-    index: usize,
+    request: Handle,
     name: &'static str,
     comm: Option<Handle>,
     dst: *mut c_void,
@@ -45,8 +49,8 @@ struct Queued {
 
 struct Queue {
     copies: Vec<Queued>,
-    /// (thread, index, MPI error) of copies that failed, until their call collects them.
-    failed: Vec<(libc::pthread_t, usize, c_int)>,
+    /// (thread, request, MPI error) of copies that failed, until their call collects them.
+    failed: Vec<(libc::pthread_t, Handle, c_int)>,
 }
 
 // SAFETY: device addresses and contexts, used by the thread that queued them.
@@ -63,25 +67,25 @@ fn me() -> libc::pthread_t {
     unsafe { libc::pthread_self() }
 }
 
-/// A completion call starts delivering its receives.
+/// A completion call starts delivering its receives: opens a scope.
 pub fn begin() {
-    ON.with(|c| c.set(true));
+    DEPTH.with(|c| c.set(c.get() + 1));
 }
 
-/// The request delivered next is `index` of the call's array.
-pub fn at(index: usize) {
-    INDEX.with(|c| c.set(index));
+/// The request delivered next.
+pub fn at(request: Handle) {
+    REQUEST.with(|c| c.set(request));
 }
 
 /// Whether a direct copy to device memory may be queued now.
 pub fn on() -> bool {
-    ON.with(Cell::get)
+    DEPTH.with(Cell::get) > 0
 }
 
 /// Queues the completion of a copy to `dst` (`bytes` on `dev`) started without waiting.
 pub fn push(name: &'static str, comm: Option<Handle>, dst: *mut c_void, bytes: usize, dev: Device, taken: Taken, on_senders_gpu: bool) {
-    let index = INDEX.with(Cell::get);
-    queue().copies.push(Queued { thread: me(), index, name, comm, dst, bytes, dev, taken, on_senders_gpu });
+    let request = REQUEST.with(Cell::get);
+    queue().copies.push(Queued { thread: me(), request, name, comm, dst, bytes, dev, taken, on_senders_gpu });
 }
 
 /// Waits for this thread's queued copies, one synchronisation per context, and tells their
@@ -113,7 +117,7 @@ pub fn flush() {
             }
         };
         if let Err(e) = result {
-            failed.push((thread, c.index, errors::cuda(c.name, c.comm, e, c.dst, c.bytes, &c.dev)));
+            failed.push((thread, c.request, errors::cuda(c.name, c.comm, e, c.dst, c.bytes, &c.dev)));
         }
         c.taken.done(c.on_senders_gpu);
     }
@@ -122,11 +126,18 @@ pub fn flush() {
     }
 }
 
-/// The completion call has delivered its receives: waits for what is queued and returns the
-/// copies that failed, (index, MPI error).
-pub fn end() -> Vec<(usize, c_int)> {
+/// Closes a scope. The outermost waits for what is queued and returns the copies that failed,
+/// (request, MPI error); inner ones return nothing.
+pub fn end() -> Vec<(Handle, c_int)> {
+    let depth = DEPTH.with(|c| {
+        let d = c.get().saturating_sub(1);
+        c.set(d);
+        d
+    });
+    if depth > 0 {
+        return Vec::new();
+    }
     flush();
-    ON.with(|c| c.set(false));
     let thread = me();
     let mut q = queue();
     if q.failed.is_empty() {

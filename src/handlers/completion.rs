@@ -324,6 +324,10 @@ pub fn waitall(name: &'static str, count: c_int, requests: *mut c_void, statuses
 /// in the array's order, each as `MPI_Wait` would; the real call completes the rest. A
 /// receive that fails stops that: the call then reports `MPI_ERR_IN_STATUS`, the error in that
 /// receive's status and success in the others'.
+///
+/// The receives' direct copies are queued in one scope (`fastpath::queue_begin`) and run back
+/// to back; what is queued is waited for before blocking on a receive whose message has not
+/// arrived, since its sender may first wait for one of those copies.
 fn waitall_in_order(name: &'static str, count: c_int, reqs: *mut c_void, caller: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
     let Some(p) = crate::mpi::real::pmpi() else { return call(caller) };
     let abi = abi::get();
@@ -333,17 +337,29 @@ fn waitall_in_order(name: &'static str, count: c_int, reqs: *mut c_void, caller:
     let slot = |k: usize| reqs.cast::<u8>().wrapping_add(k * abi.request_size).cast::<c_void>();
     let posted: Vec<bool> = (0..n).map(|k| !abi.same(handle(k), abi.request_null)).collect();
     let mut early: Vec<(usize, abi::Status, c_int)> = Vec::new();
+    let keys: Vec<Handle> = (0..n).map(|k| abi.key(handle(k))).collect();
+    crate::fastpath::queue_begin();
     for k in (0..n).filter(|&k| posted[k]) {
         let receive = requests::with(handle(k), |e| e.active && e.p2p && (e.recv.is_some() || e.host.is_some()));
         if receive != Some(true) {
             continue;
         }
         let mut status = abi::Status::zeroed();
+        let mut arrived = 0;
+        // SAFETY: request k of the array, not freed by the call; a status of our own.
+        if unsafe { (p.request_get_status)(handle(k), &mut arrived, status.as_mut_ptr()) } != 0 || arrived == 0 {
+            crate::fastpath::queue_flush();
+        }
         // SAFETY: request k of the array and a status of our own.
         let rc = wait(name, slot(k), status.as_mut_ptr(), |st| unsafe { (p.wait)(slot(k), st) });
         early.push((k, status, rc));
         if rc != 0 {
             break;
+        }
+    }
+    for (h, error) in crate::fastpath::queue_end() {
+        if let Some(e) = early.iter_mut().find(|e| keys[e.0] == h && e.2 == 0) {
+            e.2 = error;
         }
     }
     let rc = complete(reqs, count, caller, true, |c| Statuses::array(c, count), call, all_done);

@@ -484,9 +484,10 @@ pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(u
     let in_status = rc != 0 && errors::class(rc) == abi.err_in_status;
     let mut failed = Vec::new();
     let mut pending = Vec::new();
+    let index_of: Vec<(Handle, usize)> = taken.iter().map(|t| (t.handle, t.index)).collect();
     fastpath::queue_begin();
     for t in taken {
-        fastpath::queue_at(t.index);
+        fastpath::queue_at(t.handle);
         let status = done(t.index);
         // A completed one-shot entry is dropped, releasing its staging buffer, only after the
         // copy that reads it.
@@ -542,7 +543,9 @@ pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(u
             }
         }
     }
-    failed.extend(fastpath::queue_end());
+    for (h, rc) in fastpath::queue_end() {
+        failed.extend(index_of.iter().find(|x| x.0 == h).map(|x| (x.1, rc)));
+    }
     if !pending.is_empty() {
         table().extend(pending);
     }
