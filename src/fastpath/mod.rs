@@ -75,6 +75,13 @@ pub fn announced(len: usize) -> bool {
     receiving() && cfg.pipeline && len >= cfg.pipeline_bytes
 }
 
+/// Whether a device receive of `len` bytes may get an envelope: the message is at least as
+/// large as the smallest that any fast path takes (`offer`).
+pub fn may_get_envelope(len: usize) -> bool {
+    let cfg = config::get();
+    receiving() && len >= envelope::BYTES.max(cfg.ipc_bytes.min(cfg.pipeline_bytes))
+}
+
 /// After the library's `MPI_Init`: every rank takes part in the handshake, which stops a job
 /// whose ranks do not all run cudampi with the same fast paths. `waiting` lists the device
 /// receives in flight, which chunks may begin before their completion call.
