@@ -32,6 +32,10 @@ thread_local! {
     static DEPTH: Cell<u32> = const { Cell::new(0) };
     /// The request being delivered.
     static REQUEST: Cell<Handle> = const { Cell::new(0) };
+    /// This thread has copies queued, or failures its call has not collected: without either,
+    /// flushing and ending take no lock.
+    static QUEUED: Cell<bool> = const { Cell::new(false) };
+    static FAILED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// A copy on the legacy default stream of `dev`'s context, not yet waited for.
@@ -85,18 +89,19 @@ pub fn on() -> bool {
 /// Queues the completion of a copy to `dst` (`bytes` on `dev`) started without waiting.
 pub fn push(name: &'static str, comm: Option<Handle>, dst: *mut c_void, bytes: usize, dev: Device, taken: Taken, on_senders_gpu: bool) {
     let request = REQUEST.with(Cell::get);
+    QUEUED.with(|c| c.set(true));
     queue().copies.push(Queued { thread: me(), request, name, comm, dst, bytes, dev, taken, on_senders_gpu });
 }
 
 /// Waits for this thread's queued copies, one synchronisation per context, and tells their
 /// senders.
 pub fn flush() {
+    if !QUEUED.with(|c| c.replace(false)) {
+        return;
+    }
     let thread = me();
     let mine: Vec<Queued> = {
         let mut q = queue();
-        if !q.copies.iter().any(|c| c.thread == thread) {
-            return;
-        }
         let (mine, others): (Vec<Queued>, Vec<Queued>) = std::mem::take(&mut q.copies).into_iter().partition(|c| c.thread == thread);
         q.copies = others;
         mine
@@ -122,6 +127,7 @@ pub fn flush() {
         c.taken.done(c.on_senders_gpu);
     }
     if !failed.is_empty() {
+        FAILED.with(|c| c.set(true));
         queue().failed.extend(failed);
     }
 }
@@ -138,11 +144,11 @@ pub fn end() -> Vec<(Handle, c_int)> {
         return Vec::new();
     }
     flush();
-    let thread = me();
-    let mut q = queue();
-    if q.failed.is_empty() {
+    if !FAILED.with(|c| c.replace(false)) {
         return Vec::new();
     }
+    let thread = me();
+    let mut q = queue();
     let (mine, others): (Vec<_>, Vec<_>) = std::mem::take(&mut q.failed).into_iter().partition(|f| f.0 == thread);
     q.failed = others;
     mine.into_iter().map(|(_, i, rc)| (i, rc)).collect()
