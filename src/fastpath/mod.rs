@@ -50,7 +50,7 @@ use crate::staging::stage::{self, received_bytes, Envelopes, Window};
 
 pub use envelope::BYTES as ENVELOPE_BYTES;
 pub use pipeline::Waiting;
-pub use queued::{at as queue_at, begin as queue_begin, end as queue_end, flush as queue_flush};
+pub use queued::{at as queue_at, begin as queue_begin, end as queue_end, flush as queue_flush, pending as queue_pending};
 
 /// A peer may send this process envelopes, so receives look at what arrived.
 static RECEIVING: AtomicBool = AtomicBool::new(false);

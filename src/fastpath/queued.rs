@@ -86,6 +86,11 @@ pub fn on() -> bool {
     DEPTH.with(Cell::get) > 0
 }
 
+/// Whether this thread has copies queued.
+pub fn pending() -> bool {
+    QUEUED.with(Cell::get)
+}
+
 /// Queues the completion of a copy to `dst` (`bytes` on `dev`) started without waiting.
 pub fn push(name: &'static str, comm: Option<Handle>, dst: *mut c_void, bytes: usize, dev: Device, taken: Taken, on_senders_gpu: bool) {
     let request = REQUEST.with(Cell::get);
