@@ -322,9 +322,8 @@ pub fn waitall(name: &'static str, count: c_int, requests: *mut c_void, statuses
 /// last envelope arrived, while the sender, its pinned buffers spent, waits for the first
 /// message's chunks to be taken. So the tracked receives that an envelope may reach are
 /// completed first, one at a time in the array's order, each as `MPI_Wait` would; the real
-/// call completes the rest. A
-/// receive that fails stops that: the call then reports `MPI_ERR_IN_STATUS`, the error in that
-/// receive's status and success in the others'.
+/// call completes the rest. A receive that fails stops that: the call then reports
+/// `MPI_ERR_IN_STATUS`, the error in that receive's status and success in the others'.
 ///
 /// The receives' direct copies are queued in one scope (`fastpath::queue_begin`) and run back
 /// to back; what is queued is waited for before blocking on a receive whose message has not
