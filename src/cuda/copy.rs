@@ -92,6 +92,11 @@ impl<'a> InContext<'a> {
         self.ctx
     }
 
+    /// Waits for everything queued so far on the context's legacy default stream.
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        signal::synchronize(self.driver)
+    }
+
     /// Device to host, `len` bytes. A small copy into pinned memory is queued and waited for by
     /// polling; into pageable memory the driver's queued copy would return only once done, and
     /// polling would then cost a second round trip.

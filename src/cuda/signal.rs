@@ -98,7 +98,7 @@ fn wait_up_to(d: &Driver, bytes: usize, limit: usize) -> Result<(), CudaError> {
     }
 }
 
-fn synchronize(d: &Driver) -> Result<(), CudaError> {
+pub fn synchronize(d: &Driver) -> Result<(), CudaError> {
     // SAFETY: the legacy default stream of the current context.
     check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(std::ptr::null_mut()) })
 }

@@ -444,8 +444,8 @@ impl Ring {
     fn complete(mut self) -> Result<(), CudaError> {
         let ctx = InContext::enter(&self.dev)?;
         self.step(&ctx, true);
-        // SAFETY: the legacy default stream of the current context, which the copies used.
-        let synced = check("cuStreamSynchronize", unsafe { (ctx.driver().stream_synchronize)(std::ptr::null_mut()) });
+        // The copies ran on the context's legacy default stream.
+        let synced = ctx.synchronize();
         self.close(&ctx).and(synced)
     }
 
@@ -770,9 +770,7 @@ fn direct(e: &Envelope, at: *mut c_void, device: Option<(Device, *mut c_void)>) 
         }
     }
     if let Some(ctx) = &ctx {
-        // SAFETY: the legacy default stream of the current context.
-        let synced = check("cuStreamSynchronize", unsafe { (ctx.driver().stream_synchronize)(std::ptr::null_mut()) });
-        failed = failed.and(synced);
+        failed = failed.and(ctx.synchronize());
     }
     failed
 }

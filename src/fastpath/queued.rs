@@ -21,7 +21,6 @@ use std::ffi::{c_int, c_void};
 use std::sync::{Mutex, MutexGuard};
 
 use super::direct::Taken;
-use crate::cuda::copy::check;
 use crate::cuda::driver::CUcontext;
 use crate::cuda::{CudaError, Device, InContext};
 use crate::mpi::abi::Handle;
@@ -118,10 +117,7 @@ pub fn flush() {
         let result = match synced.iter().find(|s| s.0 == key) {
             Some(s) => s.1,
             None => {
-                let r = InContext::enter(&c.dev).and_then(|ctx| {
-                    // SAFETY: the legacy default stream of the current context.
-                    check("cuStreamSynchronize", unsafe { (ctx.driver().stream_synchronize)(std::ptr::null_mut()) })
-                });
+                let r = InContext::enter(&c.dev).and_then(|ctx| ctx.synchronize());
                 synced.push((key, r));
                 r
             }

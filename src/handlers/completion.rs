@@ -338,16 +338,16 @@ fn waitall_in_order(name: &'static str, count: c_int, reqs: *mut c_void, caller:
     let posted: Vec<bool> = (0..n).map(|k| !abi.same(handle(k), abi.request_null)).collect();
     let mut early: Vec<(usize, abi::Status, c_int)> = Vec::new();
     let keys: Vec<Handle> = (0..n).map(|k| abi.key(handle(k))).collect();
+    // Only a receive large enough for an envelope comes first: the others complete in the real
+    // call, all copies after all messages, as without the fast paths. Completed one at a time,
+    // a window of small receives had each copy take turns with the peer's on a GPU the two
+    // share (4 KiB both ways at once: 43 MB/s against 85-240 staged). Any receive an envelope
+    // may reach must come first, not only chunked ones: MPICH hands every send that completes
+    // at once the same request handle, so a sender's next `MPI_Isend` may complete the
+    // previous send from its buffer there, and wait for this receive's copy.
+    let enveloped = |e: &requests::Entry| e.host.is_some() || e.recv.as_ref().is_some_and(|r| crate::fastpath::may_get_envelope(r.window().len));
     crate::fastpath::queue_begin();
     for k in (0..n).filter(|&k| posted[k]) {
-        // Only a receive large enough for an envelope: the others complete in the real call,
-        // all copies after all messages, as without the fast paths. Completed one at a time, a
-        // window of small receives had each copy take turns with the peer's on a GPU the two
-        // share (4 KiB both ways at once: 43 MB/s against 85-240 staged). Any receive an
-        // envelope may reach must come first, not only chunked ones: MPICH hands every send
-        // that completes at once the same request handle, so a sender's next `MPI_Isend` may
-        // complete the previous send from its buffer there, and wait for this receive's copy.
-        let enveloped = |e: &requests::Entry| e.host.is_some() || e.recv.as_ref().is_some_and(|r| crate::fastpath::may_get_envelope(r.window().len));
         let Some((true, once)) = requests::with(handle(k), |e| (e.active && e.p2p && enveloped(e), matches!(e.kind, Kind::Once))) else {
             continue;
         };
