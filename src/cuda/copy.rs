@@ -117,8 +117,9 @@ impl<'a> InContext<'a> {
     /// faster for small messages than the synchronous copy, which also returns early from
     /// pageable memory; small ones by polling (`signal`). One or two words (up to 32 on a GPU
     /// another rank shares) are not copied but written by the stream
-    /// (`signal::write_to_device`), except into managed memory.
-    pub fn runs_to_device(&self, dst: *mut c_void, src: *const c_void, runs: &[(usize, usize)]) -> Result<(), CudaError> {
+    /// (`signal::write_to_device`), except into managed memory. With `later`, the copies are
+    /// only queued and `later` waits for them (`Deferred`).
+    pub fn runs_to_device(&self, dst: *mut c_void, src: *const c_void, runs: &[(usize, usize)], later: Option<&mut Deferred>) -> Result<(), CudaError> {
         use cudarc::driver::sys::CUmemorytype;
         if let [(at, len)] = *runs {
             if len <= crate::base::config::get().ordered_recv_bytes {
@@ -126,8 +127,12 @@ impl<'a> InContext<'a> {
                 return self.ordered_to_device(unsafe { dst.cast::<u8>().add(at) }.cast(), unsafe { src.cast::<u8>().add(at) }.cast(), len);
             }
         }
+        let bytes = runs.iter().map(|r| r.1).sum();
         if self.stream_writes {
-            if let Some(done) = signal::write_to_device(self.driver, dst as u64, src.cast(), runs) {
+            if let Some(done) = signal::write_to_device(self.driver, dst as u64, src.cast(), runs, later.is_none()) {
+                if let (Ok(()), Some(l)) = (&done, later) {
+                    l.add(self.ctx, bytes, false);
+                }
                 return done;
             }
         }
@@ -174,10 +179,14 @@ impl<'a> InContext<'a> {
             }
             i += rows;
         }
-        let bytes = runs.iter().map(|r| r.1).sum();
-        match runs.len() {
-            1 => signal::wait(self.driver, bytes),
-            _ => signal::wait_shaped(self.driver, bytes),
+        let shaped = runs.len() > 1;
+        match (later, shaped) {
+            (Some(l), _) => {
+                l.add(self.ctx, bytes, shaped);
+                Ok(())
+            }
+            (None, false) => signal::wait(self.driver, bytes),
+            (None, true) => signal::wait_shaped(self.driver, bytes),
         }
     }
 }
@@ -225,5 +234,72 @@ pub fn release_contexts() {
                 }
             }
         }
+    }
+}
+
+/// One context's queued copies: their bytes, and whether any was shaped (pitched).
+struct Queued {
+    ctx: CUcontext,
+    bytes: usize,
+    shaped: bool,
+}
+
+/// Copies to the device whose wait is left to the end of a call that makes many of them.
+///
+/// A completion call over a window of staged receives (`MPI_Waitall` on 64 of them, say)
+/// copies each message to the device. Waiting for each copy before queuing the next costs a
+/// GPU round trip per message, and on a GPU two ranks share, often a switch from the other
+/// process's work per message. Copies made with a `Deferred` are only queued on the legacy
+/// default stream of their context; [`Deferred::wait`] then waits once per context, before the
+/// call returns, so the data is in place for every stream on return as before.
+///
+/// The owner must keep the staging buffers the copies read until the wait: dropping a
+/// `Deferred` that was not waited for waits too, so an early return cannot hand a buffer back
+/// while the GPU still reads it.
+#[derive(Default)]
+pub struct Deferred {
+    queued: Vec<Queued>,
+}
+
+impl Deferred {
+    pub fn new() -> Deferred {
+        Deferred::default()
+    }
+
+    /// `bytes` copied on the legacy default stream of `ctx`, not yet waited for.
+    fn add(&mut self, ctx: CUcontext, bytes: usize, shaped: bool) {
+        match self.queued.iter_mut().find(|q| q.ctx == ctx) {
+            Some(q) => {
+                q.bytes += bytes;
+                q.shaped |= shaped;
+            }
+            None => self.queued.push(Queued { ctx, bytes, shaped }),
+        }
+    }
+
+    /// Waits for every queued copy; the first failure is returned after all are waited for.
+    pub fn wait(mut self) -> Result<(), CudaError> {
+        self.wait_all()
+    }
+
+    fn wait_all(&mut self) -> Result<(), CudaError> {
+        let mut outcome = Ok(());
+        for q in std::mem::take(&mut self.queued) {
+            let waited = InContext::enter(&Device::new(q.ctx, -1)).and_then(|c| match q.shaped {
+                false => signal::wait(c.driver(), q.bytes),
+                true => signal::wait_shaped(c.driver(), q.bytes),
+            });
+            if outcome.is_ok() {
+                outcome = waited;
+            }
+        }
+        outcome
+    }
+}
+
+impl Drop for Deferred {
+    fn drop(&mut self) {
+        // Only reached on a path that did not wait; its caller reports the error it returns for.
+        let _ = self.wait_all();
     }
 }

@@ -11,6 +11,6 @@ pub mod pointer;
 pub mod signal;
 pub mod strided;
 
-pub use copy::{CudaError, InContext};
+pub use copy::{CudaError, Deferred, InContext};
 pub use pointer::{locate, surely_host, Device, Location};
 pub use strided::Strided;

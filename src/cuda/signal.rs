@@ -189,11 +189,11 @@ static WRITES: AtomicBool = AtomicBool::new(true);
 
 /// Copies the byte runs `(offset, len)` of `src` to the same offsets of device memory at `dst`
 /// (queued on the legacy default stream of the current context) with stream memory writes, and
-/// waits for them by polling. `None` when they cannot be written that way (a run not whole
-/// 4-byte words at a 4-byte aligned address, more writes than [`write_limit`], no batches in
-/// this driver, or the batch refused): then nothing was queued that the caller's copy will not
-/// overwrite with the same bytes.
-pub fn write_to_device(d: &Driver, dst: u64, src: *const u8, runs: &[(usize, usize)]) -> Option<Result<(), CudaError>> {
+/// with `wait` waits for them by polling. `None` when they cannot be written that way (a run
+/// not whole 4-byte words at a 4-byte aligned address, more writes than [`write_limit`], no
+/// batches in this driver, or the batch refused): then nothing was queued that the caller's
+/// copy will not overwrite with the same bytes.
+pub fn write_to_device(d: &Driver, dst: u64, src: *const u8, runs: &[(usize, usize)], wait: bool) -> Option<Result<(), CudaError>> {
     let s = d.signals.as_ref()?;
     let batch = s.stream_batch_mem_op?;
     let limit = write_limit();
@@ -222,18 +222,26 @@ pub fn write_to_device(d: &Driver, dst: u64, src: *const u8, runs: &[(usize, usi
             a += if wide { 8 } else { 4 };
         }
     }
-    let i = word(d)?;
-    let (want, device) = next_value(i);
-    ops[n] = MemOp::write(WRITE_VALUE_32, device, want as u64);
-    // SAFETY: n + 1 operations on the legacy default stream of the current context.
-    let rc = unsafe { batch(std::ptr::null_mut(), n as u32 + 1, ops.as_mut_ptr(), 0) };
+    let mut word_and_value = None;
+    if wait {
+        let i = word(d)?;
+        let (want, device) = next_value(i);
+        ops[n] = MemOp::write(WRITE_VALUE_32, device, want as u64);
+        n += 1;
+        word_and_value = Some((i, want));
+    }
+    // SAFETY: n operations on the legacy default stream of the current context.
+    let rc = unsafe { batch(std::ptr::null_mut(), n as u32, ops.as_mut_ptr(), 0) };
     if rc != CUDA_SUCCESS {
         // A refused batch costs as much as a copy: once refused, copies only.
         WRITES.store(false, Ordering::Relaxed);
         return None;
     }
     crate::base::stats::add(&crate::base::stats::BYTES_STREAM_WRITTEN, runs.iter().map(|r| r.1).sum());
-    Some(spin(s, i, want))
+    Some(match word_and_value {
+        Some((i, want)) => spin(s, i, want),
+        None => Ok(()),
+    })
 }
 
 /// Waits until this thread's word `i` holds `want`.

@@ -431,7 +431,7 @@ fn scatter(packed: &[u8], to: &Landing, runs: &[(usize, usize)], device: Option<
     // Runs in packing order may go down as well as up; the copy takes them sorted.
     written.sort_unstable();
     match device {
-        Some((dev, user)) => InContext::enter(&dev)?.runs_to_device(user, to.at, &written),
+        Some((dev, user)) => InContext::enter(&dev)?.runs_to_device(user, to.at, &written, None),
         None => Ok(()),
     }
 }

@@ -89,6 +89,13 @@ pub fn cuda(name: &str, comm: Option<Handle>, e: CudaError, buf: *const c_void, 
     raise(comm, if e.code == CUDA_ERROR_INVALID_VALUE { abi.err_buffer } else { abi.err_other })
 }
 
+/// Waiting for copies already queued to the device failed (`cuda::Deferred`): the GPU's
+/// error, not one buffer's.
+pub fn cuda_wait(name: &str, comm: Option<Handle>, e: CudaError) -> c_int {
+    log::error(format_args!("{name}: {} failed with {} while copying received data to the device", e.call, e.name()));
+    raise(comm, abi::get().err_other)
+}
+
 /// The error class of a code the library returned.
 pub fn class(rc: c_int) -> c_int {
     let mut class = rc;

@@ -25,6 +25,7 @@ use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
 
+use crate::cuda::Deferred;
 use crate::fastpath;
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::{errors, real};
@@ -347,12 +348,17 @@ impl Delivery {
 
     /// `status` is the completed request's status, or null when the call gives none.
     pub fn run(self, status: *mut c_void) -> Result<(), c_int> {
+        self.run_then(status, None)
+    }
+
+    /// [`Delivery::run`]; a plain copy of the span is left for `later` to wait for.
+    fn run_then(self, status: *mut c_void, later: Option<&mut Deferred>) -> Result<(), c_int> {
         // A collective's status counts nothing; a file read's counts the bytes read.
         let counted = self.p2p || matches!(self.target, Target::Staged { back: Back::Read, .. });
         let status = if counted { status } else { std::ptr::null_mut() };
         match self.target {
             Target::Host(h) => crate::fastpath::host_received(self.name, h.buf, h.count, h.datatype, self.comm, status),
-            Target::Staged { window, back, runs, form, ranges: None } => stage::deliver(window, back, runs.as_deref(), form.as_ref(), self.name, self.comm, status),
+            Target::Staged { window, back, runs, form, ranges: None } => stage::deliver(window, back, runs.as_deref(), form.as_ref(), self.name, self.comm, status, later),
             Target::Staged { window, ranges: Some(mut ranges), .. } => {
                 // Partitions of a negative stride come in descending order.
                 ranges.sort_unstable();
@@ -485,13 +491,18 @@ pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(u
     let mut failed = Vec::new();
     let mut pending = Vec::new();
     let index_of: Vec<(Handle, usize)> = taken.iter().map(|t| (t.handle, t.index)).collect();
+    // The staged receives' copies are waited for once, after all are queued (`Deferred`);
+    // their entries, which own the staging buffers the copies read, are dropped after that.
+    let mut later = Deferred::new();
+    let mut copied: Vec<(usize, &'static str, Option<Handle>)> = Vec::new();
+    let mut owners = Vec::new();
     fastpath::queue_begin();
     for t in taken {
         fastpath::queue_at(t.handle);
         let status = done(t.index);
         // A completed one-shot entry is dropped, releasing its staging buffer, only after the
         // copy that reads it.
-        let ((delivery, served), _owner, arrived) = match t.once {
+        let ((delivery, served), owner, arrived) = match t.once {
             Some(mut e) => {
                 // SAFETY: the same array the call was given.
                 let now = abi.key(unsafe { abi.request_at(reqs, t.index) });
@@ -538,11 +549,23 @@ pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(u
                 d.truncated();
                 continue;
             }
-            if let Err(e) = d.run(st) {
-                failed.push((t.index, e));
+            let (name, comm) = (d.name, d.comm);
+            match d.run_then(st, Some(&mut later)) {
+                Ok(()) => copied.push((t.index, name, comm)),
+                Err(e) => failed.push((t.index, e)),
             }
         }
+        owners.extend(owner);
     }
+    if let Err(e) = later.wait() {
+        // A copy failed on the GPU after it was queued: which one is not known, so every
+        // request whose copy was waited for reports it.
+        if let Some(&(_, name, comm)) = copied.first() {
+            let rc = errors::cuda_wait(name, comm, e);
+            failed.extend(copied.iter().map(|c| (c.0, rc)));
+        }
+    }
+    drop(owners);
     for (h, rc) in fastpath::queue_end() {
         failed.extend(index_of.iter().find(|x| x.0 == h).map(|x| (x.1, rc)));
     }

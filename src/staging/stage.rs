@@ -10,7 +10,7 @@ use std::ffi::{c_int, c_void};
 use std::sync::{Arc, OnceLock};
 
 use crate::base::{config, log, stats};
-use crate::cuda::{self, Device, InContext, Location, Strided};
+use crate::cuda::{self, Deferred, Device, InContext, Location, Strided};
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::datatype::{self, Span};
 use crate::mpi::errors;
@@ -530,12 +530,15 @@ impl Staged {
     /// `MPI_STATUS_IGNORE`), or null when the call has none (collectives); a cancelled
     /// receive copies nothing.
     pub fn deliver(&self, name: &'static str, comm: Option<Handle>, status: *mut c_void) -> Result<(), c_int> {
-        deliver(self.window(), self.back, self.runs.as_deref(), self.form.as_ref(), name, comm, status)
+        deliver(self.window(), self.back, self.runs.as_deref(), self.form.as_ref(), name, comm, status, None)
     }
 }
 
 /// Copies back what MPI wrote into a staged span, as `back` says. `status` as for
-/// [`Staged::deliver`].
+/// [`Staged::deliver`]. With `later`, a copy of the span or of its runs is left for `later` to
+/// wait for; messages that bring an envelope and datatypes copied along their blocks are in
+/// place on return either way.
+#[allow(clippy::too_many_arguments)]
 pub fn deliver(
     w: Window,
     back: Back,
@@ -544,6 +547,7 @@ pub fn deliver(
     name: &'static str,
     comm: Option<Handle>,
     status: *mut c_void,
+    later: Option<&mut Deferred>,
 ) -> Result<(), c_int> {
     // A file read's status has no cancelled flag of its own (the library leaves the field as
     // the caller's status had it).
@@ -559,7 +563,7 @@ pub fn deliver(
         }
     }
     if let (Back::Span, Some(runs)) = (back, runs) {
-        return w.runs_to_device(name, comm, runs);
+        return w.copy_runs(name, comm, runs, later);
     }
     let len = match back {
         Back::Received | Back::Read => match received_bytes(status) {
@@ -574,7 +578,10 @@ pub fn deliver(
         },
         _ => w.len,
     };
-    w.to_device(name, comm, 0, len)
+    match len {
+        0 => Ok(()),
+        _ => w.copy_runs(name, comm, &[(0, len)], later),
+    }
 }
 
 /// Receives of at most this many bytes may be written by the stream (`cuda::signal`).
@@ -729,13 +736,18 @@ impl Window {
     /// Copies the byte runs `(offset in the span, len)` (sorted, disjoint) from the staging
     /// buffer to the device.
     pub fn runs_to_device(self, name: &'static str, comm: Option<Handle>, runs: &[(usize, usize)]) -> Result<(), c_int> {
+        self.copy_runs(name, comm, runs, None)
+    }
+
+    /// [`Window::runs_to_device`], leaving the wait to `later` (or waiting, without one).
+    fn copy_runs(self, name: &'static str, comm: Option<Handle>, runs: &[(usize, usize)], later: Option<&mut Deferred>) -> Result<(), c_int> {
         let Some(&(first, _)) = runs.first() else { return Ok(()) };
         debug_assert!(runs.iter().all(|&(at, len)| at + len <= self.len));
         let at = self.user.cast::<u8>().wrapping_add(first).cast::<c_void>();
         let bytes: usize = runs.iter().map(|r| r.1).sum();
         let fail = |e| errors::cuda(name, comm, e, at, bytes, &self.dev);
         let ctx = InContext::enter(&self.dev).map_err(fail)?;
-        ctx.runs_to_device(self.user, self.host, runs).map_err(fail)?;
+        ctx.runs_to_device(self.user, self.host, runs, later).map_err(fail)?;
         stats::add(&stats::BYTES_TO_DEVICE, bytes);
         if config::get().debug {
             log::debug(format_args!("{name}: {bytes} bytes copied back to device buffer {at:p} (GPU {})", self.dev.ordinal));
