@@ -262,10 +262,6 @@ pub struct Deferred {
 }
 
 impl Deferred {
-    pub fn new() -> Deferred {
-        Deferred::default()
-    }
-
     /// `bytes` copied on the legacy default stream of `ctx`, not yet waited for.
     fn add(&mut self, ctx: CUcontext, bytes: usize, shaped: bool) {
         match self.queued.iter_mut().find(|q| q.ctx == ctx) {

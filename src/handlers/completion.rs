@@ -97,6 +97,21 @@ fn complete(
     call: impl FnOnce(*mut c_void) -> c_int,
     done: impl Fn(c_int, &Statuses, usize) -> Option<*mut c_void>,
 ) -> c_int {
+    complete_into(None, reqs, n, caller, multi, statuses, call, done)
+}
+
+/// [`complete`], leaving the wait for the staged receives' copies to `later` when given.
+#[allow(clippy::too_many_arguments)]
+fn complete_into(
+    later: Option<&mut requests::Later>,
+    reqs: *mut c_void,
+    n: c_int,
+    caller: *mut c_void,
+    multi: bool,
+    statuses: impl FnOnce(*mut c_void) -> Statuses,
+    call: impl FnOnce(*mut c_void) -> c_int,
+    done: impl Fn(c_int, &Statuses, usize) -> Option<*mut c_void>,
+) -> c_int {
     if !requests::any() {
         if !watch::any() {
             return call(caller);
@@ -114,7 +129,7 @@ fn complete(
     let null = Nulls::of(reqs, if multi { n } else { 0 });
     let st = statuses(caller);
     let rc = call(st.at(0));
-    let mut failed = requests::settle(taken, reqs, rc, |k| done(rc, &st, k));
+    let mut failed = requests::settle(taken, reqs, rc, |k| done(rc, &st, k), later);
     if !watched.is_empty() {
         failed.extend(watch::settle(watched, reqs, rc, |k| done(rc, &st, k)));
     }
@@ -328,7 +343,7 @@ pub fn waitall(name: &'static str, count: c_int, requests: *mut c_void, statuses
 /// The receives' direct copies are queued in one scope (`fastpath::queue_begin`) and run back
 /// to back; what is queued is waited for before blocking on a receive whose message has not
 /// arrived, since its sender may first wait for one of those copies.
-fn waitall_in_order(name: &'static str, count: c_int, reqs: *mut c_void, caller: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+fn waitall_in_order(_name: &'static str, count: c_int, reqs: *mut c_void, caller: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
     let Some(p) = crate::mpi::real::pmpi() else { return call(caller) };
     let abi = abi::get();
     let n = count as usize;
@@ -346,6 +361,8 @@ fn waitall_in_order(name: &'static str, count: c_int, reqs: *mut c_void, caller:
     // at once the same request handle, so a sender's next `MPI_Isend` may complete the
     // previous send from its buffer there, and wait for this receive's copy.
     let enveloped = |e: &requests::Entry| e.host.is_some() || e.recv.as_ref().is_some_and(|r| crate::fastpath::may_get_envelope(r.window().len));
+    // The copies of the receives that arrive staged are waited for once, after the loop.
+    let mut later = requests::Later::new();
     crate::fastpath::queue_begin();
     for k in (0..n).filter(|&k| posted[k]) {
         let Some((true, once)) = requests::with(handle(k), |e| (e.active && e.p2p && enveloped(e), matches!(e.kind, Kind::Once))) else {
@@ -362,13 +379,14 @@ fn waitall_in_order(name: &'static str, count: c_int, reqs: *mut c_void, caller:
             }
         }
         // SAFETY: request k of the array and a status of our own.
-        let rc = wait(name, slot(k), status.as_mut_ptr(), |st| unsafe { (p.wait)(slot(k), st) });
+        let wait = |st| unsafe { (p.wait)(slot(k), st) };
+        let rc = complete_into(Some(&mut later), slot(k), 1, status.as_mut_ptr(), false, Statuses::single, wait, |_, st, _| Some(st.at(0)));
         early.push((k, status, rc));
         if rc != 0 {
             break;
         }
     }
-    for (h, error) in crate::fastpath::queue_end() {
+    for (h, error) in later.finish().into_iter().chain(crate::fastpath::queue_end()) {
         if let Some(e) = early.iter_mut().find(|e| keys[e.0] == h && e.2 == 0) {
             e.2 = error;
         }

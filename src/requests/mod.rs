@@ -484,18 +484,21 @@ pub fn take(reqs: *const c_void, n: c_int) -> Vec<Taken> {
 /// After the completion call: `done(index)` says whether the call reported request `index`
 /// complete and gives its status (null if none). One-shot requests are complete exactly when
 /// MPI has replaced their handle with `MPI_REQUEST_NULL`; those still pending go back into the
-/// table. Returns the copies that failed: (index, error).
-pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(usize) -> Option<*mut c_void>) -> Vec<(usize, c_int)> {
+/// table. Returns the copies that failed: (index, error). The staged receives' copies are
+/// waited for once, after all are queued: by `later` when given (its owner then reports their
+/// failures, by handle), else before `settle` returns.
+pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(usize) -> Option<*mut c_void>, later: Option<&mut Later>) -> Vec<(usize, c_int)> {
     let abi = abi::get();
     let in_status = rc != 0 && errors::class(rc) == abi.err_in_status;
     let mut failed = Vec::new();
     let mut pending = Vec::new();
     let index_of: Vec<(Handle, usize)> = taken.iter().map(|t| (t.handle, t.index)).collect();
-    // The staged receives' copies are waited for once, after all are queued (`Deferred`);
-    // their entries, which own the staging buffers the copies read, are dropped after that.
-    let mut later = Deferred::new();
-    let mut copied: Vec<(usize, &'static str, Option<Handle>)> = Vec::new();
-    let mut owners = Vec::new();
+    let mut own = Later::new();
+    let outer = later.is_some();
+    let later = match later {
+        Some(l) => l,
+        None => &mut own,
+    };
     fastpath::queue_begin();
     for t in taken {
         fastpath::queue_at(t.handle);
@@ -550,29 +553,53 @@ pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(u
                 continue;
             }
             let (name, comm) = (d.name, d.comm);
-            match d.run_then(st, Some(&mut later)) {
-                Ok(()) => copied.push((t.index, name, comm)),
+            match d.run_then(st, Some(&mut later.copies)) {
+                Ok(()) => later.copied.push((t.handle, name, comm)),
                 Err(e) => failed.push((t.index, e)),
             }
         }
-        owners.extend(owner);
+        later.owners.extend(owner);
     }
-    if let Err(e) = later.wait() {
-        // A copy failed on the GPU after it was queued: which one is not known, so every
-        // request whose copy was waited for reports it.
-        if let Some(&(_, name, comm)) = copied.first() {
-            let rc = errors::cuda_wait(name, comm, e);
-            failed.extend(copied.iter().map(|c| (c.0, rc)));
-        }
-    }
-    drop(owners);
-    for (h, rc) in fastpath::queue_end() {
+    let waited = if outer { Vec::new() } else { std::mem::take(later).finish() };
+    for (h, rc) in waited.into_iter().chain(fastpath::queue_end()) {
         failed.extend(index_of.iter().find(|x| x.0 == h).map(|x| (x.1, rc)));
     }
     if !pending.is_empty() {
         table().extend(pending);
     }
     failed
+}
+
+/// Copies of staged receives left for one wait at the end of a completion call (`Deferred`),
+/// with the entries that own the staging buffers they read, dropped only after it.
+#[derive(Default)]
+pub struct Later {
+    copies: Deferred,
+    owners: Vec<Entry>,
+    /// The requests whose copies are queued, and what reports their error.
+    copied: Vec<(Handle, &'static str, Option<Handle>)>,
+}
+
+impl Later {
+    pub fn new() -> Later {
+        Later::default()
+    }
+
+    /// Waits for the copies, then lets the staging buffers go. A copy that fails on the GPU
+    /// after it was queued cannot be told from the others: every request whose copy was
+    /// waited for reports the error, by handle.
+    pub fn finish(self) -> Vec<(Handle, c_int)> {
+        let Later { copies, owners, copied } = self;
+        let waited = copies.wait();
+        drop(owners);
+        match (waited, copied.first()) {
+            (Err(e), Some(&(_, name, comm))) => {
+                let rc = errors::cuda_wait(name, comm, e);
+                copied.iter().map(|c| (c.0, rc)).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// `MPI_Request_get_status` reported the operation complete without freeing the request:
