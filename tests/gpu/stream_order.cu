@@ -21,6 +21,10 @@
  *   8. 200 times: MPI_Recv, then at once a kernel on a non-blocking stream copies it -> correct
  *   9. a kernel on a blocking stream spins ~50 ms, then writes the receive buffer; MPI_Recv
  *      follows at once: the message must land after the kernel's write            -> correct
+ * and with windows of receives, whose copies one MPI_Waitall waits for together:
+ *  10. 64 MPI_Irecv of 64 KiB into one device buffer, MPI_Waitall, then at once a kernel on a
+ *      non-blocking stream copies the buffer                                       -> correct
+ *  11. the same with 256 receives of 16 KiB                                         -> correct
  * Prints one line per case and PASS stream_order / FAIL stream_order; exit 0 on pass.
  *
  * Build: nvcc -O2 -c tests/gpu/stream_order.cu -I<dir of mpi.h> -o stream_order.o
@@ -216,6 +220,35 @@ int main(int argc, char **argv)
             printf("  %-5s %d. %s: %d of %d rounds wrong\n", wrong ? "FAIL" : "ok", c, what, wrong, rounds);
             failures += wrong != 0;
             fflush(stdout);
+        }
+    }
+
+    /* receiver-side cases with windows of receives */
+    for (int c = 10; c <= 11; c++) {
+        const int parts = c == 10 ? 64 : 256;
+        const size_t part = N / parts;
+        MPI_Request reqs[256];
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0) {
+            for (size_t i = 0; i < N; i++) h[i] = expect(i, c);
+            for (int k = 0; k < parts; k++)
+                MPI_Isend(h + k * part, (int)part, MPI_BYTE, 1, c, MPI_COMM_WORLD, &reqs[k]);
+            MPI_Waitall(parts, reqs, MPI_STATUSES_IGNORE);
+        } else if (rank == 1) {
+            CK(cudaMemset(d, POISON, N));
+            CK(cudaMemset(d2, 0, N));
+            CK(cudaDeviceSynchronize());
+            for (int k = 0; k < parts; k++)
+                MPI_Irecv(d + k * part, (int)part, MPI_BYTE, 0, c, MPI_COMM_WORLD, &reqs[k]);
+            MPI_Waitall(parts, reqs, MPI_STATUSES_IGNORE);
+            copy_bytes<<<128, 256, 0, nonblocking>>>(d2, d, N);
+            CK(cudaGetLastError());
+            CK(cudaStreamSynchronize(nonblocking));
+            CK(cudaMemcpy(h, d2, N, cudaMemcpyDeviceToHost));
+            size_t poison, bad = verify(h, c, &poison);
+            report(c, c == 10 ? "64 MPI_Irecv of 64 KiB into device memory, MPI_Waitall, then a kernel on a non-blocking stream reads them"
+                              : "256 MPI_Irecv of 16 KiB into device memory, MPI_Waitall, then a kernel on a non-blocking stream reads them",
+                   bad, poison, 0);
         }
     }
 
