@@ -118,7 +118,8 @@ impl<'a> InContext<'a> {
     /// pageable memory; small ones by polling (`signal`). One or two words (up to 32 on a GPU
     /// another rank shares) are not copied but written by the stream
     /// (`signal::write_to_device`), except into managed memory. With `later`, the copies are
-    /// only queued and `later` waits for them (`Deferred`).
+    /// only queued and `later` waits for them (`Deferred`); the stream then writes at most
+    /// `signal::BATCH_WRITE_BYTES` of all the copies `later` holds.
     pub fn runs_to_device(&self, dst: *mut c_void, src: *const c_void, runs: &[(usize, usize)], later: Option<&mut Deferred>) -> Result<(), CudaError> {
         use cudarc::driver::sys::CUmemorytype;
         if let [(at, len)] = *runs {
@@ -127,10 +128,12 @@ impl<'a> InContext<'a> {
                 return self.ordered_to_device(unsafe { dst.cast::<u8>().add(at) }.cast(), unsafe { src.cast::<u8>().add(at) }.cast(), len);
             }
         }
-        let bytes = runs.iter().map(|r| r.1).sum();
-        if self.stream_writes {
+        let bytes: usize = runs.iter().map(|r| r.1).sum();
+        let may_write = later.as_ref().map_or(true, |l| l.written + bytes <= signal::BATCH_WRITE_BYTES);
+        if self.stream_writes && may_write {
             if let Some(done) = signal::write_to_device(self.driver, dst as u64, src.cast(), runs, later.is_none()) {
                 if let (Ok(()), Some(l)) = (&done, later) {
+                    l.written += bytes;
                     l.add(self.ctx, bytes, false);
                 }
                 return done;
@@ -259,6 +262,8 @@ struct Queued {
 #[derive(Default)]
 pub struct Deferred {
     queued: Vec<Queued>,
+    /// Bytes of the queued copies that the stream writes (`signal::BATCH_WRITE_BYTES`).
+    written: usize,
 }
 
 impl Deferred {

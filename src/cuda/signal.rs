@@ -146,6 +146,14 @@ pub const MAX_WRITES: usize = 2;
 /// 256 B one 36.7 (copied: 152); when the GPU happens to be idle, 256 B cost at most 10 us more
 /// than a copy.
 pub const SHARED_MAX_WRITES: usize = 32;
+/// Bytes the stream may write for the receives of one completion call (`copy::Deferred`);
+/// the rest are copied. On a shared GPU the writes spare a receive the wait for the GPU to
+/// switch from the other process, but take about 0.09 us a byte there, while the copies of one
+/// call wait for the switch once: with every receive of up to [`SHARED_MAX_WRITES`] words
+/// written, windows of 64 messages of 256 B moved 7.9 MB/s one way and 8.0 both ways at once,
+/// copied 21.0 and 23.0 (2 x H200, both ranks on GPU 0, `bench/bw`, 2026-11-26). Two receives
+/// of 256 B still write (about 60 us against one switch of about 145).
+pub const BATCH_WRITE_BYTES: usize = 512;
 /// The writes one copy may take: [`MAX_WRITES`], or [`SHARED_MAX_WRITES`] once the GPU is
 /// known to be shared.
 static WRITE_LIMIT: AtomicUsize = AtomicUsize::new(MAX_WRITES);
