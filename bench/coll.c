@@ -12,7 +12,9 @@
  *   (c) manual, pageable   the recipe without the shim: cudaMemcpy device -> malloc'd host
  *                buffer, the host collective through the real PMPI function, cudaMemcpy the
  *                result back to the device (Bcast: the root copies out, the others copy in)
- *   (d) manual, pinned     the same with cudaMallocHost buffers
+ *   (d) manual, pinned     the same with cudaMallocHost buffers (COLL_PINNED=register: anonymous
+ *                memory pinned with cudaHostRegister, as cudampi pins its own; register-huge:
+ *                the same with transparent huge pages asked for)
  *   (e) nccl     ncclAllReduce, ncclBroadcast, and for Alltoall one group of ncclSend/ncclRecv
  *                per peer, on device buffers, then a stream synchronisation: the GPU-native
  *                reference, where NCCL loads and every rank has a GPU of its own (bench/nccl.h)
@@ -78,6 +80,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -352,6 +355,48 @@ static void usage(void)
                         "[-i ITERS] [-x WARMUP] [-r ROUNDS] [-B] [-c] [-f] [-o out.json]\n");
 }
 
+/* The pinned recipe's buffers: cudaMallocHost, or with COLL_PINNED=register (or
+ * register-huge) anonymous memory pinned with cudaHostRegister, as cudampi's staging pool pins
+ * it (register-huge asks for transparent huge pages first): to tell whether a gap between
+ * device(shim) and manual-pin comes from the kind of pinned memory. */
+static const char *pinned_kind(void)
+{
+    const char *k = getenv("COLL_PINNED");
+    return k && *k ? k : "cudaMallocHost";
+}
+
+static int pinned_alloc(char **p, size_t bytes)
+{
+    const char *k = pinned_kind();
+    if (strcmp(k, "cudaMallocHost") == 0)
+        return cudaMallocHost((void **)p, bytes) == cudaSuccess;
+    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return 0;
+#ifdef MADV_HUGEPAGE
+    if (strcmp(k, "register-huge") == 0)
+        madvise(m, bytes, MADV_HUGEPAGE);
+#endif
+    if (cudaHostRegister(m, bytes, cudaHostRegisterPortable) != cudaSuccess) {
+        munmap(m, bytes);
+        return 0;
+    }
+    *p = m;
+    return 1;
+}
+
+static void pinned_free(char *p, size_t bytes)
+{
+    if (!p)
+        return;
+    if (strcmp(pinned_kind(), "cudaMallocHost") == 0) {
+        cudaFreeHost(p);
+        return;
+    }
+    cudaHostUnregister(p);
+    munmap(p, bytes);
+}
+
 int main(int argc, char **argv)
 {
     size_t minsz = 8, maxsz = 64u << 20;
@@ -439,8 +484,7 @@ int main(int argc, char **argv)
     if (have_dev) {
         cudaMemset(b.dsend, 1, bytes);
         cudaMemset(b.drecv, 1, bytes);
-        if (cudaMallocHost((void **)&b.psend, bytes) == cudaSuccess &&
-            cudaMallocHost((void **)&b.precv, bytes) == cudaSuccess) {
+        if (pinned_alloc(&b.psend, bytes) && pinned_alloc(&b.precv, bytes)) {
             memset(b.psend, 1, bytes);
             memset(b.precv, 1, bytes);
             have_pinned = 1;
@@ -464,6 +508,7 @@ int main(int argc, char **argv)
         printf("# ranks: %d; iterations %d, warm-up %d (fewer above 64 KiB)%s\n", nranks, iters, warmup,
                check ? "; checking the data (-c)" : "");
         if (rounds > 1) printf("# each way's median over %d rounds, the ways in turn\n", rounds);
+        printf("# manual-pin buffers: %s (COLL_PINNED)\n", pinned_kind());
         printf("# timing: %s\n", back_to_back && !check ? "the calls back to back after one barrier, then cudaDeviceSynchronize (-B)"
                                                         : "each call alone between barriers");
         printf("# device(shim) buffers: rank 0 %s, the others %s (-d); nccl: %s\n",
@@ -528,9 +573,9 @@ int main(int argc, char **argv)
                 machine_json(f, &m, shim ? ver() : NULL, real_lib, nranks);
                 fprintf(f, "  \"parameters\": {\"nranks\": %d, \"iterations\": %d, \"warmup\": %d, \"min_size\": %zu, "
                            "\"max_size\": %zu, \"size_factor\": %d, \"rounds\": %d, \"bcast_root\": 0, \"check\": %s, "
-                           "\"force_device\": %s, \"placement\": \"%c %c\", \"nccl\": \"%s\", \"timing\": \"%s\", \"collectives\": [",
+                           "\"force_device\": %s, \"placement\": \"%c %c\", \"nccl\": \"%s\", \"pinned\": \"%s\", \"timing\": \"%s\", \"collectives\": [",
                         nranks, iters, warmup, minsz, maxsz, factor, rounds, check ? "true" : "false",
-                        force_dev ? "true" : "false", place[0], place[1], nccl.why,
+                        force_dev ? "true" : "false", place[0], place[1], nccl.why, pinned_kind(),
                         back_to_back && !check ? "back_to_back" : "alone");
                 for (int c = 0, first = 1; c < C_N; c++)
                     if (want[c]) {
@@ -600,8 +645,8 @@ int main(int argc, char **argv)
     free(b.hrecv);
     free(b.scratch);
     free(base);
-    if (b.psend) cudaFreeHost(b.psend);
-    if (b.precv) cudaFreeHost(b.precv);
+    pinned_free(b.psend, bytes);
+    pinned_free(b.precv, bytes);
     if (b.dsend) cudaFree(b.dsend);
     if (b.drecv) cudaFree(b.drecv);
     MPI_Finalize();

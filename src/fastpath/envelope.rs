@@ -2,9 +2,11 @@
 //!
 //! It travels on the program's own communicator, source and tag, so it is matched exactly where
 //! the data would have been: by the receive the program posted, in MPI's order. Its size is
-//! fixed and odd, so a receive looks at the content only when that many bytes arrived.
+//! fixed, so a receive looks at the content only when that many bytes arrived, or, where the
+//! program asks for no status, when the content begins with the job's mark.
 
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Bytes of every envelope on the wire: small enough to go eagerly in every MPI, and a whole
 /// number of elements of every predefined datatype (1056 = 33 x 32 = 11 x 96), since a receive
@@ -15,7 +17,16 @@ use std::ffi::c_void;
 /// types (`MPI_DOUBLE_INT`, 12 bytes) are not contiguous and are unpacked without the check.
 pub const BYTES: usize = 1056;
 
-const MAGIC: [u8; 16] = *b"cudampi-ipc-v3\0\0";
+const MAGIC: [u8; 16] = *b"cudampi-ipc-v4\0\0";
+
+/// This job's mark, rank 0's random number from the handshake: every envelope carries it, so
+/// that bytes of the program's own data, or of another job's, never read as one. A receive
+/// whose status the program does not ask for is told apart by its first bytes alone (`marked`).
+static JOB: AtomicU64 = AtomicU64::new(0);
+
+pub fn set_job(mark: u64) {
+    JOB.store(mark, Relaxed);
+}
 
 /// Longest device name a peer can use (`CUDA_VISIBLE_DEVICES` entries are up to 40 bytes).
 pub const TOKEN_BYTES: usize = 48;
@@ -32,6 +43,7 @@ pub const DIRECT: u32 = 2;
 #[derive(Clone, Copy)]
 pub struct Envelope {
     magic: [u8; 16],
+    job: u64,
     /// World rank of the sender, which the release goes back to.
     pub sender: u32,
     /// [`IPC`] or [`CHUNKS`].
@@ -57,7 +69,7 @@ const _: () = assert!(std::mem::size_of::<Envelope>() <= BYTES);
 
 impl Envelope {
     pub fn new(sender: u32, kind: u32, bytes: u64, arena: u64, offset: u64, handle: [u8; 64], token: [u8; TOKEN_BYTES]) -> Envelope {
-        Envelope { magic: MAGIC, sender, kind, bytes, arena, offset, handle, token, pid: 0, slot: 0, seq: 0 }
+        Envelope { magic: MAGIC, job: JOB.load(Relaxed), sender, kind, bytes, arena, offset, handle, token, pid: 0, slot: 0, seq: 0 }
     }
 
     /// Writes the envelope at the start of `out`, the rest zero.
@@ -74,6 +86,28 @@ impl Envelope {
     pub unsafe fn read(head: *const c_void) -> Option<Envelope> {
         // SAFETY: per the caller.
         let e = unsafe { std::ptr::read_unaligned(head.cast::<Envelope>()) };
-        (e.magic == MAGIC).then_some(e)
+        (e.magic == MAGIC && e.job == JOB.load(Relaxed)).then_some(e)
     }
+}
+
+/// Whether the bytes at `head` begin as an envelope of this job does. The rest of an envelope
+/// is read only where this holds.
+///
+/// # Safety
+/// `head` points to at least `BYTES` readable bytes.
+#[inline]
+pub unsafe fn marked(head: *const c_void) -> bool {
+    // SAFETY: per the caller, and the mark lies in the first bytes.
+    let (magic, job) = unsafe { (std::ptr::read_unaligned(head.cast::<[u8; 16]>()), std::ptr::read_unaligned(head.cast::<u8>().add(16).cast::<u64>())) };
+    magic == MAGIC && job == JOB.load(Relaxed)
+}
+
+/// Clears the mark of an envelope left in a buffer whose landing failed, so that no later
+/// receive there takes it for a new one.
+///
+/// # Safety
+/// `head` points to at least `BYTES` writable bytes.
+pub unsafe fn unmark(head: *mut c_void) {
+    // SAFETY: per the caller.
+    unsafe { std::ptr::write_bytes(head.cast::<u8>(), 0, 16) };
 }

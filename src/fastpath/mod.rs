@@ -223,7 +223,6 @@ pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handl
     if count <= 0 || dest == abi.proc_null || abi.same(datatype, abi.datatype_null) {
         return None;
     }
-    let Location::Device(dev) = cuda::locate(buf) else { return None };
     let t = datatype::query(datatype).ok()?;
     // Packed order is memory order only for predefined datatypes.
     if !t.named {
@@ -234,6 +233,8 @@ pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handl
     if span.len < envelope::BYTES.max(cfg.ipc_bytes.min(cfg.pipeline_bytes)) {
         return None;
     }
+    // After the size: a smaller message is staged, which asks the driver where it lies anyway.
+    let Location::Device(dev) = cuda::locate(buf) else { return None };
     let world = peers.world_rank(comm, dest)?;
     let src = buf.cast::<u8>().wrapping_offset(span.offset as isize).cast();
     let token = peers::device_token(dev.ordinal);
@@ -471,17 +472,43 @@ pub fn host_received(name: &'static str, buf: *mut c_void, count: i64, datatype:
     }
     let at = buf.cast::<u8>().wrapping_offset(span.offset as isize).cast();
     match incoming(name, comm, status, Landing { at, runs: runs.as_deref(), capacity, device: None }) {
-        Some(r) => r,
-        None => Ok(()),
+        Some(Err(e)) => {
+            if runs.is_none() {
+                // SAFETY: an envelope's bytes arrived at `at`.
+                unsafe { envelope::unmark(at) };
+            }
+            Err(e)
+        }
+        Some(Ok(())) | None => Ok(()),
     }
 }
 
-/// Bytes a host receive of `count` elements accepts, to decide whether an envelope can land in
-/// it (smaller buffers make the library report truncation itself).
-#[inline]
-pub fn may_land(count: i64, datatype: Handle) -> bool {
-    if count <= 0 {
-        return false;
+/// [`host_received`] for a receive into a packed buffer (see [`may_land`]) whose status the
+/// program did not ask for: the buffer's first bytes tell an envelope.
+pub fn host_received_unseen(name: &'static str, buf: *mut c_void, count: i64, datatype: Handle, comm: Option<Handle>) -> Result<(), c_int> {
+    // SAFETY: a completed receive into a buffer of at least an envelope's bytes.
+    if !unsafe { envelope::marked(buf) } {
+        return Ok(());
     }
-    datatype::size(datatype).is_some_and(|size| size.saturating_mul(count) >= envelope::BYTES as i64)
+    let (abi, Some(p)) = (abi::get(), real::pmpi()) else { return Ok(()) };
+    let mut status = abi::Status::zeroed();
+    // SAFETY: a status of this family, ours.
+    unsafe { (p.status_set_elements_x)(status.as_mut_ptr(), abi.byte, envelope::BYTES as i64) };
+    host_received(name, buf, count, datatype, comm, status.as_mut_ptr())
 }
+
+/// Whether an envelope can land in a host receive of `count` elements (smaller buffers make the
+/// library report truncation itself), and if so whether it would lie packed from the buffer's
+/// address, where [`host_received_unseen`] can tell it.
+#[inline]
+pub fn may_land(count: i64, datatype: Handle) -> Option<Packed> {
+    if count <= 0 {
+        return None;
+    }
+    let (size, packed) = datatype::size_packed(datatype)?;
+    (size.saturating_mul(count) >= envelope::BYTES as i64).then_some(Packed(packed))
+}
+
+/// A datatype's elements lie back to back from the buffer's address.
+#[derive(Clone, Copy)]
+pub struct Packed(pub bool);

@@ -17,7 +17,7 @@ use crate::mpi::abi::{self, Handle, UNDEFINED};
 use crate::mpi::real;
 
 const MAX_VISIBLE: usize = 16;
-const VERSION: u32 = 4;
+const VERSION: u32 = 5;
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -30,6 +30,8 @@ struct Record {
     /// The process id, which names the rank's shared slots (`claims`) on its node.
     pid: u32,
     node: u64,
+    /// A random number; rank 0's marks the job's envelopes (`envelope::set_job`).
+    mark: u64,
     /// No `CUDA_VISIBLE_DEVICES`: every GPU of the node.
     sees_all: u32,
     visible: u32,
@@ -67,6 +69,15 @@ fn node_id() -> u64 {
     }
     // FNV-1a.
     text.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// A number no other job draws: std's hasher keys come from the system's random source.
+fn random() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.finish()
 }
 
 fn visible_devices() -> Option<Vec<String>> {
@@ -275,7 +286,7 @@ fn stop(p: &real::Pmpi, why: std::fmt::Arguments) -> ! {
 fn exchange_records(p: &real::Pmpi, rank: c_int, size: c_int) {
     let cfg = config::get();
     let abi = abi::get();
-    let mut me = Record { version: VERSION, ipc: cfg.ipc as u32, pipeline: cfg.pipeline as u32, pid: std::process::id(), node: node_id(), sees_all: 0, visible: 0, tokens: [[0; TOKEN_BYTES]; MAX_VISIBLE] };
+    let mut me = Record { version: VERSION, ipc: cfg.ipc as u32, pipeline: cfg.pipeline as u32, pid: std::process::id(), node: node_id(), mark: random(), sees_all: 0, visible: 0, tokens: [[0; TOKEN_BYTES]; MAX_VISIBLE] };
     match visible_devices() {
         None => me.sees_all = 1,
         Some(list) => {
@@ -299,6 +310,7 @@ fn exchange_records(p: &real::Pmpi, rank: c_int, size: c_int) {
         log::warn(format_args!("the CUDA IPC handshake failed; device messages are staged through host memory"));
         return;
     }
+    super::envelope::set_job(all[0].mark);
     let shared_gpu = all.iter().map(|_| AtomicBool::new(false)).collect();
     let _ = PEERS.set(Peers { rank, records: all, shadow, world_group, shared_gpu });
 }

@@ -132,8 +132,11 @@ fn irecv_host<C: Count>(
     call: impl FnOnce(*mut c_void, C, Handle) -> c_int,
 ) -> c_int {
     let rc = call(buf, C::from_i64(count), datatype);
-    if rc == 0 && fastpath::may_land(count, datatype) {
-        requests::watch::insert(request, name, comm, HostRecv { buf, count, datatype });
+    if rc != 0 {
+        return rc;
+    }
+    if let Some(packed) = fastpath::may_land(count, datatype) {
+        requests::watch::insert(request, name, comm, HostRecv { buf, count, datatype }, packed);
     }
     rc
 }
@@ -142,7 +145,7 @@ fn irecv_host<C: Count>(
 /// buffer of the send posted with it, if any); one too small for an envelope needs nothing
 /// (the library reports the truncation).
 fn track_host(name: &'static str, comm: Option<Handle>, request: *mut c_void, send: Option<Prepared>, host: HostRecv, kind: Kind, rc: c_int) -> c_int {
-    if rc != 0 || !fastpath::may_land(host.count, host.datatype) {
+    if rc != 0 || fastpath::may_land(host.count, host.datatype).is_none() {
         return post(name, comm, request, send, None, kind, rc);
     }
     match requests::insert(request, Entry::host(name, comm, send.and_then(Prepared::staged), host, kind)) {

@@ -83,6 +83,18 @@ pub fn size(datatype: Handle) -> Option<i64> {
     Some(t.size)
 }
 
+/// [`size`], and whether the datatype is predefined without gaps or offset, so that `n` of its
+/// bytes lie at the buffer's address as they would packed.
+#[inline]
+pub fn size_packed(datatype: Handle) -> Option<(i64, bool)> {
+    let known = || NAMED.with_borrow(|(slots, _)| slots.iter().find(|(h, t)| *h == datatype && t.named).map(|(_, t)| (t.size, t.size == t.extent && t.true_lb == 0)));
+    if let Some(k) = known() {
+        return Some(k);
+    }
+    let size = size(datatype)?;
+    Some(known().unwrap_or((size, false)))
+}
+
 thread_local! {
     static DERIVED: std::cell::RefCell<([Handle; NAMED_SLOTS], usize)> = const { std::cell::RefCell::new(([0; NAMED_SLOTS], 0)) };
 }

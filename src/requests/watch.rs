@@ -4,9 +4,11 @@
 //! receive it into host memory: the completion call must then bring the data, so it must know
 //! the receive's buffer. Every `MPI_Irecv` and `MPI_Imrecv` into host memory large enough for
 //! an envelope is noted here, by request handle, and forgotten when its request completes; only
-//! a receive that completes with exactly an envelope's bytes is looked at further. A host-only
-//! program pays a slot per receive and a look among a few slots per request it completes,
-//! with no MPI call of cudampi's own and no lock unless MPI calls may overlap.
+//! a receive that completes with exactly an envelope's bytes is looked at further. Where the
+//! program asks for no status, MPI is asked for none either, and the buffer's first bytes tell
+//! an envelope (`settle_unseen`). A host-only program pays a slot per receive and a look among
+//! a few slots per request it completes, with no MPI call of cudampi's own and no lock unless
+//! MPI calls may overlap.
 //!
 //! An entry leaves the store once its completion call reports the request complete. Where MPI
 //! calls may overlap, it is taken out before the call and put back if the request is still
@@ -22,6 +24,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::mpi::abi::{self, Handle};
 use super::{self as requests, Entry, HostRecv, Kind};
+use crate::fastpath::Packed;
 
 /// A watched receive: its buffer, and what reports an error.
 #[derive(Clone, Copy)]
@@ -29,6 +32,8 @@ pub struct Watched {
     name: &'static str,
     comm: Option<Handle>,
     host: HostRecv,
+    /// An envelope would lie packed from the buffer's address (`fastpath::may_land`).
+    packed: bool,
 }
 
 /// Request handles are addresses or small integers: one multiplication spreads them enough.
@@ -51,43 +56,60 @@ impl Hasher for Spread {
 
 type Map = HashMap<Handle, Watched, BuildHasherDefault<Spread>>;
 
-/// Receives a program keeps posted at once are usually few: they sit in a few slots (handle 0,
-/// which no MPI gives a request, marks a free one), the rest in a map.
+/// Receives a program keeps posted at once are usually few: they sit in a few slots (the bits
+/// of `used` mark the taken ones, so a look passes over free slots at no cost), the rest in a map.
 const SLOTS: usize = 8;
 
 struct Store {
     slots: [(Handle, Option<Watched>); SLOTS],
+    used: u8,
     more: Option<Map>,
 }
 
 impl Store {
-    fn insert(&mut self, h: Handle, w: Watched) {
-        if let Some(s) = self.slots.iter_mut().find(|s| s.0 == h || s.0 == 0) {
-            if s.0 == 0 {
-                count(1);
+    fn slot(&self, h: Handle) -> Option<usize> {
+        let mut bits = self.used;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            if self.slots[i].0 == h {
+                return Some(i);
             }
-            *s = (h, Some(w));
-            return;
+            bits &= bits - 1;
         }
-        if self.more.get_or_insert_with(Map::default).insert(h, w).is_none() {
-            count(1);
+        None
+    }
+
+    fn insert(&mut self, h: Handle, w: Watched) {
+        let old = match self.slot(h) {
+            Some(i) => self.slots[i].1.replace(w),
+            None if self.used != u8::MAX => {
+                let i = self.used.trailing_ones() as usize;
+                self.slots[i] = (h, Some(w));
+                self.used |= 1 << i;
+                None
+            }
+            None => self.more.get_or_insert_with(Map::default).insert(h, w),
+        };
+        if let Some(old) = old {
+            tally(-1, &old);
         }
+        tally(1, &w);
     }
 
     fn contains(&self, h: Handle) -> bool {
-        self.slots.iter().any(|s| s.0 == h) || self.more.as_ref().is_some_and(|m| m.contains_key(&h))
+        self.slot(h).is_some() || self.more.as_ref().is_some_and(|m| m.contains_key(&h))
     }
 
     fn remove(&mut self, h: Handle) -> Option<Watched> {
-        let found = match self.slots.iter_mut().find(|s| s.0 == h) {
-            Some(s) => {
-                s.0 = 0;
-                s.1.take()
+        let found = match self.slot(h) {
+            Some(i) => {
+                self.used &= !(1 << i);
+                self.slots[i].1.take()
             }
             None => self.more.as_mut().and_then(|m| m.remove(&h)),
         };
-        if found.is_some() {
-            count(-1);
+        if let Some(w) = &found {
+            tally(-1, w);
         }
         found
     }
@@ -104,9 +126,12 @@ struct Shared {
 // SAFETY: the store is reached only through `with`, which locks unless calls are serial.
 unsafe impl Sync for Shared {}
 
-static STORE: Shared = Shared { store: std::cell::UnsafeCell::new(Store { slots: [(0, None); SLOTS], more: None }), lock: Mutex::new(()) };
+static STORE: Shared = Shared { store: std::cell::UnsafeCell::new(Store { slots: [(0, None); SLOTS], used: 0, more: None }), lock: Mutex::new(()) };
 /// Entries in the store: completion calls look there only when some are.
 static COUNT: AtomicUsize = AtomicUsize::new(0);
+/// Entries whose envelope would not lie packed from the buffer's address, changed under the
+/// store's lock where calls overlap.
+static SPREAD: AtomicUsize = AtomicUsize::new(0);
 /// No two MPI calls run at once (`MPI_THREAD_MULTIPLE` was not granted).
 static SERIAL: AtomicBool = AtomicBool::new(false);
 
@@ -127,14 +152,18 @@ pub fn init() {
     SERIAL.store(serial, Relaxed);
 }
 
-/// Changes `COUNT`, without a locked instruction where calls do not overlap (under the lock
-/// otherwise, but `any` reads it without).
-fn count(delta: isize) {
-    match SERIAL.load(Relaxed) {
-        true => COUNT.store(COUNT.load(Relaxed).wrapping_add_signed(delta), Relaxed),
+/// Counts an entry in or out of `COUNT` and `SPREAD`, without a locked instruction where calls
+/// do not overlap (under the lock otherwise, but `any` reads `COUNT` without).
+fn tally(delta: isize, w: &Watched) {
+    let add = |n: &AtomicUsize| match SERIAL.load(Relaxed) {
+        true => n.store(n.load(Relaxed).wrapping_add_signed(delta), Relaxed),
         false => {
-            COUNT.fetch_add(delta as usize, Relaxed);
+            n.fetch_add(delta as usize, Relaxed);
         }
+    };
+    add(&COUNT);
+    if !w.packed {
+        add(&SPREAD);
     }
 }
 
@@ -144,14 +173,14 @@ pub fn any() -> bool {
 }
 
 /// Notes the receive MPI just posted under `*request`.
-pub fn insert(request: *const c_void, name: &'static str, comm: Option<Handle>, host: HostRecv) {
+pub fn insert(request: *const c_void, name: &'static str, comm: Option<Handle>, host: HostRecv, packed: Packed) {
     if request.is_null() {
         return;
     }
     let abi = abi::get();
     // SAFETY: MPI has just written the handle of a successfully posted request there.
     let h = abi.key(unsafe { abi.request_at(request, 0) });
-    with(|s| s.insert(h, Watched { name, comm, host }));
+    with(|s| s.insert(h, Watched { name, comm, host, packed: packed.0 }));
 }
 
 /// The watched requests among those of a completion call, as (index, handle). Where MPI calls
@@ -256,6 +285,51 @@ pub fn settle(taken: Taken, reqs: *const c_void, rc: c_int, status: impl Fn(usiz
     failed
 }
 
+/// The handles of a completion call's requests before it, for a call that asks MPI for no
+/// status (the caller asked for none): [`settle_unseen`] then tells which completed, as MPI
+/// replaces their handles, and whether each received an envelope, from its buffer's first bytes.
+/// Only where MPI calls do not overlap, so that entries stay in the store meanwhile, and while
+/// every watched buffer would hold an envelope packed from its address.
+pub struct Before {
+    keys: [Handle; BEFORE],
+    n: usize,
+}
+
+const BEFORE: usize = 8;
+
+pub fn before(reqs: *const c_void, n: c_int) -> Option<Before> {
+    if !SERIAL.load(Relaxed) || SPREAD.load(Relaxed) != 0 || reqs.is_null() || n <= 0 || n as usize > BEFORE {
+        return None;
+    }
+    let abi = abi::get();
+    let mut keys = [0; BEFORE];
+    for (k, key) in keys.iter_mut().enumerate().take(n as usize) {
+        // SAFETY: the caller passes n requests.
+        *key = abi.key(unsafe { abi.request_at(reqs, k) });
+    }
+    Some(Before { keys, n: n as usize })
+}
+
+/// After the completion call of `before`: the watched requests that completed leave the store,
+/// and an envelope in one's buffer brings its data. Returns the landings that failed: (index,
+/// error).
+pub fn settle_unseen(before: &Before, reqs: *const c_void) -> Vec<(usize, c_int)> {
+    let abi = abi::get();
+    let mut failed = Vec::new();
+    for (k, &h) in before.keys[..before.n].iter().enumerate() {
+        // SAFETY: the same array the call was given.
+        if abi.key(unsafe { abi.request_at(reqs, k) }) == h {
+            continue;
+        }
+        // SAFETY: calls do not overlap (`before`).
+        let Some(w) = (unsafe { &mut *STORE.store.get() }).remove(h) else { continue };
+        if let Err(e) = crate::fastpath::host_received_unseen(w.name, w.host.buf, w.host.count, w.host.datatype, w.comm) {
+            failed.push((k, e));
+        }
+    }
+    failed
+}
+
 /// Moves the watched requests among `n` into `requests`, as tracked host receives, for the
 /// calls that only `requests` serves.
 pub fn promote(reqs: *const c_void, n: c_int) {
@@ -283,7 +357,9 @@ pub fn promote(reqs: *const c_void, n: c_int) {
 pub fn clear() {
     with(|s| {
         s.slots = [(0, None); SLOTS];
+        s.used = 0;
         s.more = None;
     });
     COUNT.store(0, Relaxed);
+    SPREAD.store(0, Relaxed);
 }
