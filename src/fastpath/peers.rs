@@ -117,7 +117,9 @@ const HELLO_TAG: c_int = 32_001;
 const VERDICT_TAG: c_int = 32_002;
 const HELLO_MAGIC: u32 = 0x6364_6d70;
 
-/// What each rank tells rank 0: this library, its version, and its fast paths.
+/// What each rank tells rank 0: this library, its version, its fast paths and the smallest
+/// message each takes (a receiver orders its receives and picks their staging buffers by the
+/// sizes at which peers send envelopes; 0 for a path that is off).
 #[repr(C)]
 #[derive(Clone, Copy, Default, PartialEq, Eq)]
 struct Hello {
@@ -125,11 +127,32 @@ struct Hello {
     version: u32,
     ipc: u32,
     pipeline: u32,
+    ipc_bytes: u64,
+    pipeline_bytes: u64,
 }
 
 impl Hello {
-    fn settings(&self) -> String {
-        format!("CUDAMPI_IPC={} CUDAMPI_PIPELINE={}", self.ipc, self.pipeline)
+    fn new(cfg: &config::Config) -> Hello {
+        Hello {
+            magic: HELLO_MAGIC,
+            version: VERSION,
+            ipc: cfg.ipc as u32,
+            pipeline: cfg.pipeline as u32,
+            ipc_bytes: if cfg.ipc { cfg.ipc_bytes as u64 } else { 0 },
+            pipeline_bytes: if cfg.pipeline { cfg.pipeline_bytes as u64 } else { 0 },
+        }
+    }
+
+    /// The paths, and the sizes of those both have on where they differ from `other`'s.
+    fn settings(&self, other: &Hello) -> String {
+        let mut s = format!("CUDAMPI_IPC={} CUDAMPI_PIPELINE={}", self.ipc, self.pipeline);
+        if self.ipc == other.ipc && self.ipc_bytes != other.ipc_bytes {
+            s += &format!(" CUDAMPI_IPC_BYTES={}", self.ipc_bytes);
+        }
+        if self.pipeline == other.pipeline && self.pipeline_bytes != other.pipeline_bytes {
+            s += &format!(" CUDAMPI_PIPELINE_BYTES={}", self.pipeline_bytes);
+        }
+        s
     }
 }
 
@@ -150,7 +173,7 @@ pub fn handshake() {
     if unsafe { (p.comm_rank)(abi.comm_world, &mut rank) != 0 || (p.comm_size)(abi.comm_world, &mut size) != 0 } || size < 2 {
         return;
     }
-    let me = Hello { magic: HELLO_MAGIC, version: VERSION, ipc: cfg.ipc as u32, pipeline: cfg.pipeline as u32 };
+    let me = Hello::new(cfg);
     let wait = Duration::from_secs(cfg.handshake_wait_s);
     if rank == 0 {
         gather_hellos(p, me, size, wait);
@@ -203,9 +226,9 @@ fn gather_hellos(p: &real::Pmpi, me: Hello, size: c_int, wait: Duration) {
         stop(p, format_args!("rank {rank} runs another version of cudampi than rank 0; every rank of the job must load the same one"));
     }
     stop(p, format_args!(
-        "ranks disagree on the fast paths: rank 0 has {}, rank {rank} has {}; every rank of the job must set CUDAMPI_IPC and CUDAMPI_PIPELINE alike",
-        me.settings(),
-        h.settings()
+        "ranks disagree on the fast paths: rank 0 has {}, rank {rank} has {}; every rank of the job must set CUDAMPI_IPC, CUDAMPI_PIPELINE and their _BYTES alike",
+        me.settings(&h),
+        h.settings(&me)
     ));
 }
 
