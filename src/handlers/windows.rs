@@ -128,7 +128,7 @@ fn complete(win: Handle, target: Option<c_int>) -> Result<(), c_int> {
         let mut t = windows();
         let key = abi::get().key(win);
         let Some(w) = t.get_mut(&key) else { return Ok(()) };
-        let mine = |r: c_int| target.is_none_or(|t| t == r);
+        let mine = |r: c_int| target.map_or(true, |t| t == r);
         let (done, left): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut w.pending).into_iter().partition(|p| mine(p.target));
         w.pending = left;
         let (reqs, left): (Vec<_>, Vec<_>) = std::mem::take(&mut w.requests).into_iter().partition(|r| mine(r.0));
