@@ -10,8 +10,8 @@
  *
  * Where the shim is loaded, a second line compares the two routes within the one process:
  * ROUNDS rounds, each timing ITERS / 10 iterations through the MPI library's own PMPI
- * functions (found as bench/machine.h does: dladdr(MPI_Comm_rank) -> dlopen(RTLD_NOLOAD) ->
- * dlsym, which bypasses cudampi) and as many through MPI_* (cudampi), the first route
+ * functions (bench/real.h: dladdr(MPI_Comm_rank) -> dlopen(RTLD_NOLOAD) -> dlsym, which
+ * bypasses cudampi) and as many through MPI_* (cudampi), the first route
  * alternating from round to round: "interleaved over R rounds: exchange real X ns, cudampi Y
  * ns per iteration (+P%, median of the rounds' ratios); ping-pong real A ns, cudampi B ns per
  * call (+D ns, median of the rounds' differences)". Both routes then share the placement, the
@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "real.h"
 
 typedef int (*irecv_fn)(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
 typedef int (*isend_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
@@ -45,9 +47,8 @@ static char *s, *r;
 /* The MPI library's own functions, or 0 where it cannot be opened again. */
 static int real_route(struct route *rt)
 {
-    Dl_info di;
-    void *sym = dlsym(RTLD_DEFAULT, "MPI_Comm_rank");
-    void *h = sym && dladdr(sym, &di) && di.dli_fname ? dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_NOW) : NULL;
+    const char *path = NULL;
+    void *h = real_mpi_library(&path);
     if (!h) return 0;
     rt->irecv = (irecv_fn)dlsym(h, "PMPI_Irecv");
     rt->isend = (isend_fn)dlsym(h, "PMPI_Isend");
@@ -86,18 +87,6 @@ static double pingpong(const struct route *rt, long iters)
         }
     }
     return MPI_Wtime() - t0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int k)
-{
-    qsort(v, (size_t)k, sizeof *v, cmp_double);
-    return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
 }
 
 int main(int argc, char **argv)

@@ -1,6 +1,6 @@
 /* bench/machine.h: what the benchmarks record about the machine they ran on, and their shared
- * option parsing, medians, clock and lookup of the MPI library's own functions. Included by
- * bench/pingpong.c, bw.c, coll.c, floor.c and turns.c after <mpi.h>, <cuda_runtime.h>,
+ * option parsing and clock; medians and the MPI library's own functions come from real.h.
+ * Included by bench/pingpong.c, bw.c, coll.c, floor.c and turns.c after <mpi.h>, <cuda_runtime.h>,
  * <dlfcn.h>, <time.h> and, with FAKECUDA_FIXTURE, <cuda.h>. */
 #ifndef CUDAMPI_BENCH_MACHINE_H
 #define CUDAMPI_BENCH_MACHINE_H
@@ -12,34 +12,7 @@ struct rankinfo {
     int pad;
 };
 
-/* The MPI library's own handle: the library that defines MPI_Comm_rank (cudampi does not
- * intercept it) opened again with RTLD_NOLOAD, so that dlsym in that handle alone finds the
- * real PMPI functions under a preloaded cudampi too. NULL when not found; else *path names it. */
-static inline void *real_mpi_library(const char **path)
-{
-    Dl_info di;
-    void *sym = dlsym(RTLD_DEFAULT, "MPI_Comm_rank");
-    if (!sym || !dladdr(sym, &di) || !di.dli_fname) return NULL;
-    void *h = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_NOW);
-    if (h) *path = di.dli_fname;
-    return h;
-}
-
-typedef int (*mpi_send_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
-typedef int (*mpi_recv_fn)(void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Status *);
-
-/* The library's own PMPI_Send and PMPI_Recv (both or neither), else MPI_Send and MPI_Recv;
- * *lib names the library when they were found, and is left alone otherwise. */
-static inline void real_send_recv(mpi_send_fn *send, mpi_recv_fn *recv, const char **lib)
-{
-    const char *path = NULL;
-    void *h = real_mpi_library(&path);
-    mpi_send_fn s = h ? (mpi_send_fn)dlsym(h, "PMPI_Send") : NULL;
-    mpi_recv_fn r = h ? (mpi_recv_fn)dlsym(h, "PMPI_Recv") : NULL;
-    *send = s && r ? s : (mpi_send_fn)MPI_Send;
-    *recv = s && r ? r : (mpi_recv_fn)MPI_Recv;
-    if (s && r) *lib = path;
-}
+#include "real.h"
 
 /* Seconds on the monotonic clock. */
 static inline double wall_seconds(void)
@@ -47,19 +20,6 @@ static inline double wall_seconds(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static inline int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* The median of n values (sorts them). */
-static inline double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static void clean(char *s) /* keep a string JSON- and table-safe */

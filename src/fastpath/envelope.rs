@@ -85,8 +85,7 @@ impl Envelope {
     /// `head` points to `BYTES` readable bytes.
     pub unsafe fn read(head: *const c_void) -> Option<Envelope> {
         // SAFETY: per the caller.
-        let e = unsafe { std::ptr::read_unaligned(head.cast::<Envelope>()) };
-        (e.magic == MAGIC && e.job == JOB.load(Relaxed)).then_some(e)
+        unsafe { marked(head).then(|| std::ptr::read_unaligned(head.cast::<Envelope>())) }
     }
 }
 
@@ -98,7 +97,7 @@ impl Envelope {
 #[inline]
 pub unsafe fn marked(head: *const c_void) -> bool {
     // SAFETY: per the caller, and the mark lies in the first bytes.
-    let (magic, job) = unsafe { (std::ptr::read_unaligned(head.cast::<[u8; 16]>()), std::ptr::read_unaligned(head.cast::<u8>().add(16).cast::<u64>())) };
+    let (magic, job) = unsafe { (std::ptr::read_unaligned(head.cast::<[u8; 16]>()), std::ptr::read_unaligned(head.cast::<u8>().add(std::mem::offset_of!(Envelope, job)).cast::<u64>())) };
     magic == MAGIC && job == JOB.load(Relaxed)
 }
 
@@ -109,5 +108,5 @@ pub unsafe fn marked(head: *const c_void) -> bool {
 /// `head` points to at least `BYTES` writable bytes.
 pub unsafe fn unmark(head: *mut c_void) {
     // SAFETY: per the caller.
-    unsafe { std::ptr::write_bytes(head.cast::<u8>(), 0, 16) };
+    unsafe { std::ptr::write_bytes(head.cast::<u8>(), 0, MAGIC.len()) };
 }

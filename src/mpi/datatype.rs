@@ -44,8 +44,7 @@ thread_local! {
 /// `MPI_ERR_TYPE`, not yet raised: the library refused the handle, and the caller's call gets
 /// the class the library gives a bad datatype, raised on the caller's communicator.
 pub fn query(datatype: Handle) -> Result<TypeInfo, c_int> {
-    let known = NAMED.with_borrow(|(slots, _)| slots.iter().find(|(h, t)| *h == datatype && t.named).map(|&(_, t)| t));
-    if let Some(t) = known {
+    if let Some(t) = known(datatype) {
         return Ok(t);
     }
     let t = ask(datatype).map_err(|_| abi::get().err_type)?;
@@ -62,9 +61,8 @@ pub fn query(datatype: Handle) -> Result<TypeInfo, c_int> {
 /// for the size alone of a derived one, whose handle is remembered as such).
 #[inline]
 pub fn size(datatype: Handle) -> Option<i64> {
-    let known = NAMED.with_borrow(|(slots, _)| slots.iter().find(|(h, t)| *h == datatype && t.named).map(|(_, t)| t.size));
-    if known.is_some() {
-        return known;
+    if let Some(t) = known(datatype) {
+        return Some(t.size);
     }
     if DERIVED.with_borrow(|(slots, _)| slots.contains(&datatype)) {
         let p = real::pmpi()?;
@@ -87,12 +85,18 @@ pub fn size(datatype: Handle) -> Option<i64> {
 /// bytes lie at the buffer's address as they would packed.
 #[inline]
 pub fn size_packed(datatype: Handle) -> Option<(i64, bool)> {
-    let known = || NAMED.with_borrow(|(slots, _)| slots.iter().find(|(h, t)| *h == datatype && t.named).map(|(_, t)| (t.size, t.size == t.extent && t.true_lb == 0)));
-    if let Some(k) = known() {
-        return Some(k);
+    let packed = |t: TypeInfo| (t.size, t.size == t.extent && t.true_lb == 0);
+    if let Some(t) = known(datatype) {
+        return Some(packed(t));
     }
     let size = size(datatype)?;
-    Some(known().unwrap_or((size, false)))
+    Some(known(datatype).map_or((size, false), packed))
+}
+
+/// What this thread learnt of a predefined datatype before.
+#[inline]
+fn known(datatype: Handle) -> Option<TypeInfo> {
+    NAMED.with_borrow(|(slots, _)| slots.iter().find(|(h, t)| *h == datatype && t.named).map(|&(_, t)| t))
 }
 
 thread_local! {
