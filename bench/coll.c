@@ -1,22 +1,22 @@
-/* bench/coll.c -- OSU-style latency of MPI_Allreduce (MPI_FLOAT, MPI_SUM), MPI_Bcast (root 0)
- * and MPI_Alltoall (osu_allreduce, osu_bcast, osu_alltoall) on any number of ranks, five ways
- * side by side in one run, same sizes:
+/* bench/coll.c -- OSU-style latency of MPI_Allreduce (MPI_FLOAT, MPI_SUM), MPI_Bcast (root 0),
+ * MPI_Alltoall and MPI_Allgather (osu_allreduce, osu_bcast, osu_alltoall, osu_allgather) on any
+ * number of ranks, five ways side by side in one run, same sizes:
  *
  *   (a) host     host buffers through the MPI library's own PMPI_Allreduce/PMPI_Bcast/
- *                PMPI_Alltoall, bypassing the shim even when it is preloaded (found via
- *                dladdr(MPI_Comm_rank) -> dlopen(RTLD_NOLOAD) -> dlsym, as bench/pingpong.c
- *                does): the host ceiling
- *   (b) device   device buffers (cudaMalloc) through MPI_Allreduce/MPI_Bcast/MPI_Alltoall:
- *                needs the shim (dlsym(RTLD_DEFAULT, "cudampi_version")); skipped without it
- *                unless -f
+ *                PMPI_Alltoall/PMPI_Allgather, bypassing the shim even when it is preloaded
+ *                (found via dladdr(MPI_Comm_rank) -> dlopen(RTLD_NOLOAD) -> dlsym, as
+ *                bench/pingpong.c does): the host ceiling
+ *   (b) device   device buffers (cudaMalloc) through MPI_Allreduce/MPI_Bcast/MPI_Alltoall/
+ *                MPI_Allgather: needs the shim (dlsym(RTLD_DEFAULT, "cudampi_version"));
+ *                skipped without it unless -f
  *   (c) manual, pageable   the recipe without the shim: cudaMemcpy device -> malloc'd host
  *                buffer, the host collective through the real PMPI function, cudaMemcpy the
  *                result back to the device (Bcast: the root copies out, the others copy in)
  *   (d) manual, pinned     the same with cudaMallocHost buffers (COLL_PINNED=register: anonymous
  *                memory pinned with cudaHostRegister, as cudampi pins its own; register-huge:
  *                the same with transparent huge pages asked for)
- *   (e) nccl     ncclAllReduce, ncclBroadcast, and for Alltoall one group of ncclSend/ncclRecv
- *                per peer, on device buffers, then a stream synchronisation: the GPU-native
+ *   (e) nccl     ncclAllReduce, ncclBroadcast, ncclAllGather, and for Alltoall one group of
+ *                ncclSend/ncclRecv per peer, on device buffers, then a stream synchronisation: the GPU-native
  *                reference, where NCCL loads and every rank has a GPU of its own (bench/nccl.h)
  *
  * -d cuda [D|H] [D|H] (default D D) or -d host: where rank 0 and the other ranks keep the
@@ -25,7 +25,8 @@
  * 0's device costs without two processes sharing the GPU.
  *
  * Sizes are bytes per rank: the Allreduce vector (size / 4 floats), the Bcast message, the
- * Alltoall block each rank sends to each other rank (its buffers hold size * ranks bytes).
+ * Alltoall block each rank sends to each other rank, the Allgather block each rank sends (their
+ * receive buffers hold size * ranks bytes).
  * Each call is timed alone between MPI_Barriers; the time per call is averaged over ITERS
  * calls after WARMUP untimed ones, and the table shows the maximum of that average over the
  * ranks (MPI_Reduce MAX), in microseconds.
@@ -56,7 +57,7 @@
  *         -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcudart -ldl
  * Run:
  *   mpirun -np N -x LD_PRELOAD=$PWD/target/release/libcudampi.so build/coll \
- *          [-d cuda D D] [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall] [-i ITERS] [-x WARMUP] [-r ROUNDS] [-B] [-c] [-f]
+ *          [-d cuda D D] [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall,allgather] [-i ITERS] [-x WARMUP] [-r ROUNDS] [-B] [-c] [-f]
  *          [-o out.json]
  *   MPICH: LD_PRELOAD=$PWD/target/release/libcudampi.so mpirun -n N build/coll ...
  *
@@ -87,12 +88,14 @@
 typedef int (*allreduce_fn)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm);
 typedef int (*bcast_fn)(void *, int, MPI_Datatype, int, MPI_Comm);
 typedef int (*alltoall_fn)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm);
+typedef alltoall_fn allgather_fn;
 typedef const char *(*version_fn)(void);
 
 static int rank, nranks;
 static allreduce_fn real_allreduce;
 static bcast_fn real_bcast;
 static alltoall_fn real_alltoall;
+static allgather_fn real_allgather;
 static const char *real_lib = "(not found: MPI_* used instead)";
 
 /* The real library's PMPI functions: the library that defines MPI_Comm_rank (the shim does not
@@ -104,16 +107,19 @@ static void find_real(void)
     real_allreduce = (allreduce_fn)MPI_Allreduce;
     real_bcast = (bcast_fn)MPI_Bcast;
     real_alltoall = (alltoall_fn)MPI_Alltoall;
+    real_allgather = (allgather_fn)MPI_Allgather;
     if (!sym || !dladdr(sym, &di) || !di.dli_fname) return;
     void *h = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_NOW);
     if (!h) return;
     allreduce_fn ar = (allreduce_fn)dlsym(h, "PMPI_Allreduce");
     bcast_fn bc = (bcast_fn)dlsym(h, "PMPI_Bcast");
     alltoall_fn aa = (alltoall_fn)dlsym(h, "PMPI_Alltoall");
-    if (ar && bc && aa) {
+    allgather_fn ag = (allgather_fn)dlsym(h, "PMPI_Allgather");
+    if (ar && bc && aa && ag) {
         real_allreduce = ar;
         real_bcast = bc;
         real_alltoall = aa;
+        real_allgather = ag;
         real_lib = di.dli_fname;
     }
 }
@@ -138,10 +144,12 @@ static unsigned seed(int iter, int src, int dst)
 }
 static float ar_value(int r, int iter, size_t j) { return (float)((j + 13u * (unsigned)r + 3u * (unsigned)iter + 1u) & 63u); }
 
-enum coll { C_ALLREDUCE, C_BCAST, C_ALLTOALL, C_N };
-static const char *coll_key[C_N] = {"allreduce", "bcast", "alltoall"};
+enum coll { C_ALLREDUCE, C_BCAST, C_ALLTOALL, C_ALLGATHER, C_N };
+static const char *coll_key[C_N] = {"allreduce", "bcast", "alltoall", "allgather"};
 static const char *coll_title[C_N] = {"MPI_Allreduce (MPI_FLOAT, MPI_SUM)", "MPI_Bcast (root 0)",
-                                      "MPI_Alltoall (bytes per rank pair)"};
+                                      "MPI_Alltoall (bytes per rank pair)", "MPI_Allgather (bytes per rank)"};
+/* Alltoall and Allgather receive size bytes from every rank */
+static int gathers(int c) { return c == C_ALLTOALL || c == C_ALLGATHER; }
 enum way { W_HOST, W_DEVICE, W_PAGEABLE, W_PINNED, W_NCCL, W_N };
 static const char *way_key[W_N] = {"host_real_us", "device_shim_us", "manual_pageable_us", "manual_pinned_us",
                                    "nccl_us"};
@@ -182,6 +190,8 @@ static void one_call(int c, int w, size_t size, struct bufs *b)
             nccl_check(nccl.all_reduce(ds, dr, (size_t)cnt, NCCL_FLOAT32, NCCL_SUM, nccl.comm, nccl.stream), "ncclAllReduce");
         else if (c == C_BCAST)
             nccl_check(nccl.broadcast(dr, dr, size, NCCL_CHAR, 0, nccl.comm, nccl.stream), "ncclBroadcast");
+        else if (c == C_ALLGATHER)
+            nccl_check(nccl.all_gather(ds, dr, size, NCCL_CHAR, nccl.comm, nccl.stream), "ncclAllGather");
         else
             for (int p = 0; p < nranks; p++) {
                 nccl_check(nccl.send(ds + (size_t)p * size, size, NCCL_CHAR, p, nccl.comm, nccl.stream), "ncclSend");
@@ -225,6 +235,17 @@ static void one_call(int c, int w, size_t size, struct bufs *b)
             cudaMemcpy(b->drecv, hr, a2a, cudaMemcpyHostToDevice);
         }
         break;
+    case C_ALLGATHER:
+        if (w == W_HOST)
+            real_allgather(b->hsend, n, MPI_CHAR, b->hrecv, n, MPI_CHAR, MPI_COMM_WORLD);
+        else if (w == W_DEVICE)
+            MPI_Allgather(ds, n, MPI_CHAR, dr, n, MPI_CHAR, MPI_COMM_WORLD);
+        else {
+            cudaMemcpy(hs, b->dsend, size, cudaMemcpyDeviceToHost);
+            real_allgather(hs, n, MPI_CHAR, hr, n, MPI_CHAR, MPI_COMM_WORLD);
+            cudaMemcpy(b->drecv, hr, a2a, cudaMemcpyHostToDevice);
+        }
+        break;
     }
 }
 
@@ -250,6 +271,10 @@ static void fill(int c, int w, size_t size, int i, struct bufs *b)
         for (int p = 0; p < nranks; p++) memcpy(dst + (size_t)p * size, base + seed(i, rank, p), size);
         bytes = a2a;
         break;
+    case C_ALLGATHER:
+        memcpy(dst, base + seed(i, rank, 0), size);
+        bytes = size;
+        break;
     }
     if (on_device(w)) cudaMemcpy(c == C_BCAST ? b->drecv : b->dsend, b->scratch, bytes, cudaMemcpyHostToDevice);
 }
@@ -257,7 +282,7 @@ static void fill(int c, int w, size_t size, int i, struct bufs *b)
 /* -c: poison this rank's result buffer before the call (the root's Bcast buffer is its input) */
 static void poison(int c, int w, size_t size, struct bufs *b)
 {
-    size_t bytes = c == C_ALLTOALL ? size * (size_t)nranks : size;
+    size_t bytes = gathers(c) ? size * (size_t)nranks : size;
     if (c == C_BCAST && rank == 0) return;
     if (!on_device(w))
         memset(b->hrecv, 0xee, bytes);
@@ -269,7 +294,7 @@ static void poison(int c, int w, size_t size, struct bufs *b)
 static void verify(int c, int w, size_t size, int i, struct bufs *b)
 {
     const size_t cnt = size / sizeof(float), a2a = size * (size_t)nranks;
-    size_t bytes = c == C_ALLTOALL ? a2a : c == C_ALLREDUCE ? cnt * sizeof(float) : size;
+    size_t bytes = gathers(c) ? a2a : c == C_ALLREDUCE ? cnt * sizeof(float) : size;
     const char *got = b->hrecv;
     if (c == C_BCAST && rank == 0) return;
     if (on_device(w)) {
@@ -291,9 +316,12 @@ static void verify(int c, int w, size_t size, int i, struct bufs *b)
     }
     case C_BCAST:
     case C_ALLTOALL:
+    case C_ALLGATHER:
         for (int q = 0; q < (c == C_BCAST ? 1 : nranks); q++) {
             const unsigned char *g = (const unsigned char *)got + (size_t)q * size;
-            const unsigned char *want = c == C_BCAST ? base + seed(i, 0, 0) : base + seed(i, q, rank);
+            const unsigned char *want = c == C_BCAST ? base + seed(i, 0, 0)
+                                        : c == C_ALLGATHER ? base + seed(i, q, 0)
+                                                           : base + seed(i, q, rank);
             if (memcmp(g, want, size)) {
                 size_t off = 0;
                 while (g[off] == want[off]) off++;
@@ -351,7 +379,7 @@ static double measure(int c, int w, size_t size, int iters, int warmup, int chec
 static void usage(void)
 {
     if (rank == 0)
-        fprintf(stderr, "usage: coll [-d cuda [D|H] [D|H] | -d host] [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall] "
+        fprintf(stderr, "usage: coll [-d cuda [D|H] [D|H] | -d host] [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall,allgather] "
                         "[-i ITERS] [-x WARMUP] [-r ROUNDS] [-B] [-c] [-f] [-o out.json]\n");
 }
 
@@ -400,7 +428,7 @@ static void pinned_free(char *p, size_t bytes)
 int main(int argc, char **argv)
 {
     size_t minsz = 8, maxsz = 64u << 20;
-    int iters = 100, warmup = 10, rounds = 1, check = 0, force_dev = 0, factor = 4, want[C_N] = {1, 1, 1};
+    int iters = 100, warmup = 10, rounds = 1, check = 0, force_dev = 0, factor = 4, want[C_N] = {1, 1, 1, 1};
     const char *out = NULL;
 
     MPI_Init(&argc, &argv);
@@ -465,8 +493,8 @@ int main(int argc, char **argv)
     for (size_t s = minsz; s <= maxsz && nsz < 79; s *= (size_t)factor) sizes[nsz++] = s;
     if (sizes[nsz - 1] != maxsz) sizes[nsz++] = maxsz;
 
-    /* buffers: Alltoall needs size * ranks on each side, the others size */
-    size_t bytes = maxsz * (size_t)(want[C_ALLTOALL] ? nranks : 1);
+    /* buffers: Alltoall and Allgather need size * ranks, the others size */
+    size_t bytes = maxsz * (size_t)(want[C_ALLTOALL] || want[C_ALLGATHER] ? nranks : 1);
     struct bufs b;
     memset(&b, 0, sizeof b);
     int have_pinned = 0;

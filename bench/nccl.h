@@ -30,6 +30,7 @@ static struct {
     int (*comm_destroy)(nccl_comm_t);
     int (*all_reduce)(const void *, void *, size_t, int, int, nccl_comm_t, cudaStream_t);
     int (*broadcast)(const void *, void *, size_t, int, int, nccl_comm_t, cudaStream_t);
+    int (*all_gather)(const void *, void *, size_t, int, nccl_comm_t, cudaStream_t);
     int (*send)(const void *, size_t, int, int, nccl_comm_t, cudaStream_t);
     int (*recv)(void *, size_t, int, int, nccl_comm_t, cudaStream_t);
     int (*group_start)(void);
@@ -61,6 +62,7 @@ static void nccl_open(const struct machine *m, int rank, int nranks)
         NCCL_SYM(comm_destroy, "ncclCommDestroy");
         NCCL_SYM(all_reduce, "ncclAllReduce");
         NCCL_SYM(broadcast, "ncclBroadcast");
+        NCCL_SYM(all_gather, "ncclAllGather");
         NCCL_SYM(send, "ncclSend");
         NCCL_SYM(recv, "ncclRecv");
         NCCL_SYM(group_start, "ncclGroupStart");

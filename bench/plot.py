@@ -160,7 +160,7 @@ def plots(folder, lat, bw, bibw, coll, dt=None):
                 ax.set_visible(False)
         save(fig, "bandwidth.png", bw or bibw)
     if coll:
-        names = sorted({r["collective"] for r in coll["results"]}, key=["allreduce", "bcast", "alltoall"].index)
+        names = sorted({r["collective"] for r in coll["results"]}, key=["allreduce", "bcast", "alltoall", "allgather"].index)
         fig, axs = plt.subplots(1, len(names), figsize=(6 * len(names), 5), squeeze=False)
         for ax, c in zip(axs[0], names):
             panel(ax, [r for r in coll["results"] if r["collective"] == c], "us",
@@ -233,7 +233,7 @@ def main():
     if bibw:
         table("bi-directional bandwidth, MB/s", bibw["results"], "mbs", sorted(big), "%.0f")
     if coll:
-        for c in ("allreduce", "bcast", "alltoall"):
+        for c in ("allreduce", "bcast", "alltoall", "allgather"):
             rows = [r for r in coll["results"] if r["collective"] == c]
             if rows:
                 table("MPI_%s, us per call" % c.capitalize(), rows, "us", [8, 4096, 65536, 1 << 20, 16 << 20, 64 << 20], "%.2f")
