@@ -6,8 +6,10 @@
 Reads DIR/latency.json, bw.json, bibw.json, coll.json and datatypes.json (whichever exist; the
 runs with the fast paths off, latency-staged.json, bw-staged.json and bibw-staged.json, and the
 floor of floor.json join them as curves of their own), writes DIR/latency.png, bandwidth.png,
-coll.png and datatypes.png when matplotlib is installed, and prints the table: selected sizes of every benchmark, each way
-side by side, then cudampi's figures as ratios of the floor.
+coll.png and datatypes.png when matplotlib is installed, and prints the table: selected sizes of
+every benchmark, each way side by side, then cudampi's figures as ratios of the floor. The
+suite's alternating runs of the device way (NAME-alt-K-s.json and -d.json) become
+DIR/paths.json and a table of their own: the defaults against staging-only.
 """
 import json
 import math
@@ -26,6 +28,10 @@ WAYS = [  # (suffix of the JSON key, label)
 
 # bench/suite.sh's runs of cudampi's device way alone: (file suffix, way)
 PATHS = [("staged", "device_staged")]
+
+# bench/suite.sh's alternating runs, NAME-alt-K-M.json (M: s staging-only, d the defaults):
+# (benchmark, unit, whether less is faster)
+ALTERNATING = [("latency", "us", True), ("bw", "mbs", False), ("bibw", "mbs", False)]
 
 # floor.json's figure that bounds each benchmark: (benchmark, floor key, unit)
 FLOORS = [("latency", "pingpong_us", "us"), ("bw", "window_mbs", "mbs")]
@@ -107,6 +113,62 @@ def ratios(title, rows, unit, sizes):
             v = r.get(k + "_" + unit)
             cells.append(" %16s" % ("-" if v is None else "%.2fx" % (v / f)))
         print("  %-8s %16s" % (human(s), ("%.2f us" if unit == "us" else "%.0f MB/s") % f) + "".join(cells))
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def alternating(folder):
+    """The alternating runs as paths.json's content, or None where there are none. For each
+    benchmark and size: each setting's median over its runs, the defaults' speed as a share of
+    staging-only's (above 1: the defaults faster), and in how many neighbouring pairs of runs
+    (1-2, 3-4, ...) the defaults were at least as fast."""
+    rows, first = [], None
+    for name, unit, less in ALTERNATING:
+        runs = []
+        for k in range(1, 100):
+            found = [(m, load(folder, "%s-alt-%d-%s" % (name, k, m))) for m in "sd"]
+            found = [(m, d) for m, d in found if d]
+            if not found:
+                break
+            m, d = found[0]
+            first = first or d
+            runs.append((m, {r["size"]: r.get("device_shim_" + unit) for r in d["results"]}))
+        pairs = [(runs[i], runs[i + 1]) for i in range(0, len(runs) - 1, 2) if runs[i][0] != runs[i + 1][0]]
+        for size in sorted({s for _, r in runs for s in r}):
+            got = {m: [r[size] for mm, r in runs if mm == m and r.get(size)] for m in "sd"}
+            if not got["s"] or not got["d"]:
+                continue
+            dv, sv = median(got["d"]), median(got["s"])
+            ahead = 0
+            for a, b in pairs:
+                x = {a[0]: a[1].get(size), b[0]: b[1].get(size)}
+                if x["d"] and x["s"] and (x["d"] <= x["s"] if less else x["d"] >= x["s"]):
+                    ahead += 1
+            rows.append({"benchmark": name, "size": size, "unit": unit, "default": dv, "staging": sv,
+                         "default_speed_of_staging": sv / dv if less else dv / sv,
+                         "default_not_slower_pairs": ahead, "pairs": len(pairs), "runs": len(runs)})
+    if not rows:
+        return None
+    return {"bench": "paths", "order": "staging-only, the defaults, the defaults, staging-only, ...",
+            "machine": first.get("machine", {}), "results": rows}
+
+
+def alternating_table(paths, sizes):
+    print("\nthe defaults against staging-only, the device way alone in alternating runs:"
+          " the defaults' speed as a share of staging-only's (pairs of runs in which they were at least as fast)")
+    names = [n for n, _, _ in ALTERNATING if any(r["benchmark"] == n for r in paths["results"])]
+    print("  %-8s" % "size" + "".join(" %16s" % n for n in names))
+    rows = {(r["benchmark"], r["size"]): r for r in paths["results"]}
+    for s in sizes:
+        cells = [rows.get((n, s)) for n in names]
+        if not any(cells):
+            continue
+        print("  %-8s" % human(s) + "".join(" %16s" % ("-" if r is None else "%.3f (%d/%d)" % (
+            r["default_speed_of_staging"], r["default_not_slower_pairs"], r["pairs"])) for r in cells))
 
 
 def machine_line(d):
@@ -243,6 +305,11 @@ def main():
         ratios("one-way latency (times)", lat["results"], "us", [8, 4096, 32768, 1 << 20, 4 << 20, 16 << 20, 64 << 20])
     if bw:
         ratios("bandwidth (shares)", bw["results"], "mbs", [65536, 1 << 20, 4 << 20, 16 << 20, 64 << 20])
+    paths = alternating(folder)
+    if paths:
+        with open(os.path.join(folder, "paths.json"), "w") as f:
+            json.dump(paths, f, indent=1)
+        alternating_table(paths, sorted([1 << (2 * k) for k in range(11)] + [8]))
     bad = sum(d.get("check_errors", 0) for d in (lat, bw, bibw, coll, floor) if d)
     bad += sum(1 for r in (dt or {}).get("results", []) if r.get("checked") is False)
     return 1 if bad else 0

@@ -17,8 +17,11 @@
 # recipe through pageable and through pinned memory, device buffers through cudampi as
 # configured (the defaults, unless CUDAMPI_* say otherwise), and NCCL where it loads; then
 # cudampi's device way again with the fast paths off (CUDAMPI_IPC=0 CUDAMPI_PIPELINE=0: plain
-# staging) as a column of its own. The table gives cudampi's figures also as ratios of the floor. Writes one JSON per benchmark and, where matplotlib is installed, PNG plots
-# (bench/plot.py) into the results folder, then prints a short table last.
+# staging) as a column of its own, and up to 1 MiB both settings again in alternating runs of the
+# device way alone (paths.json: the defaults' speed as a share of staging-only's). The table gives
+# cudampi's figures also as ratios of the floor. Writes one JSON per benchmark and, where
+# matplotlib is installed, PNG plots (bench/plot.py) into the results folder, then prints a short
+# table last.
 #
 #   bench/suite.sh [--check] [--quick] [-o DIR]
 #
@@ -143,6 +146,19 @@ staged() {
     shift
     CUDAMPI_IPC=0 CUDAMPI_PIPELINE=0 run "$name-staged" "$@" -W device -o "$out/$name-staged.json"
 }
+# alternate NAME ARGS...: cudampi's device way alone, with the fast paths off and by default, in
+# the order off, default, default, off (NAME-alt-1-s, -2-d, -3-d, -4-s): separate runs drift by
+# more than the two settings differ at small sizes, and in this order a drift weighs on both alike
+alternate() {
+    local name=$1 k
+    shift
+    for k in 1 2 3 4; do
+        case $k in
+        1 | 4) CUDAMPI_IPC=0 CUDAMPI_PIPELINE=0 run "$name-alt-$k-s" "$@" -W device -o "$out/$name-alt-$k-s.json" ;;
+        *) run "$name-alt-$k-d" "$@" -W device -o "$out/$name-alt-$k-d.json" ;;
+        esac
+    done
+}
 if [ $quick = 1 ]; then
     run floor "$B/floor" -m 1:64k -i 10 -x 1 -r 1 -o "$out/floor.json"
     run latency "$B/pingpong" -m 1:64k -S 8 -i 20 -x 2 -r 3 -n 200 -o "$out/latency.json"
@@ -150,6 +166,8 @@ if [ $quick = 1 ]; then
     run bw "$B/bw" -m 1:64k -i 5 -x 1 -w 16 -o "$out/bw.json"
     staged bw "$B/bw" -m 1:64k -i 5 -x 1 -w 16
     run bibw "$B/bw" -b -m 1:64k -i 5 -x 1 -w 16 -o "$out/bibw.json"
+    alternate latency "$B/pingpong" -m 1:4k -i 20 -x 2 -r 1 -n 10
+    alternate bw "$B/bw" -m 1:4k -i 5 -x 1 -w 16
     run coll "$B/coll" -m 8:64k -i 5 -x 1 -o "$out/coll.json"
     OMPI_MCA_osc=${OMPI_MCA_osc-^ucx} run rma "$B/rma" -m 8:64k -i 5 -x 1 --json "$out/rma.json"
     run io "$B/io" -m 64k:1M -i 1 -o "$out/io.json"
@@ -158,10 +176,13 @@ else
     want floor && run floor "$B/floor" -m 1:64M -o "$out/floor.json"
     want latency && run latency "$B/pingpong" -m 1:64M -S 8 -o "$out/latency.json"
     want latency && staged latency "$B/pingpong" -m 1:64M -S 8 -r 3 -n 10
+    want latency && alternate latency "$B/pingpong" -m 1:1M -S 8 -r 1 -n 10
     want bw && run bw "$B/bw" -m 1:64M -o "$out/bw.json"
     want bw && staged bw "$B/bw" -m 1:64M
+    want bw && alternate bw "$B/bw" -m 1:1M
     want bibw && run bibw "$B/bw" -b -m 1:64M -o "$out/bibw.json"
     want bibw && staged bibw "$B/bw" -b -m 1:64M
+    want bibw && alternate bibw "$B/bw" -b -m 1:1M
     want coll && run coll "$B/coll" -m 8:64M -r 3 -o "$out/coll.json"
     want rma && OMPI_MCA_osc=${OMPI_MCA_osc-^ucx} run rma "$B/rma" -m 8:64M --json "$out/rma.json"
     want io && run io "$B/io" -m 1M:"${BENCH_IO_MAX:-1G}" -o "$out/io.json"

@@ -141,6 +141,18 @@ def block(folder, rel):
                 "recipe in %d of %d rounds." % (
                     r["reps"], r["device_shim_us"]["median"], r["manual_pageable_us"]["median"],
                     r["manual_pinned_us"]["median"], r["device_faster_than_pageable"], r["reps"]))
+    paths = load(folder, "paths")
+    if paths:
+        part = []
+        for name, what in (("latency", "latency"), ("bw", "one way"), ("bibw", "both ways")):
+            rows = [r for r in paths["results"] if r["benchmark"] == name]
+            if rows:
+                v = [r["default_speed_of_staging"] for r in rows]
+                part.append("%.2f-%.2fx in %s (at least as fast in %d of %d pairs of runs)" % (
+                    min(v), max(v), what, sum(r["default_not_slower_pairs"] for r in rows), sum(r["pairs"] for r in rows)))
+        top = human(max(r["size"] for r in paths["results"]))
+        notes.append("In alternating runs of the device way alone up to %s (`paths.json`), the defaults' speed over "
+                     "staging-only's was %s." % (top, ", ".join(part)))
     over = {o["buffer"]: o["diff_ns_per_call"] for o in lat.get("overhead", []) if o.get("size") == 8}
     if "malloc 64 B" in over and "malloc max" in over:
         notes.append("A host buffer through cudampi costs %+.1f ns per call from a 64-byte `malloc` block and "
