@@ -129,7 +129,7 @@ impl<'a> InContext<'a> {
             }
         }
         let bytes: usize = runs.iter().map(|r| r.1).sum();
-        let may_write = later.as_ref().map_or(true, |l| l.written + bytes <= signal::BATCH_WRITE_BYTES);
+        let may_write = later.as_ref().map_or(true, |l| !l.copy_only && l.written + bytes <= signal::BATCH_WRITE_BYTES);
         if self.stream_writes && may_write {
             if let Some(done) = signal::write_to_device(self.driver, dst as u64, src.cast(), runs, later.is_none()) {
                 if let (Ok(()), Some(l)) = (&done, later) {
@@ -264,9 +264,20 @@ pub struct Deferred {
     queued: Vec<Queued>,
     /// Bytes of the queued copies that the stream writes (`signal::BATCH_WRITE_BYTES`).
     written: usize,
+    /// Every copy goes through the copy engine ([`Deferred::copy_only`]).
+    copy_only: bool,
 }
 
 impl Deferred {
+    /// No stream writes for this call's copies: the stream writes a receive to spare it the
+    /// wait for its copy, which a call that copies others waits for anyway, so that writes
+    /// beside copies only add their own time. Both ranks on one H100 (2026-11-26, call T),
+    /// `bench/bw` one way, windows of 64 x 256 B, eight runs each: 24.0 MB/s with the first
+    /// two receives of each window written and the rest copied, 25.1 with all copied.
+    pub fn copy_only(&mut self) {
+        self.copy_only = true;
+    }
+
     /// `bytes` copied on the legacy default stream of `ctx`, not yet waited for.
     fn add(&mut self, ctx: CUcontext, bytes: usize, shaped: bool) {
         match self.queued.iter_mut().find(|q| q.ctx == ctx) {

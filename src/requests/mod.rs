@@ -495,6 +495,10 @@ pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(u
     let index_of: Vec<(Handle, usize)> = taken.iter().map(|t| (t.handle, t.index)).collect();
     let mut own = Later::new();
     let outer = later.is_some();
+    // The stream writes a call's receives only where it can write them all.
+    if !outer && arrived_bytes(&taken, reqs, &done) > crate::cuda::signal::BATCH_WRITE_BYTES {
+        own.copies.copy_only();
+    }
     let later = match later {
         Some(l) => l,
         None => &mut own,
@@ -568,6 +572,23 @@ pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(u
         table().extend(pending);
     }
     failed
+}
+
+/// The bytes MPI reports for the staged receives among `taken` that completed (as `settle`
+/// tells them); one whose status gives no size counts as too many to write.
+fn arrived_bytes(taken: &[Taken], reqs: *const c_void, done: &impl Fn(usize) -> Option<*mut c_void>) -> usize {
+    let abi = abi::get();
+    let staged = |t: &Taken| match &t.once {
+        // SAFETY: the same array the call was given.
+        Some(e) => e.recv.is_some() && abi.key(unsafe { abi.request_at(reqs, t.index) }) != t.handle,
+        None => with(t.handle, |e| e.recv.is_some()).unwrap_or(false),
+    };
+    taken
+        .iter()
+        .filter(|t| staged(t))
+        .filter_map(|t| done(t.index))
+        .map(|st| stage::received_bytes(st).unwrap_or(usize::MAX))
+        .fold(0, usize::saturating_add)
 }
 
 /// Copies of staged receives left for one wait at the end of a completion call (`Deferred`),

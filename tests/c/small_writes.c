@@ -11,6 +11,8 @@
  *     of 1056-byte blocks): the gaps keep their device values, as on a host buffer;
  *   - MPI_Allreduce (MPI_INT, MPI_SUM) of 1 to 65 elements and MPI_Alltoall of 8 bytes per
  *     pair, device send and receive, against the host result;
+ *   - windows of MPI_Irecv completed by one MPI_Waitall: the stream writes a call's receives
+ *     only when it can write every one of them, in 512 bytes at most, else all are copied;
  *   - managed memory staged on request (CUDAMPI_MANAGED=stage, set here before MPI_Init):
  *     the stream's memory writes do not take it, so it is copied.
  * cudampi_get_stats' bytes_stream_written must grow by exactly the bytes of the eligible
@@ -144,6 +146,45 @@ static unsigned long long vector_case(int count, int blocklen, int stride, MPI_D
     return expect;
 }
 
+/* Rank 1 posts `k` receives of `len` bytes into slots of a poisoned device area and completes
+ * them with one MPI_Waitall (statuses ignored); rank 0 sends them. Returns the bytes the stream
+ * should have written: all of them where every receive can be written and they come to at most
+ * 512 bytes, else none. */
+static unsigned long long window_case(int k, size_t len, int seed)
+{
+    size_t slot = (len + 8 + 7) / 8 * 8, bytes = GUARD + (size_t)k * slot;
+    if (t_rank == 0) {
+        for (int i = 0; i < k; i++) {
+            unsigned char *p = pattern_new(len, i, seed);
+            MPI_CHECK(MPI_Send(p, (int)len, MPI_BYTE, 1, seed, MPI_COMM_WORLD));
+            free(p);
+        }
+        return 0;
+    }
+    if (t_rank != 1)
+        return 0;
+    unsigned char *area = mem_alloc(MEM_DEVICE, bytes), *want = xmalloc(bytes);
+    mem_poison(area, bytes);
+    poison_fill(want, bytes);
+    MPI_Request *r = xmalloc(sizeof *r * (size_t)k);
+    int all = 1;
+    for (int i = 0; i < k; i++) {
+        unsigned char *at = area + GUARD + (size_t)i * slot, *p = pattern_new(len, i, seed);
+        MPI_CHECK(MPI_Irecv(at, (int)len, MPI_BYTE, 0, seed, MPI_COMM_WORLD, &r[i]));
+        memcpy(want + GUARD + (size_t)i * slot, p, len);
+        all &= eligible((uintptr_t)at, len);
+        free(p);
+    }
+    MPI_CHECK(MPI_Waitall(k, r, MPI_STATUSES_IGNORE));
+    unsigned char *have = mem_fetch(area, bytes);
+    check_bytes(have, want, bytes, "MPI_Waitall over %d receives of %zu bytes into device memory", k, len);
+    free(have);
+    free(want);
+    free(r);
+    mem_free(area);
+    return all && (size_t)k * len <= 512 ? (unsigned long long)k * len : 0;
+}
+
 /* Frees a collective's device buffers; returns the bytes the stream should have written into
  * `dout`. */
 static unsigned long long release(void *din, void *dout, size_t bytes)
@@ -228,6 +269,12 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
         expect += allreduce_case(counts[i], seed++);
     expect += alltoall_case(seed++);
+
+    expect += window_case(2, 16, seed++);
+    expect += window_case(64, 8, seed++);
+    expect += window_case(65, 8, seed++);
+    expect += window_case(2, 256, seed++);
+    expect += window_case(3, 256, seed++);
 
     unsigned long long got = written() - before;
     if (shim_loaded() && !host_mode())
