@@ -143,16 +143,16 @@ def block(folder, rel):
                     r["manual_pinned_us"]["median"], r["device_faster_than_pageable"], r["reps"]))
     paths = load(folder, "paths")
     if paths:
-        part = []
-        for name, what in (("latency", "latency"), ("bw", "one way"), ("bibw", "both ways")):
-            rows = [r for r in paths["results"] if r["benchmark"] == name]
-            if rows:
-                v = [r["default_speed_of_staging"] for r in rows]
-                part.append("%.2f-%.2fx in %s (at least as fast in %d of %d pairs of runs)" % (
-                    min(v), max(v), what, sum(r["default_not_slower_pairs"] for r in rows), sum(r["pairs"] for r in rows)))
-        top = human(max(r["size"] for r in paths["results"]))
-        notes.append("In alternating runs of the device way alone up to %s (`paths.json`), the defaults' speed over "
-                     "staging-only's was %s." % (top, ", ".join(part)))
+        shapes = [(n, w) for n, w in (("latency", "in latency"), ("bw", "one way"), ("bibw", "both ways"))
+                  if any(r["benchmark"] == n for r in paths["results"])]
+        rows = {n: [r for r in paths["results"] if r["benchmark"] == n] for n, _ in shapes}
+        listed = lambda items: ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else items[0]
+        notes.append("In alternating runs of the device way up to %s (`paths.json`), the defaults' speed was at least %s "
+                     "staging-only's; they were as fast in %s pairs of runs." % (
+                         human(max(r["size"] for r in paths["results"])),
+                         listed(["%.2fx %s" % (min(r["default_speed_of_staging"] for r in rows[n]), w) for n, w in shapes]),
+                         listed(["%d of %d" % (sum(r["default_not_slower_pairs"] for r in rows[n]), sum(r["pairs"] for r in rows[n]))
+                                 for n, _ in shapes])))
     over = {o["buffer"]: o["diff_ns_per_call"] for o in lat.get("overhead", []) if o.get("size") == 8}
     if "malloc 64 B" in over and "malloc max" in over:
         notes.append("A host buffer through cudampi costs %+.1f ns per call from a 64-byte `malloc` block and "
