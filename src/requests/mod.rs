@@ -574,20 +574,24 @@ pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(u
     failed
 }
 
-/// The bytes MPI reports for the staged receives among `taken` that completed (as `settle`
-/// tells them); one whose status gives no size counts as too many to write.
+/// The bytes the staged receives among `taken` that completed bring (as `settle` tells them):
+/// a point-to-point receive's by its status, where one that gives no size counts as too many to
+/// write; a collective's, whose status says nothing, by its buffer's span.
 fn arrived_bytes(taken: &[Taken], reqs: *const c_void, done: &impl Fn(usize) -> Option<*mut c_void>) -> usize {
     let abi = abi::get();
-    let staged = |t: &Taken| match &t.once {
-        // SAFETY: the same array the call was given.
-        Some(e) => e.recv.is_some() && abi.key(unsafe { abi.request_at(reqs, t.index) }) != t.handle,
-        None => with(t.handle, |e| e.recv.is_some()).unwrap_or(false),
+    let bytes = |e: &Entry, index: usize| match (&e.recv, e.p2p) {
+        (None, _) => 0,
+        (Some(r), false) => r.span.len,
+        (Some(_), true) => done(index).map_or(0, |st| stage::received_bytes(st).unwrap_or(usize::MAX)),
     };
     taken
         .iter()
-        .filter(|t| staged(t))
-        .filter_map(|t| done(t.index))
-        .map(|st| stage::received_bytes(st).unwrap_or(usize::MAX))
+        .map(|t| match &t.once {
+            // SAFETY: the same array the call was given.
+            Some(e) if abi.key(unsafe { abi.request_at(reqs, t.index) }) != t.handle => bytes(e, t.index),
+            Some(_) => 0,
+            None => with(t.handle, |e| bytes(e, t.index)).unwrap_or(0),
+        })
         .fold(0, usize::saturating_add)
 }
 
