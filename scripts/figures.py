@@ -143,14 +143,14 @@ def block(folder, rel):
                     r["manual_pinned_us"]["median"], r["device_faster_than_pageable"], r["reps"]))
     paths = load(folder, "paths")
     if paths:
-        shapes = [(n, w) for n, w in (("latency", "in latency"), ("bw", "one way"), ("bibw", "both ways"))
+        shapes = [(n, w) for n, w in (("latency", " in latency"), ("bw", " one way"), ("bibw", " both ways"))
                   if any(r["benchmark"] == n for r in paths["results"])]
         rows = {n: [r for r in paths["results"] if r["benchmark"] == n] for n, _ in shapes}
         listed = lambda items: ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else items[0]
-        notes.append("In alternating runs of the device way up to %s (`paths.json`), the defaults' speed was at least %s "
-                     "staging-only's; they were as fast in %s pairs of runs." % (
+        notes.append("In alternating runs of the device way up to %s (`paths.json`), the defaults' speed was at least, "
+                     "as a share of staging-only's, %s; they were as fast or faster in %s pairs of runs." % (
                          human(max(r["size"] for r in paths["results"])),
-                         listed(["%.2fx %s" % (min(r["default_speed_of_staging"] for r in rows[n]), w) for n, w in shapes]),
+                         listed(["%.2fx%s" % (min(r["default_speed_of_staging"] for r in rows[n]), w) for n, w in shapes]),
                          listed(["%d of %d" % (sum(r["default_not_slower_pairs"] for r in rows[n]), sum(r["pairs"] for r in rows[n]))
                                  for n, _ in shapes])))
     over = {o["buffer"]: o["diff_ns_per_call"] for o in lat.get("overhead", []) if o.get("size") == 8}
