@@ -26,8 +26,9 @@
 #
 # Output: $OUT if set, else build/gpu-check/: gpu-check.log (all printed), summary.txt,
 # bench.tar.gz (the suite's JSON, plots and output), logs.tar.gz (every build and run log).
-# Environment: GPU_CHECK_LIMIT (seconds, default 540), GPU_CHECK_TIMEOUT (per run, default
-# 120; a test's timeout= header wins when larger), GPU_CHECK_MPIS (default
+# Environment: GPU_CHECK_LIMIT (seconds, default 570: steps 1-4 and 6 with one GPU per rank on
+# two H200s took about 540 s, inside a machine's 600 s per command), GPU_CHECK_TIMEOUT (per run,
+# default 120; a test's timeout= header wins when larger), GPU_CHECK_MPIS (default
 # "system ompi5 mpich5 mpich5abi"), GPU_CHECK_TESTS (space-separated test names, default all),
 # GPU_CHECK_PLACES (step 1 on several GPUs: "shared" both ranks on GPU 0, "per" one GPU per
 # rank; default both),
@@ -40,7 +41,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 1
 T0=$(date +%s)
-LIMIT=${GPU_CHECK_LIMIT:-540}
+LIMIT=${GPU_CHECK_LIMIT:-570}
 TMO=${GPU_CHECK_TIMEOUT:-120}
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 SHIM=${SHIM:-target/release/libcudampi.so}
