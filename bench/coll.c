@@ -88,14 +88,13 @@
 typedef int (*allreduce_fn)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm);
 typedef int (*bcast_fn)(void *, int, MPI_Datatype, int, MPI_Comm);
 typedef int (*alltoall_fn)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm);
-typedef alltoall_fn allgather_fn;
 typedef const char *(*version_fn)(void);
 
 static int rank, nranks;
 static allreduce_fn real_allreduce;
 static bcast_fn real_bcast;
 static alltoall_fn real_alltoall;
-static allgather_fn real_allgather;
+static alltoall_fn real_allgather;
 static const char *real_lib = "(not found: MPI_* used instead)";
 
 /* The real library's PMPI functions: the library that defines MPI_Comm_rank (the shim does not
@@ -107,14 +106,14 @@ static void find_real(void)
     real_allreduce = (allreduce_fn)MPI_Allreduce;
     real_bcast = (bcast_fn)MPI_Bcast;
     real_alltoall = (alltoall_fn)MPI_Alltoall;
-    real_allgather = (allgather_fn)MPI_Allgather;
+    real_allgather = (alltoall_fn)MPI_Allgather;
     if (!sym || !dladdr(sym, &di) || !di.dli_fname) return;
     void *h = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_NOW);
     if (!h) return;
     allreduce_fn ar = (allreduce_fn)dlsym(h, "PMPI_Allreduce");
     bcast_fn bc = (bcast_fn)dlsym(h, "PMPI_Bcast");
     alltoall_fn aa = (alltoall_fn)dlsym(h, "PMPI_Alltoall");
-    allgather_fn ag = (allgather_fn)dlsym(h, "PMPI_Allgather");
+    alltoall_fn ag = (alltoall_fn)dlsym(h, "PMPI_Allgather");
     if (ar && bc && aa && ag) {
         real_allreduce = ar;
         real_bcast = bc;
@@ -225,27 +224,21 @@ static void one_call(int c, int w, size_t size, struct bufs *b)
         }
         break;
     case C_ALLTOALL:
+    case C_ALLGATHER: { /* one signature; Alltoall sends a block to every rank, Allgather one */
+        alltoall_fn real = c == C_ALLTOALL ? real_alltoall : real_allgather;
+        alltoall_fn shim = c == C_ALLTOALL ? (alltoall_fn)MPI_Alltoall : (alltoall_fn)MPI_Allgather;
+        size_t out = c == C_ALLTOALL ? a2a : size;
         if (w == W_HOST)
-            real_alltoall(b->hsend, n, MPI_CHAR, b->hrecv, n, MPI_CHAR, MPI_COMM_WORLD);
+            real(b->hsend, n, MPI_CHAR, b->hrecv, n, MPI_CHAR, MPI_COMM_WORLD);
         else if (w == W_DEVICE)
-            MPI_Alltoall(ds, n, MPI_CHAR, dr, n, MPI_CHAR, MPI_COMM_WORLD);
+            shim(ds, n, MPI_CHAR, dr, n, MPI_CHAR, MPI_COMM_WORLD);
         else {
-            cudaMemcpy(hs, b->dsend, a2a, cudaMemcpyDeviceToHost);
-            real_alltoall(hs, n, MPI_CHAR, hr, n, MPI_CHAR, MPI_COMM_WORLD);
+            cudaMemcpy(hs, b->dsend, out, cudaMemcpyDeviceToHost);
+            real(hs, n, MPI_CHAR, hr, n, MPI_CHAR, MPI_COMM_WORLD);
             cudaMemcpy(b->drecv, hr, a2a, cudaMemcpyHostToDevice);
         }
         break;
-    case C_ALLGATHER:
-        if (w == W_HOST)
-            real_allgather(b->hsend, n, MPI_CHAR, b->hrecv, n, MPI_CHAR, MPI_COMM_WORLD);
-        else if (w == W_DEVICE)
-            MPI_Allgather(ds, n, MPI_CHAR, dr, n, MPI_CHAR, MPI_COMM_WORLD);
-        else {
-            cudaMemcpy(hs, b->dsend, size, cudaMemcpyDeviceToHost);
-            real_allgather(hs, n, MPI_CHAR, hr, n, MPI_CHAR, MPI_COMM_WORLD);
-            cudaMemcpy(b->drecv, hr, a2a, cudaMemcpyHostToDevice);
-        }
-        break;
+    }
     }
 }
 

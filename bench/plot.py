@@ -14,6 +14,7 @@ DIR/paths.json and a table of their own: the defaults against staging-only.
 import json
 import math
 import os
+import statistics
 import sys
 
 WAYS = [  # (suffix of the JSON key, label)
@@ -115,12 +116,6 @@ def ratios(title, rows, unit, sizes):
         print("  %-8s %16s" % (human(s), ("%.2f us" if unit == "us" else "%.0f MB/s") % f) + "".join(cells))
 
 
-def median(v):
-    v = sorted(v)
-    n = len(v)
-    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
-
-
 def alternating(folder):
     """The alternating runs as paths.json's content, or None where there are none. For each
     benchmark and size: each setting's median over its runs, the defaults' speed as a share of
@@ -142,7 +137,7 @@ def alternating(folder):
             got = {m: [r[size] for mm, r in runs if mm == m and r.get(size)] for m in "sd"}
             if not got["s"] or not got["d"]:
                 continue
-            dv, sv = median(got["d"]), median(got["s"])
+            dv, sv = statistics.median(got["d"]), statistics.median(got["s"])
             ahead = 0
             for a, b in pairs:
                 x = {a[0]: a[1].get(size), b[0]: b[1].get(size)}

@@ -459,6 +459,16 @@ pub struct Taken {
     once: Option<Entry>,
 }
 
+impl Taken {
+    /// Whether the completion call left this request pending: MPI still holds its handle in
+    /// `reqs`, the array the call was given.
+    fn pending(&self, reqs: *const c_void) -> bool {
+        let abi = abi::get();
+        // SAFETY: the same array the call was given, which holds this request at `index`.
+        abi.key(unsafe { abi.request_at(reqs, self.index) }) == self.handle
+    }
+}
+
 /// Takes the tracked requests among `n` (see the module comment). Null or negative arguments
 /// take nothing, so MPI answers them itself.
 pub fn take(reqs: *const c_void, n: c_int) -> Vec<Taken> {
@@ -507,13 +517,12 @@ pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(u
     for t in taken {
         fastpath::queue_at(t.handle);
         let status = done(t.index);
+        let left = t.once.is_some() && t.pending(reqs);
         // A completed one-shot entry is dropped, releasing its staging buffer, only after the
         // copy that reads it.
         let ((delivery, served), owner, arrived) = match t.once {
             Some(mut e) => {
-                // SAFETY: the same array the call was given.
-                let now = abi.key(unsafe { abi.request_at(reqs, t.index) });
-                if now == t.handle {
+                if left {
                     pending.push((t.handle, e));
                     continue;
                 }
@@ -578,7 +587,6 @@ pub fn settle(taken: Vec<Taken>, reqs: *const c_void, rc: c_int, done: impl Fn(u
 /// a point-to-point receive's by its status, where one that gives no size counts as too many to
 /// write; a collective's, whose status says nothing, by its buffer's span.
 fn arrived_bytes(taken: &[Taken], reqs: *const c_void, done: &impl Fn(usize) -> Option<*mut c_void>) -> usize {
-    let abi = abi::get();
     let bytes = |e: &Entry, index: usize| match (&e.recv, e.p2p) {
         (None, _) => 0,
         (Some(r), false) => r.span.len,
@@ -587,9 +595,8 @@ fn arrived_bytes(taken: &[Taken], reqs: *const c_void, done: &impl Fn(usize) -> 
     taken
         .iter()
         .map(|t| match &t.once {
-            // SAFETY: the same array the call was given.
-            Some(e) if abi.key(unsafe { abi.request_at(reqs, t.index) }) != t.handle => bytes(e, t.index),
-            Some(_) => 0,
+            Some(_) if t.pending(reqs) => 0,
+            Some(e) => bytes(e, t.index),
             None => with(t.handle, |e| bytes(e, t.index)).unwrap_or(0),
         })
         .fold(0, usize::saturating_add)
