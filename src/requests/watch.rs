@@ -297,11 +297,12 @@ pub struct Before {
 
 const BEFORE: usize = 8;
 
-/// Inlined into the completion call, which then reads the handles where they were written: as
-/// a function's result copied back, they made a 4 KiB `MPI_Irecv` + `MPI_Isend` + `MPI_Waitall`
-/// exchange on host buffers 5.3% slower than through `PMPI` instead of 7.5% (medians of 8
-/// alternated runs of `bench/exchange`, 2 ranks, Open MPI 4.1, stand-in driver; the extra
-/// instructions were few, the time was spent reading the copy).
+/// Inlined into the completion call, which then reads the handles where they were written,
+/// not from a copy of a returned struct: on the development VM a 4 KiB `MPI_Irecv` +
+/// `MPI_Isend` + `MPI_Waitall` exchange on host buffers then cost +5.3% over `PMPI` instead of
+/// +7.5% (medians of 8 alternated runs of `bench/exchange`, stand-in driver), where `perf` had
+/// found the load of that copy among the two costliest of cudampi's; on an H100 host the two
+/// builds stayed within each other's spread (`2026-11-26-1xH100-ompi4.1.6-exchange`).
 #[inline(always)]
 pub fn before(reqs: *const c_void, n: c_int) -> Option<Before> {
     if !SERIAL.load(Relaxed) || SPREAD.load(Relaxed) != 0 || reqs.is_null() || n <= 0 || n as usize > BEFORE {
