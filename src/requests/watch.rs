@@ -301,8 +301,9 @@ const BEFORE: usize = 8;
 /// not from a copy of a returned struct: on the development VM a 4 KiB `MPI_Irecv` +
 /// `MPI_Isend` + `MPI_Waitall` exchange on host buffers then cost +5.3% over `PMPI` instead of
 /// +7.5% (medians of 8 alternated runs of `bench/exchange`, stand-in driver), where `perf` had
-/// found the load of that copy among the two costliest of cudampi's; on an H100 host the two
-/// builds stayed within each other's spread (`2026-11-26-1xH100-ompi4.1.6-exchange`).
+/// found the load of that copy among the two costliest of cudampi's. On an H100 host it did
+/// not help: +4.95% against +3.5%, the runs' spreads overlapping
+/// (`2026-11-26-1xH100-ompi4.1.6-exchange`).
 #[inline(always)]
 pub fn before(reqs: *const c_void, n: c_int) -> Option<Before> {
     if !SERIAL.load(Relaxed) || SPREAD.load(Relaxed) != 0 || reqs.is_null() || n <= 0 || n as usize > BEFORE {
