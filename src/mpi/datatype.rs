@@ -53,6 +53,7 @@ pub fn query(datatype: Handle) -> Result<TypeInfo, c_int> {
             slots[*next % NAMED_SLOTS] = (datatype, t);
             *next += 1;
         });
+        shared::learn(datatype, t);
     }
     Ok(t)
 }
@@ -85,7 +86,10 @@ pub fn size(datatype: Handle) -> Option<i64> {
 /// bytes lie at the buffer's address as they would packed.
 #[inline]
 pub fn size_packed(datatype: Handle) -> Option<(i64, bool)> {
-    let packed = |t: TypeInfo| (t.size, t.size == t.extent && t.true_lb == 0);
+    if let Some(found) = shared::size_packed(datatype) {
+        return Some(found);
+    }
+    let packed = |t: TypeInfo| (t.size, t.packed());
     if let Some(t) = known(datatype) {
         return Some(packed(t));
     }
@@ -97,6 +101,55 @@ pub fn size_packed(datatype: Handle) -> Option<(i64, bool)> {
 #[inline]
 fn known(datatype: Handle) -> Option<TypeInfo> {
     NAMED.with_borrow(|(slots, _)| slots.iter().find(|(h, t)| *h == datatype && t.named).map(|&(_, t)| t))
+}
+
+/// The size of each predefined datatype any thread asked about, and whether it is packed, for
+/// every host receive of a process whose peers may send envelopes (`fastpath::may_land`): read
+/// without the thread-local cache's lookup, which cost about as many instructions as the rest
+/// of the watch's note of a receive. A slot is written once, its handle last, and never changes.
+mod shared {
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::{Acquire, Relaxed, Release}};
+
+    use super::{Handle, TypeInfo};
+
+    const SLOTS: usize = 8;
+
+    /// `!handle` (so that 0 marks an empty slot: no handle has every bit set), then the size
+    /// shifted left by one with the packed flag in the lowest bit.
+    static KEYS: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+    static VALUES: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+    #[inline]
+    pub fn size_packed(datatype: Handle) -> Option<(i64, bool)> {
+        let key = !(datatype as u64);
+        for (k, v) in KEYS.iter().zip(&VALUES) {
+            match k.load(Acquire) {
+                0 => return None,
+                found if found == key => {
+                    let v = v.load(Relaxed);
+                    return Some(((v >> 1) as i64, v & 1 == 1));
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// Keeps a predefined datatype's answer while slots are free; threads that learn the same
+    /// type at once may each take a slot, which costs only the slot.
+    pub fn learn(datatype: Handle, t: TypeInfo) {
+        if t.size < 0 || size_packed(datatype).is_some() {
+            return;
+        }
+        let i = NEXT.fetch_add(1, Relaxed);
+        if i >= SLOTS {
+            NEXT.store(SLOTS, Relaxed);
+            return;
+        }
+        VALUES[i].store((t.size as u64) << 1 | t.packed() as u64, Relaxed);
+        KEYS[i].store(!(datatype as u64), Release);
+    }
 }
 
 thread_local! {
@@ -119,6 +172,12 @@ fn ask(datatype: Handle) -> Result<TypeInfo, c_int> {
 }
 
 impl TypeInfo {
+    /// Without gaps or offset, so that `n` bytes of a predefined datatype's elements lie at the
+    /// buffer's address as they would packed.
+    fn packed(&self) -> bool {
+        self.size == self.extent && self.true_lb == 0
+    }
+
     /// The bytes `count` elements touch.
     pub fn span(&self, count: i64) -> Result<Span, c_int> {
         layout(count, self.size, self.extent, self.true_lb, self.true_extent, self.named).ok_or(abi::get().err_no_mem)
