@@ -485,11 +485,17 @@ pub fn host_received(name: &'static str, buf: *mut c_void, count: i64, datatype:
 
 /// [`host_received`] for a receive into a packed buffer (see [`may_land`]) whose status the
 /// program did not ask for: the buffer's first bytes tell an envelope.
+#[inline(always)]
 pub fn host_received_unseen(name: &'static str, buf: *mut c_void, count: i64, datatype: Handle, comm: Option<Handle>) -> Result<(), c_int> {
     // SAFETY: a completed receive into a buffer of at least an envelope's bytes.
     if !unsafe { envelope::marked(buf) } {
         return Ok(());
     }
+    land_unseen(name, buf, count, datatype, comm)
+}
+
+#[cold]
+fn land_unseen(name: &'static str, buf: *mut c_void, count: i64, datatype: Handle, comm: Option<Handle>) -> Result<(), c_int> {
     let (abi, Some(p)) = (abi::get(), real::pmpi()) else { return Ok(()) };
     let mut status = abi::Status::zeroed();
     // SAFETY: a status of this family, ours.
