@@ -63,8 +63,6 @@ const SLOTS: usize = 8;
 struct Store {
     slots: [(Handle, Option<Watched>); SLOTS],
     used: u8,
-    /// `SERIAL`, kept beside the slots that every note and look touches anyway.
-    serial: bool,
     more: Option<Map>,
 }
 
@@ -82,7 +80,7 @@ impl Store {
         None
     }
 
-    #[inline]
+    #[inline(always)]
     fn insert(&mut self, h: Handle, w: Watched) {
         let old = match self.slot(h) {
             Some(i) => self.slots[i].1.replace(w),
@@ -95,9 +93,9 @@ impl Store {
             None => self.more.get_or_insert_with(Map::default).insert(h, w),
         };
         if let Some(old) = old {
-            self.tally(-1, &old);
+            tally(-1, &old);
         }
-        self.tally(1, &w);
+        tally(1, &w);
     }
 
     fn contains(&self, h: Handle) -> bool {
@@ -114,25 +112,9 @@ impl Store {
             None => self.more.as_mut().and_then(|m| m.remove(&h)),
         };
         if let Some(w) = &found {
-            self.tally(-1, w);
+            tally(-1, w);
         }
         found
-    }
-
-    /// Counts an entry in or out of `COUNT` and `SPREAD`, without a locked instruction where
-    /// calls do not overlap (under the lock otherwise, but `any` reads `COUNT` without).
-    #[inline]
-    fn tally(&self, delta: isize, w: &Watched) {
-        let add = |n: &AtomicUsize| match self.serial {
-            true => n.store(n.load(Relaxed).wrapping_add_signed(delta), Relaxed),
-            false => {
-                n.fetch_add(delta as usize, Relaxed);
-            }
-        };
-        add(&COUNT);
-        if !w.packed {
-            add(&SPREAD);
-        }
     }
 }
 
@@ -147,7 +129,7 @@ struct Shared {
 // SAFETY: the store is reached only through `with`, which locks unless calls are serial.
 unsafe impl Sync for Shared {}
 
-static STORE: Shared = Shared { store: std::cell::UnsafeCell::new(Store { slots: [(0, None); SLOTS], used: 0, serial: false, more: None }), lock: Mutex::new(()) };
+static STORE: Shared = Shared { store: std::cell::UnsafeCell::new(Store { slots: [(0, None); SLOTS], used: 0, more: None }), lock: Mutex::new(()) };
 /// Entries in the store: completion calls look there only when some are.
 static COUNT: AtomicUsize = AtomicUsize::new(0);
 /// Entries whose envelope would not lie packed from the buffer's address, changed under the
@@ -170,8 +152,22 @@ pub fn init() {
     let mut provided = 0;
     // SAFETY: MPI is initialised; a valid out-pointer.
     let serial = crate::mpi::real::pmpi().is_some_and(|p| unsafe { (p.query_thread)(&mut provided) } == 0 && provided < abi::get().thread_multiple);
-    with(|s| s.serial = serial);
     SERIAL.store(serial, Relaxed);
+}
+
+/// Counts an entry in or out of `COUNT` and `SPREAD`, without a locked instruction where calls
+/// do not overlap (under the lock otherwise, but `any` reads `COUNT` without).
+fn tally(delta: isize, w: &Watched) {
+    let add = |n: &AtomicUsize| match SERIAL.load(Relaxed) {
+        true => n.store(n.load(Relaxed).wrapping_add_signed(delta), Relaxed),
+        false => {
+            n.fetch_add(delta as usize, Relaxed);
+        }
+    };
+    add(&COUNT);
+    if !w.packed {
+        add(&SPREAD);
+    }
 }
 
 #[inline(always)]
