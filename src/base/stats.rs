@@ -35,6 +35,12 @@ static NAMES: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
 static NAME_LENS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
 static COUNTS: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
 
+/// Whether counters are kept (`CUDAMPI_STATS=1`).
+#[inline(always)]
+pub fn enabled() -> bool {
+    ENABLED.load(Relaxed)
+}
+
 /// A host-buffer call went straight through (counted only with `CUDAMPI_STATS=1`, so host-only
 /// programs do not share a contended counter).
 #[inline(always)]

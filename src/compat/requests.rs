@@ -442,10 +442,19 @@ fn idle() {
     std::thread::yield_now();
 }
 
-unsafe fn wait(orig: Wait, request: *mut c_void, status: *mut c_void) -> c_int {
-    while live() && pending(request, 1) {
+/// Drives the operations among the `n` requests at `reqs` until none is still running: what
+/// a blocking completion call waits for before the library's own call.
+#[cold]
+fn await_operations(reqs: *mut c_void, n: c_int) {
+    while live() && pending(reqs, n) {
         progress();
         idle();
+    }
+}
+
+unsafe fn wait(orig: Wait, request: *mut c_void, status: *mut c_void) -> c_int {
+    if live() {
+        await_operations(request, 1);
     }
     // SAFETY: the caller's arguments.
     unsafe { orig(request, status) }
@@ -464,9 +473,8 @@ unsafe fn test(orig: Test, request: *mut c_void, flag: *mut c_int, status: *mut 
 }
 
 unsafe fn waitall(orig: Waitall, count: c_int, reqs: *mut c_void, statuses: *mut c_void) -> c_int {
-    while live() && pending(reqs, count) {
-        progress();
-        idle();
+    if live() {
+        await_operations(reqs, count);
     }
     // SAFETY: the caller's arguments.
     unsafe { orig(count, reqs, statuses) }

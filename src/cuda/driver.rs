@@ -286,6 +286,18 @@ pub fn get() -> Option<&'static Driver> {
     probe()
 }
 
+/// True when the process is known to have no CUDA: [`get`] without the probe, for checks that
+/// make no call (a probe may be due, and then this says false).
+#[inline(always)]
+pub fn known_absent() -> bool {
+    if DRIVER.get().is_some() {
+        return false;
+    }
+    let last = LAST_SEEN.load(Ordering::Acquire);
+    // SAFETY: as in `get`.
+    !last.is_null() && unsafe { ptr::read_volatile(ptr::addr_of!((*last).l_next)) }.is_null()
+}
+
 /// The driver, loading libcuda if the process has not: only for a process that is about to
 /// receive device memory from a peer, which needs CUDA whatever its own buffers are.
 pub fn load() -> Option<&'static Driver> {

@@ -11,10 +11,13 @@
 //! device memory where plain host memory was.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Once;
 
 static HEAP_START: AtomicUsize = AtomicUsize::new(usize::MAX);
+/// glibc's `__curbrk`, the break `sbrk(0)` returns, where the C library exports it: read in
+/// place, it spares every check a call into the C library (`learn_process_regions`).
+static CURBRK: AtomicPtr<*mut libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
 static DATA_LO: AtomicUsize = AtomicUsize::new(usize::MAX);
 static DATA_HI: AtomicUsize = AtomicUsize::new(0);
 static INIT: Once = Once::new();
@@ -28,8 +31,7 @@ thread_local! {
 #[inline]
 pub fn certainly_host(addr: usize) -> bool {
     INIT.call_once(learn_process_regions);
-    // SAFETY: sbrk(0) only reads the current break.
-    let brk = unsafe { libc::sbrk(0) } as usize;
+    let brk = heap_end();
     if addr >= HEAP_START.load(Relaxed) && addr < brk {
         return true;
     }
@@ -47,6 +49,33 @@ pub fn certainly_host(addr: usize) -> bool {
     addr >= lo && addr < hi
 }
 
+/// [`certainly_host`] for the heap and program data, from loads alone: false before the
+/// regions are learnt or where the break cannot be read in place.
+#[inline(always)]
+pub fn plainly_host(addr: usize) -> bool {
+    if !INIT.is_completed() {
+        return false;
+    }
+    let curbrk = CURBRK.load(Relaxed);
+    // SAFETY: as in `heap_end`.
+    let in_heap = !curbrk.is_null() && addr >= HEAP_START.load(Relaxed) && addr < unsafe { std::ptr::read_volatile(curbrk) } as usize;
+    in_heap || (addr >= DATA_LO.load(Relaxed) && addr < DATA_HI.load(Relaxed))
+}
+
+/// The current break, as `sbrk(0)` gives it.
+#[inline(always)]
+fn heap_end() -> usize {
+    let curbrk = CURBRK.load(Relaxed);
+    if curbrk.is_null() {
+        // SAFETY: sbrk(0) only reads the current break.
+        return unsafe { libc::sbrk(0) } as usize;
+    }
+    // SAFETY: the C library's own variable, which lives as long as the process. The break
+    // changes only inside malloc: a value read while another thread moves it is one side of
+    // the move, and the program's live buffers lie below either.
+    unsafe { std::ptr::read_volatile(curbrk) as usize }
+}
+
 /// The heap start from /proc/self/stat (field 47, `start_brk`) and the main program's writable
 /// PT_LOAD segment.
 #[cold]
@@ -60,6 +89,16 @@ fn learn_process_regions() {
                     HEAP_START.store(v, Relaxed);
                 }
             }
+        }
+    }
+    // Only where sbrk(0) is exactly that variable: glibc's sbrk returns `__curbrk` unless it was
+    // never set, when it reads the break from the kernel first (then the variable holds it).
+    // SAFETY: sbrk(0) only reads the current break; dlsym looks up a data symbol by name.
+    unsafe {
+        let brk = libc::sbrk(0);
+        let curbrk = libc::dlsym(libc::RTLD_DEFAULT, c"__curbrk".as_ptr()).cast::<*mut libc::c_void>();
+        if !curbrk.is_null() && brk != usize::MAX as *mut libc::c_void && std::ptr::read_volatile(curbrk) == brk {
+            CURBRK.store(curbrk, Relaxed);
         }
     }
     // SAFETY: the callback only reads the headers glibc passes it and stops after the first

@@ -12,5 +12,5 @@ pub mod signal;
 pub mod strided;
 
 pub use copy::{CudaError, Deferred, InContext};
-pub use pointer::{locate, surely_host, Device, Location};
+pub use pointer::{locate, plainly_host, surely_host, Device, Location};
 pub use strided::Strided;

@@ -42,6 +42,16 @@ pub enum Location {
     Unreadable,
 }
 
+/// [`surely_host`] from loads and comparisons alone, with no call: the sentinels, a process
+/// known to have no CUDA, the heap and program data. False means only that the full check is
+/// needed. A function that makes no call needs no frame, so an entry point whose buffer passes
+/// here ends in a jump to the library's function.
+#[inline(always)]
+pub fn plainly_host(ptr: *const c_void) -> bool {
+    let addr = ptr as usize;
+    (addr != 0 && addr < 4096) || addr == usize::MAX || driver::known_absent() || hostmem::plainly_host(addr)
+}
+
 /// Decides where `ptr` lives. Host-only processes (no libcuda loaded) return at the first check.
 #[inline]
 pub fn locate(ptr: *const c_void) -> Location {

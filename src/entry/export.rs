@@ -11,20 +11,63 @@ use crate::handlers::packing::{Pos, Rep};
 use crate::mpi::abi::{Handle, Offset};
 
 macro_rules! export_one {
+    // The calls with a host path (`handlers/host.rs`): it runs inline, the handler out of line;
+    // a call that passes through unchanged ends in a jump to the library's function.
+    ($name:ident $sig:tt => send $($rest:tt)*) => { export_one!(@host $name $sig => send $($rest)*); };
+    ($name:ident $sig:tt => isend $($rest:tt)*) => { export_one!(@host $name $sig => isend $($rest)*); };
+    ($name:ident $sig:tt => recv $($rest:tt)*) => { export_one!(@host $name $sig => recv $($rest)*); };
+    ($name:ident $sig:tt => irecv $($rest:tt)*) => { export_one!(@host $name $sig => irecv $($rest)*); };
+    ($name:ident $sig:tt => wait $($rest:tt)*) => { export_one!(@host $name $sig => wait $($rest)*); };
+    ($name:ident $sig:tt => test $($rest:tt)*) => { export_one!(@host $name $sig => test $($rest)*); };
+    ($name:ident $sig:tt => waitall $($rest:tt)*) => { export_one!(@host $name $sig => waitall $($rest)*); };
+    (@host $name:ident ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*)) => {
+        #[no_mangle]
+        #[allow(unused_variables, unused_unsafe)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+            /// The host path that serves the call, else the handler.
+            #[inline(never)]
+            unsafe fn handled($($arg: $ty),*) -> c_int {
+                crate::mpi::ffi::guard(stringify!($name), || {
+                    let real = crate::mpi::real::get().$name;
+                    if let Some(f) = real {
+                        // SAFETY: as in the handler's closure.
+                        if let Ok(rc) = crate::handlers::host::$handler(stringify!($name), $($harg,)* move |$($cp),*| unsafe { f($($arg),*) }) {
+                            return rc;
+                        }
+                    }
+                    export_one!(@handler $name ($($arg),*) => $handler [$($cp),*] ($($harg),*) real)
+                })
+            }
+            if let Some(f) = crate::mpi::real::ready().and_then(|r| r.$name) {
+                if crate::handlers::host::passes::$handler(stringify!($name), $($harg),*) {
+                    // SAFETY: the library's function with the caller's arguments.
+                    return unsafe { f($($arg),*) };
+                }
+            }
+            // SAFETY: the caller's arguments.
+            unsafe { handled($($arg),*) }
+        }
+    };
     ($name:ident ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*)) => {
         #[no_mangle]
         #[allow(unused_variables, unused_unsafe)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
-            crate::mpi::ffi::guard(stringify!($name), || {
-                let real = crate::mpi::real::get().$name;
-                crate::handlers::$handler(stringify!($name), $($harg,)* |$($cp),*| match real {
-                    // SAFETY: the real function, called with the caller's arguments except those the
-                    // handler substituted (closure parameters of the same names).
-                    Some(f) => unsafe { f($($arg),*) },
-                    None => crate::mpi::real::missing(stringify!($name)),
-                })
-            })
+            export_one!(@body $name ($($arg),*) => $handler [$($cp),*] ($($harg),*))
         }
+    };
+    (@body $name:ident ( $($arg:ident),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*)) => {
+        crate::mpi::ffi::guard(stringify!($name), || {
+            let real = crate::mpi::real::get().$name;
+            export_one!(@handler $name ($($arg),*) => $handler [$($cp),*] ($($harg),*) real)
+        })
+    };
+    (@handler $name:ident ( $($arg:ident),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*) $real:ident) => {
+        crate::handlers::$handler(stringify!($name), $($harg,)* |$($cp),*| match $real {
+            // SAFETY: the real function, called with the caller's arguments except those the
+            // handler substituted (closure parameters of the same names).
+            Some(f) => unsafe { f($($arg),*) },
+            None => crate::mpi::real::missing(stringify!($name)),
+        })
     };
 }
 

@@ -506,7 +506,7 @@ fn land_unseen(name: &'static str, buf: *mut c_void, count: i64, datatype: Handl
 /// Whether an envelope can land in a host receive of `count` elements (smaller buffers make the
 /// library report truncation itself), and if so whether it would lie packed from the buffer's
 /// address, where [`host_received_unseen`] can tell it.
-#[inline]
+#[inline(always)]
 pub fn may_land(count: i64, datatype: Handle) -> Option<Packed> {
     if count <= 0 {
         return None;

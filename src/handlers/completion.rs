@@ -10,6 +10,7 @@ use std::ffi::{c_int, c_void};
 
 use crate::fastpath::held;
 use crate::handlers::p2p;
+use crate::handlers::host;
 use crate::mpi::matching::Matching;
 use crate::mpi::abi::{self, Handle, UNDEFINED};
 use crate::mpi::errors;
@@ -112,10 +113,11 @@ fn complete_into(
     call: impl FnOnce(*mut c_void) -> c_int,
     done: impl Fn(c_int, &Statuses, usize) -> Option<*mut c_void>,
 ) -> c_int {
+    let call = match host::complete(reqs, n, caller, multi, call) {
+        Ok(rc) => return rc,
+        Err(call) => call,
+    };
     if !requests::any() {
-        if !watch::any() {
-            return call(caller);
-        }
         return complete_watched(reqs, n, caller, multi, statuses, call, done);
     }
     requests::progress_orphans();
@@ -147,8 +149,8 @@ fn complete_into(
     abi.err_in_status
 }
 
-/// [`complete`] when the only requests cudampi knows of are watched host receives (`watch`):
-/// the common case of a program on host buffers, kept lean.
+/// [`complete`] when the only requests cudampi knows of are watched host receives (`watch`)
+/// and the caller asks for statuses, or more requests than `watch::before` keeps apart.
 #[inline(never)]
 fn complete_watched(
     reqs: *mut c_void,
@@ -160,17 +162,6 @@ fn complete_watched(
     done: impl Fn(c_int, &Statuses, usize) -> Option<*mut c_void>,
 ) -> c_int {
     let abi = abi::get();
-    let ignored = if multi { abi.is_statuses_ignore(caller) } else { abi.is_status_ignore(caller) };
-    if let Some(before) = ignored.then(|| watch::before(reqs, n)).flatten() {
-        // No status to ask MPI for: the buffers tell an envelope.
-        let rc = call(caller);
-        let failed = watch::settle_unseen(&before, reqs);
-        return match failed.first() {
-            None => rc,
-            Some(&(_, first)) if !multi || rc != 0 => outcome(rc, Err(first)),
-            Some(_) => abi.err_in_status,
-        };
-    }
     let watched = watch::take(reqs, n);
     if watched.is_empty() {
         return call(caller);

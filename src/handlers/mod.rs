@@ -9,6 +9,7 @@
 
 pub mod collectives;
 pub mod completion;
+pub mod host;
 pub mod io;
 pub mod lifecycle;
 pub mod nonblocking;

@@ -10,6 +10,7 @@ use std::ffi::{c_int, c_void};
 
 use crate::base::stats;
 use crate::fastpath::held;
+use crate::handlers::host;
 use crate::handlers::p2p::{self, Count};
 use crate::mpi::matching::Matching;
 use crate::mpi::abi::Handle;
@@ -17,7 +18,7 @@ use crate::mpi::datatype;
 use crate::mpi::{abi, errors, real};
 use crate::requests::{self, Entry, HostRecv, Kind, Partitions, RecvArgs};
 use crate::staging::stage::{prepare, prepare_as, stage_as, stage_pair, Back, Direction, Prepared, Shape};
-use crate::{cuda, fastpath};
+use crate::fastpath;
 
 /// Runs the real post with the buffer MPI should see and, if it succeeded with a staged
 /// buffer, tracks the request.
@@ -47,10 +48,10 @@ pub fn isend<C: Count>(
     request: *mut c_void,
     call: impl FnOnce(*const c_void, C, Handle) -> c_int,
 ) -> c_int {
-    if cuda::surely_host(buf) {
-        stats::host_call();
-        return call(buf, C::from_i64(count), datatype);
-    }
+    let call = match host::from_host(buf, count, datatype, call) {
+        Ok(rc) => return rc,
+        Err(call) => call,
+    };
     if fastpath::sending() {
         if let Some(offer) = fastpath::offer(name, buf, count, datatype, dest, comm) {
             let rc = call(offer.envelope(), C::from_i64(fastpath::ENVELOPE_BYTES as i64), abi::get().byte);
@@ -96,18 +97,15 @@ pub fn irecv<C: Count>(
         }
     }
     let (source, comm) = (from.source(), from.comm());
-    if cuda::surely_host(buf) {
-        stats::host_call();
-        if fastpath::receiving() {
-            return irecv_host(name, buf, count, datatype, comm, request, call);
-        }
-        return call(buf, C::from_i64(count), datatype);
-    }
+    let call = match host::irecv_unheld(name, buf, count, datatype, comm, request, call) {
+        Ok(rc) => return rc,
+        Err(call) => call,
+    };
     match stage_as(name, buf, count, datatype, source, comm, Direction::Recv, Shape::Payload) {
         Ok(Prepared::Direct(p)) if p == buf => {
             stats::host_call();
             if fastpath::receiving() {
-                return irecv_host(name, buf, count, datatype, comm, request, call);
+                return host::irecv_watched(name, buf, count, datatype, comm, request, call);
             }
             call(buf, C::from_i64(count), datatype)
         }
@@ -118,27 +116,6 @@ pub fn irecv<C: Count>(
         }
         Err(rc) => rc,
     }
-}
-
-/// A host receive an envelope may reach is watched, so that its completion brings the data;
-/// one too small for an envelope needs nothing (the library reports the truncation).
-fn irecv_host<C: Count>(
-    name: &'static str,
-    buf: *mut c_void,
-    count: i64,
-    datatype: Handle,
-    comm: Option<Handle>,
-    request: *mut c_void,
-    call: impl FnOnce(*mut c_void, C, Handle) -> c_int,
-) -> c_int {
-    let rc = call(buf, C::from_i64(count), datatype);
-    if rc != 0 {
-        return rc;
-    }
-    if let Some(packed) = fastpath::may_land(count, datatype) {
-        requests::watch::insert(request, name, comm, HostRecv { buf, count, datatype }, packed);
-    }
-    rc
 }
 
 /// Tracks a posted receive into host memory that an envelope may reach (with the staged

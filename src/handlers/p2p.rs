@@ -7,10 +7,11 @@ use std::ffi::{c_int, c_void};
 
 use crate::base::stats;
 use crate::fastpath::held;
+use crate::handlers::host;
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::matching::Matching;
 use crate::mpi::{errors, real};
-use crate::staging::stage::{received_bytes, stage_as, stage_pair, Direction, OwnStatus, Prepared, Shape};
+use crate::staging::stage::{stage_as, stage_pair, Direction, OwnStatus, Prepared, Shape};
 use crate::{cuda, fastpath};
 
 /// Runs a receive-like call on prepared buffers and delivers what arrived, even when MPI
@@ -42,34 +43,6 @@ fn complete<C: Count>(
     match delivered {
         Err(e) if rc == 0 => e,
         _ => rc,
-    }
-}
-
-/// A receive into host memory with the fast paths on: MPI fills the caller's own status (or
-/// one of cudampi's when the caller ignores it), and only a message of an envelope's size is
-/// looked at further. A null status that is not `MPI_STATUS_IGNORE` goes to MPI as it is.
-#[inline]
-fn recv_host<C: Count>(
-    name: &'static str,
-    comm: Option<Handle>,
-    buf: *mut c_void,
-    recv: (i64, Handle),
-    status: *mut c_void,
-    call: impl FnOnce(*mut c_void, C, Handle, *mut c_void) -> c_int,
-) -> c_int {
-    let abi = abi::get();
-    let mut own = abi::Status::zeroed();
-    let st = match abi.is_status_ignore(status) {
-        true => own.as_mut_ptr(),
-        false => status,
-    };
-    let rc = call(buf, C::from_i64(recv.0), recv.1, st);
-    if rc != 0 || st.is_null() || received_bytes(st) != Some(fastpath::ENVELOPE_BYTES) {
-        return rc;
-    }
-    match fastpath::host_received(name, buf, recv.0, recv.1, comm, st) {
-        Ok(()) => rc,
-        Err(e) => e,
     }
 }
 
@@ -110,10 +83,10 @@ pub fn send<C: Count>(
     comm: Handle,
     call: impl FnOnce(*const c_void, C, Handle) -> c_int,
 ) -> c_int {
-    if cuda::surely_host(buf) {
-        stats::host_call();
-        return call(buf, C::from_i64(count), datatype);
-    }
+    let call = match host::from_host(buf, count, datatype, call) {
+        Ok(rc) => return rc,
+        Err(call) => call,
+    };
     if fastpath::sending() {
         if let Some(offer) = fastpath::offer(name, buf, count, datatype, dest, comm) {
             let rc = call(offer.envelope(), C::from_i64(fastpath::ENVELOPE_BYTES as i64), abi::get().byte);
@@ -163,13 +136,10 @@ pub fn recv_into<C: Count>(
     call: impl FnOnce(*mut c_void, C, Handle, *mut c_void) -> c_int,
 ) -> c_int {
     let comm = from.comm();
-    if cuda::surely_host(buf) {
-        stats::host_call();
-        if fastpath::receiving() {
-            return recv_host(name, comm, buf, (count, datatype), status, call);
-        }
-        return call(buf, C::from_i64(count), datatype, status);
-    }
+    let call = match host::recv_unheld(name, buf, count, datatype, comm, status, call) {
+        Ok(rc) => return rc,
+        Err(call) => call,
+    };
     match stage_as(name, buf, count, datatype, from.source(), comm, Direction::Recv, Shape::Payload) {
         Ok(Prepared::Direct(p)) if p == buf && !fastpath::receiving() => {
             stats::host_call();
@@ -227,7 +197,7 @@ pub fn sendrecv<C: Count>(
             stats::host_call();
             let (sn, rn) = (C::from_i64(sendcount), C::from_i64(recvcount));
             if fastpath::receiving() {
-                return recv_host(name, Some(comm), recvbuf, recv, status, |r, rn, rt, st| call(sendbuf, sn, sendtype, r, rn, rt, st));
+                return host::recv_watched(name, Some(comm), recvbuf, recv, status, |r, rn, rt, st| call(sendbuf, sn, sendtype, r, rn, rt, st));
             }
             return call(sendbuf, sn, sendtype, recvbuf, rn, recvtype, status);
         }

@@ -84,11 +84,17 @@ pub fn size(datatype: Handle) -> Option<i64> {
 
 /// [`size`], and whether the datatype is predefined without gaps or offset, so that `n` of its
 /// bytes lie at the buffer's address as they would packed.
-#[inline]
+#[inline(always)]
 pub fn size_packed(datatype: Handle) -> Option<(i64, bool)> {
     if let Some(found) = shared::size_packed(datatype) {
         return Some(found);
     }
+    size_packed_learnt(datatype)
+}
+
+/// [`size_packed`] of a datatype not in the shared table.
+#[inline(never)]
+fn size_packed_learnt(datatype: Handle) -> Option<(i64, bool)> {
     let packed = |t: TypeInfo| (t.size, t.packed());
     if let Some(t) = known(datatype) {
         return Some(packed(t));
@@ -120,7 +126,7 @@ mod shared {
     static VALUES: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
     static NEXT: AtomicUsize = AtomicUsize::new(0);
 
-    #[inline]
+    #[inline(always)]
     pub fn size_packed(datatype: Handle) -> Option<(i64, bool)> {
         let key = !(datatype as u64);
         for (k, v) in KEYS.iter().zip(&VALUES) {

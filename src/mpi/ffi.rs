@@ -9,9 +9,13 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 pub fn guard(name: &'static str, body: impl FnOnce() -> c_int) -> c_int {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(rc) => rc,
-        Err(_) => {
-            crate::base::log::error(format_args!("internal error in {name}; please report it"));
-            crate::mpi::abi::get().err_intern
-        }
+        Err(_) => internal(name),
     }
 }
+
+#[cold]
+fn internal(name: &'static str) -> c_int {
+    crate::base::log::error(format_args!("internal error in {name}; please report it"));
+    crate::mpi::abi::get().err_intern
+}
+

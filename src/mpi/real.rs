@@ -75,6 +75,12 @@ static COMPLETE: OnceLock<(fn(&mut Real), fn(&mut Pmpi))> = OnceLock::new();
 
 static REAL: OnceLock<Real> = OnceLock::new();
 
+/// The table once resolved, without resolving it: for checks that make no call.
+#[inline(always)]
+pub fn ready() -> Option<&'static Real> {
+    REAL.get()
+}
+
 #[inline]
 pub fn get() -> &'static Real {
     REAL.get_or_init(resolve)

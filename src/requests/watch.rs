@@ -60,19 +60,24 @@ type Map = HashMap<Handle, Watched, BuildHasherDefault<Spread>>;
 /// of `used` mark the taken ones, so a look passes over free slots at no cost), the rest in a map.
 const SLOTS: usize = 8;
 
+/// What an empty slot holds; never read, as `used` marks it free.
+const VACANT: Watched = Watched { name: "", comm: None, host: HostRecv { buf: std::ptr::null_mut(), count: 0, datatype: 0 }, packed: true };
+
+/// The slots' handles apart from what they watch, so that a look reads only handles.
 struct Store {
-    slots: [(Handle, Option<Watched>); SLOTS],
+    keys: [Handle; SLOTS],
+    slots: [Watched; SLOTS],
     used: u8,
     more: Option<Map>,
 }
 
 impl Store {
-    #[inline]
+    #[inline(always)]
     fn slot(&self, h: Handle) -> Option<usize> {
         let mut bits = self.used;
         while bits != 0 {
             let i = bits.trailing_zeros() as usize;
-            if self.slots[i].0 == h {
+            if self.keys[i] == h {
                 return Some(i);
             }
             bits &= bits - 1;
@@ -83,10 +88,11 @@ impl Store {
     #[inline(always)]
     fn insert(&mut self, h: Handle, w: Watched) {
         let old = match self.slot(h) {
-            Some(i) => self.slots[i].1.replace(w),
+            Some(i) => Some(std::mem::replace(&mut self.slots[i], w)),
             None if self.used != u8::MAX => {
                 let i = self.used.trailing_ones() as usize;
-                self.slots[i] = (h, Some(w));
+                self.keys[i] = h;
+                self.slots[i] = w;
                 self.used |= 1 << i;
                 None
             }
@@ -102,12 +108,12 @@ impl Store {
         self.slot(h).is_some() || self.more.as_ref().is_some_and(|m| m.contains_key(&h))
     }
 
-    #[inline]
+    #[inline(always)]
     fn remove(&mut self, h: Handle) -> Option<Watched> {
         let found = match self.slot(h) {
             Some(i) => {
                 self.used &= !(1 << i);
-                self.slots[i].1.take()
+                Some(self.slots[i])
             }
             None => self.more.as_mut().and_then(|m| m.remove(&h)),
         };
@@ -129,7 +135,7 @@ struct Shared {
 // SAFETY: the store is reached only through `with`, which locks unless calls are serial.
 unsafe impl Sync for Shared {}
 
-static STORE: Shared = Shared { store: std::cell::UnsafeCell::new(Store { slots: [(0, None); SLOTS], used: 0, more: None }), lock: Mutex::new(()) };
+static STORE: Shared = Shared { store: std::cell::UnsafeCell::new(Store { keys: [0; SLOTS], slots: [VACANT; SLOTS], used: 0, more: None }), lock: Mutex::new(()) };
 /// Entries in the store: completion calls look there only when some are.
 static COUNT: AtomicUsize = AtomicUsize::new(0);
 /// Entries whose envelope would not lie packed from the buffer's address, changed under the
@@ -159,7 +165,7 @@ pub fn init() {
 /// do not overlap (under the lock otherwise, but `any` reads `COUNT` without).
 fn tally(delta: isize, w: &Watched) {
     let add = |n: &AtomicUsize| match SERIAL.load(Relaxed) {
-        true => n.store(n.load(Relaxed).wrapping_add_signed(delta), Relaxed),
+        true => bump(n, delta),
         false => {
             n.fetch_add(delta as usize, Relaxed);
         }
@@ -187,16 +193,34 @@ pub fn insert(request: *const c_void, name: &'static str, comm: Option<Handle>, 
     let abi = abi::get();
     // SAFETY: MPI has just written the handle of a successfully posted request there.
     let h = abi.key(unsafe { abi.request_at(request, 0) });
-    let w = Watched { name, comm, host, packed: packed.0 };
     if SERIAL.load(Relaxed) {
         // SAFETY: calls do not overlap.
         let s = unsafe { &mut *STORE.store.get() };
-        if s.used != u8::MAX {
-            s.insert(h, w);
+        // A handle MPI hands out again while watched would be a receive the program never
+        // completed; the general path replaces its entry.
+        if s.used != u8::MAX && s.slot(h).is_none() {
+            let i = s.used.trailing_ones() as usize;
+            s.keys[i] = h;
+            let slot = &mut s.slots[i];
+            slot.name = name;
+            slot.comm = comm;
+            slot.host = host;
+            slot.packed = packed.0;
+            s.used |= 1 << i;
+            bump(&COUNT, 1);
+            if !packed.0 {
+                bump(&SPREAD, 1);
+            }
             return;
         }
     }
-    insert_any(h, w);
+    insert_any(h, Watched { name, comm, host, packed: packed.0 });
+}
+
+/// `n += delta` where calls do not overlap: no locked instruction.
+#[inline(always)]
+fn bump(n: &AtomicUsize, delta: isize) {
+    n.store(n.load(Relaxed).wrapping_add_signed(delta), Relaxed);
 }
 
 #[cold]
@@ -312,7 +336,7 @@ pub fn settle(taken: Taken, reqs: *const c_void, rc: c_int, status: impl Fn(usiz
 /// Only where MPI calls do not overlap, so that entries stay in the store meanwhile, and while
 /// every watched buffer would hold an envelope packed from its address.
 pub struct Before {
-    keys: [Handle; BEFORE],
+    keys: [std::mem::MaybeUninit<Handle>; BEFORE],
     n: usize,
 }
 
@@ -331,31 +355,47 @@ pub fn before(reqs: *const c_void, n: c_int) -> Option<Before> {
         return None;
     }
     let abi = abi::get();
-    let mut keys = [0; BEFORE];
+    let mut keys = [std::mem::MaybeUninit::uninit(); BEFORE];
     for (k, key) in keys.iter_mut().enumerate().take(n as usize) {
         // SAFETY: the caller passes n requests.
-        *key = abi.key(unsafe { abi.request_at(reqs, k) });
+        key.write(abi.key(unsafe { abi.request_at(reqs, k) }));
     }
     Some(Before { keys, n: n as usize })
 }
 
 /// After the completion call of `before`: the watched requests that completed leave the store,
-/// and an envelope in one's buffer brings its data. Returns the landings that failed: (index,
-/// error). Inlined into the completion call, as `before` is: out of line, its own frame cost
-/// as many instructions as the rest of the watch's work in the call.
+/// and an envelope in one's buffer brings its data. Returns the first landing that failed, all
+/// being tried: the program asked for no status to report the others in. Inlined into the
+/// completion call, as `before` is: out of line, its own frame cost as many instructions as
+/// the rest of the watch's work in the call.
 #[inline(always)]
-pub fn settle_unseen(before: &Before, reqs: *const c_void) -> Vec<(usize, c_int)> {
+pub fn settle_unseen(before: &Before, reqs: *const c_void) -> Option<c_int> {
     let abi = abi::get();
-    let mut failed = Vec::new();
-    for (k, &h) in before.keys[..before.n].iter().enumerate() {
+    let mut failed = None;
+    for (k, key) in before.keys[..before.n].iter().enumerate() {
+        // SAFETY: `before` wrote the first n keys.
+        let h = unsafe { key.assume_init() };
         // SAFETY: the same array the call was given.
         if abi.key(unsafe { abi.request_at(reqs, k) }) == h {
             continue;
         }
         // SAFETY: calls do not overlap (`before`).
-        let Some(w) = (unsafe { &mut *STORE.store.get() }).remove(h) else { continue };
-        if let Err(e) = crate::fastpath::host_received_unseen(w.name, w.host.buf, w.host.count, w.host.datatype, w.comm) {
-            failed.push((k, e));
+        let s = unsafe { &mut *STORE.store.get() };
+        let landed = match s.slot(h) {
+            Some(i) => {
+                // Every watched buffer holds an envelope packed from its address (`before`).
+                s.used &= !(1 << i);
+                bump(&COUNT, -1);
+                let w = &s.slots[i];
+                crate::fastpath::host_received_unseen(w.name, w.host.buf, w.host.count, w.host.datatype, w.comm)
+            }
+            None => match s.remove(h) {
+                Some(w) => crate::fastpath::host_received_unseen(w.name, w.host.buf, w.host.count, w.host.datatype, w.comm),
+                None => continue,
+            },
+        };
+        if let Err(e) = landed {
+            failed.get_or_insert(e);
         }
     }
     failed
@@ -387,7 +427,6 @@ pub fn promote(reqs: *const c_void, n: c_int) {
 /// Forgets everything (`MPI_Finalize`).
 pub fn clear() {
     with(|s| {
-        s.slots = [(0, None); SLOTS];
         s.used = 0;
         s.more = None;
     });
