@@ -1,6 +1,7 @@
 //! The C entry points, expanded from the table in `table.rs`.
 //!
 //! Every entry point runs its handler inside [`crate::mpi::ffi::guard`], so nothing unwinds into C.
+//! Only `handlers/host.rs` `route` runs outside it: loads and comparisons, which cannot panic.
 
 #![allow(clippy::missing_safety_doc)]
 
@@ -11,37 +12,62 @@ use crate::handlers::packing::{Pos, Rep};
 use crate::mpi::abi::{Handle, Offset};
 
 macro_rules! export_one {
-    // The calls with a host path (`handlers/host.rs`): it runs inline, the handler out of line;
-    // a call that passes through unchanged ends in a jump to the library's function.
-    ($name:ident $sig:tt => send $($rest:tt)*) => { export_one!(@host $name $sig => send $($rest)*); };
-    ($name:ident $sig:tt => isend $($rest:tt)*) => { export_one!(@host $name $sig => isend $($rest)*); };
-    ($name:ident $sig:tt => recv $($rest:tt)*) => { export_one!(@host $name $sig => recv $($rest)*); };
-    ($name:ident $sig:tt => irecv $($rest:tt)*) => { export_one!(@host $name $sig => irecv $($rest)*); };
-    ($name:ident $sig:tt => wait $($rest:tt)*) => { export_one!(@host $name $sig => wait $($rest)*); };
-    ($name:ident $sig:tt => test $($rest:tt)*) => { export_one!(@host $name $sig => test $($rest)*); };
-    ($name:ident $sig:tt => waitall $($rest:tt)*) => { export_one!(@host $name $sig => waitall $($rest)*); };
-    (@host $name:ident ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*)) => {
+    // The calls with a host path (`handlers/host.rs`): `route` decides inline, from loads alone,
+    // and a call that passes ends in a jump to the library's function; the host path that
+    // serves a call and the full handler are out of line, each compact in its own function.
+    ($name:ident $sig:tt => send $($rest:tt)*) => { export_one!(@pass $name $sig => send $($rest)*); };
+    ($name:ident $sig:tt => isend $($rest:tt)*) => { export_one!(@pass $name $sig => isend $($rest)*); };
+    ($name:ident $sig:tt => recv $($rest:tt)*) => { export_one!(@route $name $sig => recv $($rest)*); };
+    ($name:ident $sig:tt => irecv $($rest:tt)*) => { export_one!(@route $name $sig => irecv $($rest)*); };
+    ($name:ident $sig:tt => wait $($rest:tt)*) => { export_one!(@route $name $sig => wait $($rest)*); };
+    ($name:ident $sig:tt => test $($rest:tt)*) => { export_one!(@route $name $sig => test $($rest)*); };
+    ($name:ident $sig:tt => waitall $($rest:tt)*) => { export_one!(@route $name $sig => waitall $($rest)*); };
+    (@pass $name:ident ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*)) => {
         #[no_mangle]
         #[allow(unused_variables, unused_unsafe)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
-            /// The host path that serves the call, else the handler.
             #[inline(never)]
             unsafe fn handled($($arg: $ty),*) -> c_int {
+                export_one!(@body $name ($($arg),*) => $handler [$($cp),*] ($($harg),*))
+            }
+            if let Some(f) = crate::mpi::real::ready().and_then(|r| r.$name) {
+                if let crate::handlers::host::Route::Pass = crate::handlers::host::route::$handler(stringify!($name), $($harg),*) {
+                    // SAFETY: the library's function with the caller's arguments.
+                    return unsafe { f($($arg),*) };
+                }
+            }
+            // SAFETY: the caller's arguments.
+            unsafe { handled($($arg),*) }
+        }
+    };
+    (@route $name:ident ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*)) => {
+        #[no_mangle]
+        #[allow(unused_variables, unused_unsafe)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+            #[inline(never)]
+            unsafe fn handled($($arg: $ty),*) -> c_int {
+                export_one!(@body $name ($($arg),*) => $handler [$($cp),*] ($($harg),*))
+            }
+            #[inline(never)]
+            unsafe fn served($($arg: $ty),*) -> c_int {
                 crate::mpi::ffi::guard(stringify!($name), || {
-                    let real = crate::mpi::real::get().$name;
-                    if let Some(f) = real {
+                    if let Some(f) = crate::mpi::real::get().$name {
                         // SAFETY: as in the handler's closure.
-                        if let Ok(rc) = crate::handlers::host::$handler(stringify!($name), $($harg,)* move |$($cp),*| unsafe { f($($arg),*) }) {
+                        if let Ok(rc) = crate::handlers::host::serve::$handler(stringify!($name), $($harg,)* move |$($cp),*| unsafe { f($($arg),*) }) {
                             return rc;
                         }
                     }
-                    export_one!(@handler $name ($($arg),*) => $handler [$($cp),*] ($($harg),*) real)
+                    // SAFETY: the caller's arguments.
+                    unsafe { handled($($arg),*) }
                 })
             }
             if let Some(f) = crate::mpi::real::ready().and_then(|r| r.$name) {
-                if crate::handlers::host::passes::$handler(stringify!($name), $($harg),*) {
+                match crate::handlers::host::route::$handler(stringify!($name), $($harg),*) {
                     // SAFETY: the library's function with the caller's arguments.
-                    return unsafe { f($($arg),*) };
+                    crate::handlers::host::Route::Pass => return unsafe { f($($arg),*) },
+                    // SAFETY: the caller's arguments.
+                    crate::handlers::host::Route::Serve => return unsafe { served($($arg),*) },
+                    crate::handlers::host::Route::Full => (),
                 }
             }
             // SAFETY: the caller's arguments.
@@ -58,15 +84,12 @@ macro_rules! export_one {
     (@body $name:ident ( $($arg:ident),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*)) => {
         crate::mpi::ffi::guard(stringify!($name), || {
             let real = crate::mpi::real::get().$name;
-            export_one!(@handler $name ($($arg),*) => $handler [$($cp),*] ($($harg),*) real)
-        })
-    };
-    (@handler $name:ident ( $($arg:ident),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*) $real:ident) => {
-        crate::handlers::$handler(stringify!($name), $($harg,)* |$($cp),*| match $real {
-            // SAFETY: the real function, called with the caller's arguments except those the
-            // handler substituted (closure parameters of the same names).
-            Some(f) => unsafe { f($($arg),*) },
-            None => crate::mpi::real::missing(stringify!($name)),
+            crate::handlers::$handler(stringify!($name), $($harg,)* |$($cp),*| match real {
+                // SAFETY: the real function, called with the caller's arguments except those the
+                // handler substituted (closure parameters of the same names).
+                Some(f) => unsafe { f($($arg),*) },
+                None => crate::mpi::real::missing(stringify!($name)),
+            })
         })
     };
 }

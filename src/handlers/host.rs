@@ -1,54 +1,25 @@
 //! The host-buffer paths of the calls a program makes most often: sends, receives and their
 //! completion, when no buffer is device memory and cudampi holds nothing for the call.
 //!
-//! Each function either serves the call or gives back its `call` untouched (`Err`), having
-//! done nothing else, so that the full handler can take over; [`passes`] says, before
-//! anything is done, that the call goes to MPI as it is. The entry points (`export.rs`) run
-//! these inline and keep the full handler out of line: inlined into every entry point, the
-//! device paths gave each a frame of about 1.4 KB and six saved registers that a host buffer
-//! paid for on every call, and a call that passes is a jump to the library's function. The
-//! handlers start with the same functions, so that every caller takes one host path.
+//! [`route`] decides, before anything is done, whether a call passes to MPI unchanged, takes
+//! the host path that [`serve`]s it (a receive into host memory that the watch notes, a
+//! completion call over watched receives), or needs its full handler. The entry points
+//! (`export.rs`) ask inline and keep both paths out of line: inlined into every entry point,
+//! the device paths gave each a frame of about 1.4 KB and six saved registers that a host
+//! buffer paid for on every call, where a call that passes is now a jump to the library's
+//! function. The handlers start with the same host paths (`from_host`, `recv_unheld`,
+//! `irecv_unheld`, `complete`): each gives its `call` back untouched (`Err`) when the full
+//! handler must take over.
 
 use std::ffi::{c_int, c_void};
 
 use crate::base::stats;
-use crate::fastpath::{self, held};
+use crate::fastpath;
 use crate::handlers::p2p::Count;
 use crate::mpi::abi::{self, Handle};
-use crate::mpi::matching::Matching;
 use crate::requests::{self, watch, HostRecv};
 use crate::staging::stage::received_bytes;
 use crate::cuda;
-
-/// A blocking send from host memory.
-#[inline(always)]
-pub fn send<C: Count, F: FnOnce(*const c_void, C, Handle) -> c_int>(
-    _name: &'static str,
-    buf: *const c_void,
-    count: i64,
-    datatype: Handle,
-    _dest: c_int,
-    _comm: Handle,
-    call: F,
-) -> Result<c_int, F> {
-    from_host(buf, count, datatype, call)
-}
-
-/// A nonblocking send from host memory.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-pub fn isend<C: Count, F: FnOnce(*const c_void, C, Handle) -> c_int>(
-    _name: &'static str,
-    buf: *const c_void,
-    count: i64,
-    datatype: Handle,
-    _dest: c_int,
-    _comm: Handle,
-    _request: *mut c_void,
-    call: F,
-) -> Result<c_int, F> {
-    from_host(buf, count, datatype, call)
-}
 
 /// Any send from host memory: MPI gets it as the program wrote it.
 #[inline(always)]
@@ -60,24 +31,8 @@ pub fn from_host<C: Count, F: FnOnce(*const c_void, C, Handle) -> c_int>(buf: *c
     Ok(call(buf, C::from_i64(count), datatype))
 }
 
-/// A blocking receive into host memory, when no message cudampi holds may match it.
-#[inline(always)]
-pub fn recv<C: Count, F: FnOnce(*mut c_void, C, Handle, *mut c_void) -> c_int>(
-    name: &'static str,
-    buf: *mut c_void,
-    count: i64,
-    datatype: Handle,
-    from: Matching,
-    status: *mut c_void,
-    call: F,
-) -> Result<c_int, F> {
-    if held::any() {
-        return Err(call);
-    }
-    recv_unheld(name, buf, count, datatype, from.comm(), status, call)
-}
-
-/// [`recv`] for a message that cudampi does not hold, whoever brings it (`call`).
+/// A blocking receive into host memory, once no message cudampi holds matched; `call` brings
+/// the message, from MPI or from what cudampi holds.
 #[inline(always)]
 pub fn recv_unheld<C: Count, F: FnOnce(*mut c_void, C, Handle, *mut c_void) -> c_int>(
     name: &'static str,
@@ -126,24 +81,7 @@ pub fn recv_watched<C: Count>(
     }
 }
 
-/// A nonblocking receive into host memory, when no message cudampi holds may match it.
-#[inline(always)]
-pub fn irecv<C: Count, F: FnOnce(*mut c_void, C, Handle) -> c_int>(
-    name: &'static str,
-    buf: *mut c_void,
-    count: i64,
-    datatype: Handle,
-    from: Matching,
-    request: *mut c_void,
-    call: F,
-) -> Result<c_int, F> {
-    if held::any() {
-        return Err(call);
-    }
-    irecv_unheld(name, buf, count, datatype, from.comm(), request, call)
-}
-
-/// [`irecv`] once no held message matched.
+/// A nonblocking receive into host memory, once no message cudampi holds matched.
 #[inline(always)]
 pub fn irecv_unheld<C: Count, F: FnOnce(*mut c_void, C, Handle) -> c_int>(
     name: &'static str,
@@ -186,25 +124,6 @@ pub fn irecv_watched<C: Count>(
     rc
 }
 
-/// `MPI_Wait` when cudampi tracks no request of its own.
-#[inline(always)]
-pub fn wait<F: FnOnce(*mut c_void) -> c_int>(_name: &'static str, request: *mut c_void, status: *mut c_void, call: F) -> Result<c_int, F> {
-    complete(request, 1, status, false, call)
-}
-
-/// `MPI_Test` when cudampi tracks no request of its own: a watched receive that is not yet
-/// complete keeps its handle, and so its place in the watch.
-#[inline(always)]
-pub fn test<F: FnOnce(*mut c_void) -> c_int>(_name: &'static str, request: *mut c_void, _flag: *mut c_int, status: *mut c_void, call: F) -> Result<c_int, F> {
-    complete(request, 1, status, false, call)
-}
-
-/// `MPI_Waitall` when cudampi tracks no request of its own.
-#[inline(always)]
-pub fn waitall<F: FnOnce(*mut c_void) -> c_int>(_name: &'static str, count: c_int, requests: *mut c_void, statuses: *mut c_void, call: F) -> Result<c_int, F> {
-    complete(requests, count, statuses, true, call)
-}
-
 /// A completion call over requests of which cudampi tracks none: straight to MPI, or, where
 /// some are watched host receives and the caller asks for no status, the watch's lean path
 /// (`watch::before`). Watched receives whose statuses the caller wants take the full handler.
@@ -237,13 +156,22 @@ fn settle_unseen(before: &watch::Before, reqs: *mut c_void, multi: bool, rc: c_i
     }
 }
 
-/// Whether a call goes to MPI with its arguments as they are, with nothing to do before or
-/// after: no buffer in device memory, nothing cudampi holds or watches for it, no counter to
-/// keep. Asked before anything else, from loads and comparisons alone (no call, so that the
-/// entry point needs no frame); false only means that the other paths decide.
-pub mod passes {
+/// Which way an entry point takes, decided before anything is done.
+pub enum Route {
+    /// To MPI with the caller's arguments as they are, with nothing to do before or after.
+    Pass,
+    /// The host path of [`serve`]: host buffers, with the watch of host receives to keep.
+    Serve,
+    /// The full handler.
+    Full,
+}
+
+/// The way each call takes, from loads and comparisons alone: no call, so that an entry
+/// point that passes needs no frame and ends in a jump to the library's function.
+pub mod route {
     use std::ffi::{c_int, c_void};
 
+    use super::Route;
     use crate::base::stats;
     use crate::cuda;
     use crate::fastpath::{self, held};
@@ -252,39 +180,116 @@ pub mod passes {
     use crate::requests::{self, watch};
 
     #[inline(always)]
-    pub fn send(_name: &'static str, buf: *const c_void, _count: i64, _datatype: Handle, _dest: c_int, _comm: Handle) -> bool {
-        !stats::enabled() && cuda::plainly_host(buf)
+    pub fn send(_name: &'static str, buf: *const c_void, _count: i64, _datatype: Handle, _dest: c_int, _comm: Handle) -> Route {
+        from_host(buf)
     }
 
     #[inline(always)]
-    pub fn isend(_name: &'static str, buf: *const c_void, _count: i64, _datatype: Handle, _dest: c_int, _comm: Handle, _request: *mut c_void) -> bool {
-        !stats::enabled() && cuda::plainly_host(buf)
-    }
-
-    /// A receive into host memory passes while no peer's envelope can reach it.
-    #[inline(always)]
-    pub fn recv(_name: &'static str, buf: *mut c_void, _count: i64, _datatype: Handle, _from: Matching, _status: *mut c_void) -> bool {
-        !stats::enabled() && !fastpath::receiving() && !held::any() && cuda::plainly_host(buf)
+    pub fn isend(_name: &'static str, buf: *const c_void, _count: i64, _datatype: Handle, _dest: c_int, _comm: Handle, _request: *mut c_void) -> Route {
+        from_host(buf)
     }
 
     #[inline(always)]
-    pub fn irecv(_name: &'static str, buf: *mut c_void, _count: i64, _datatype: Handle, _from: Matching, _request: *mut c_void) -> bool {
-        !stats::enabled() && !fastpath::receiving() && !held::any() && cuda::plainly_host(buf)
+    fn from_host(buf: *const c_void) -> Route {
+        match !stats::enabled() && cuda::plainly_host(buf) {
+            true => Route::Pass,
+            false => Route::Full,
+        }
+    }
+
+    #[inline(always)]
+    pub fn recv(_name: &'static str, buf: *mut c_void, _count: i64, _datatype: Handle, _from: Matching, _status: *mut c_void) -> Route {
+        into_host(buf)
+    }
+
+    #[inline(always)]
+    pub fn irecv(_name: &'static str, buf: *mut c_void, _count: i64, _datatype: Handle, _from: Matching, _request: *mut c_void) -> Route {
+        into_host(buf)
+    }
+
+    /// A receive into host memory is watched while a peer's envelope can reach it.
+    #[inline(always)]
+    fn into_host(buf: *mut c_void) -> Route {
+        match stats::enabled() || held::any() || !cuda::plainly_host(buf) {
+            true => Route::Full,
+            false if fastpath::receiving() => Route::Serve,
+            false => Route::Pass,
+        }
+    }
+
+    #[inline(always)]
+    pub fn wait(_name: &'static str, _request: *mut c_void, _status: *mut c_void) -> Route {
+        completion()
+    }
+
+    #[inline(always)]
+    pub fn test(_name: &'static str, _request: *mut c_void, _flag: *mut c_int, _status: *mut c_void) -> Route {
+        completion()
+    }
+
+    #[inline(always)]
+    pub fn waitall(_name: &'static str, _count: c_int, _requests: *mut c_void, _statuses: *mut c_void) -> Route {
+        completion()
     }
 
     /// A completion call passes while cudampi neither tracks nor watches any request.
     #[inline(always)]
-    pub fn wait(_name: &'static str, _request: *mut c_void, _status: *mut c_void) -> bool {
-        !requests::any() && !watch::any()
+    fn completion() -> Route {
+        match (requests::any(), watch::any()) {
+            (true, _) => Route::Full,
+            (false, true) => Route::Serve,
+            (false, false) => Route::Pass,
+        }
+    }
+}
+
+/// The calls [`route`] sent here: `Err` gives the call back to the full handler.
+pub mod serve {
+    use std::ffi::{c_int, c_void};
+
+    use crate::handlers::p2p::Count;
+    use crate::mpi::abi::Handle;
+    use crate::mpi::matching::Matching;
+
+    #[inline(always)]
+    pub fn recv<C: Count, F: FnOnce(*mut c_void, C, Handle, *mut c_void) -> c_int>(
+        name: &'static str,
+        buf: *mut c_void,
+        count: i64,
+        datatype: Handle,
+        from: Matching,
+        status: *mut c_void,
+        call: F,
+    ) -> Result<c_int, F> {
+        Ok(super::recv_watched(name, from.comm(), buf, (count, datatype), status, call))
     }
 
     #[inline(always)]
-    pub fn test(_name: &'static str, _request: *mut c_void, _flag: *mut c_int, _status: *mut c_void) -> bool {
-        !requests::any() && !watch::any()
+    pub fn irecv<C: Count, F: FnOnce(*mut c_void, C, Handle) -> c_int>(
+        name: &'static str,
+        buf: *mut c_void,
+        count: i64,
+        datatype: Handle,
+        from: Matching,
+        request: *mut c_void,
+        call: F,
+    ) -> Result<c_int, F> {
+        Ok(super::irecv_watched(name, buf, count, datatype, from.comm(), request, call))
     }
 
     #[inline(always)]
-    pub fn waitall(_name: &'static str, _count: c_int, _requests: *mut c_void, _statuses: *mut c_void) -> bool {
-        !requests::any() && !watch::any()
+    pub fn wait<F: FnOnce(*mut c_void) -> c_int>(_name: &'static str, request: *mut c_void, status: *mut c_void, call: F) -> Result<c_int, F> {
+        super::complete(request, 1, status, false, call)
+    }
+
+    /// A watched receive that is not yet complete keeps its handle, and so its place.
+    #[inline(always)]
+    pub fn test<F: FnOnce(*mut c_void) -> c_int>(_name: &'static str, request: *mut c_void, _flag: *mut c_int, status: *mut c_void, call: F) -> Result<c_int, F> {
+        super::complete(request, 1, status, false, call)
+    }
+
+    #[inline(always)]
+    pub fn waitall<F: FnOnce(*mut c_void) -> c_int>(_name: &'static str, count: c_int, requests: *mut c_void, statuses: *mut c_void, call: F) -> Result<c_int, F> {
+        super::complete(requests, count, statuses, true, call)
     }
 }
