@@ -26,10 +26,7 @@ macro_rules! export_one {
         #[no_mangle]
         #[allow(unused_variables, unused_unsafe)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
-            #[inline(never)]
-            unsafe fn handled($($arg: $ty),*) -> c_int {
-                export_one!(@body $name ($($arg),*) => $handler [$($cp),*] ($($harg),*))
-            }
+            export_one!(@handled $name ($($arg : $ty),*) => $handler [$($cp),*] ($($harg),*));
             if let Some(f) = crate::mpi::real::ready().and_then(|r| r.$name) {
                 if let crate::handlers::host::Route::Pass = crate::handlers::host::route::$handler(stringify!($name), $($harg),*) {
                     // SAFETY: the library's function with the caller's arguments.
@@ -44,10 +41,7 @@ macro_rules! export_one {
         #[no_mangle]
         #[allow(unused_variables, unused_unsafe)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
-            #[inline(never)]
-            unsafe fn handled($($arg: $ty),*) -> c_int {
-                export_one!(@body $name ($($arg),*) => $handler [$($cp),*] ($($harg),*))
-            }
+            export_one!(@handled $name ($($arg : $ty),*) => $handler [$($cp),*] ($($harg),*));
             #[inline(never)]
             unsafe fn served($($arg: $ty),*) -> c_int {
                 crate::mpi::ffi::guard(stringify!($name), || {
@@ -78,6 +72,13 @@ macro_rules! export_one {
         #[no_mangle]
         #[allow(unused_variables, unused_unsafe)]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+            export_one!(@body $name ($($arg),*) => $handler [$($cp),*] ($($harg),*))
+        }
+    };
+    // The full handler, out of line, for an entry point whose `route` did not serve the call.
+    (@handled $name:ident ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*)) => {
+        #[inline(never)]
+        unsafe fn handled($($arg: $ty),*) -> c_int {
             export_one!(@body $name ($($arg),*) => $handler [$($cp),*] ($($harg),*))
         }
     };
