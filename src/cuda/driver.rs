@@ -277,10 +277,7 @@ pub fn get() -> Option<&'static Driver> {
     if let Some(d) = DRIVER.get() {
         return Some(d);
     }
-    let last = LAST_SEEN.load(Ordering::Acquire);
-    // SAFETY: `last` is pinned by a dlopen reference held in PROBE, so it stays mapped; the
-    // loader updates l_next under its own lock and a stale read only delays us one call.
-    if !last.is_null() && unsafe { ptr::read_volatile(ptr::addr_of!((*last).l_next)) }.is_null() {
+    if nothing_loaded_since_probe() {
         return None;
     }
     probe()
@@ -290,11 +287,15 @@ pub fn get() -> Option<&'static Driver> {
 /// make no call (a probe may be due, and then this says false).
 #[inline(always)]
 pub fn known_absent() -> bool {
-    if DRIVER.get().is_some() {
-        return false;
-    }
+    DRIVER.get().is_none() && nothing_loaded_since_probe()
+}
+
+/// No library was loaded after the last probe found no working libcuda.
+#[inline(always)]
+fn nothing_loaded_since_probe() -> bool {
     let last = LAST_SEEN.load(Ordering::Acquire);
-    // SAFETY: as in `get`.
+    // SAFETY: `last` is pinned by a dlopen reference held in PROBE, so it stays mapped; the
+    // loader updates l_next under its own lock and a stale read only delays us one call.
     !last.is_null() && unsafe { ptr::read_volatile(ptr::addr_of!((*last).l_next)) }.is_null()
 }
 

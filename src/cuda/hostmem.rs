@@ -31,11 +31,7 @@ thread_local! {
 #[inline]
 pub fn certainly_host(addr: usize) -> bool {
     INIT.call_once(learn_process_regions);
-    let brk = heap_end();
-    if addr >= HEAP_START.load(Relaxed) && addr < brk {
-        return true;
-    }
-    if addr >= DATA_LO.load(Relaxed) && addr < DATA_HI.load(Relaxed) {
+    if in_heap_or_data(addr, heap_end()) {
         return true;
     }
     let (lo, hi) = STACK.with(|s| {
@@ -53,27 +49,30 @@ pub fn certainly_host(addr: usize) -> bool {
 /// regions are learnt or where the break cannot be read in place.
 #[inline(always)]
 pub fn plainly_host(addr: usize) -> bool {
-    if !INIT.is_completed() {
-        return false;
-    }
-    let curbrk = CURBRK.load(Relaxed);
-    // SAFETY: as in `heap_end`.
-    let in_heap = !curbrk.is_null() && addr >= HEAP_START.load(Relaxed) && addr < unsafe { std::ptr::read_volatile(curbrk) } as usize;
-    in_heap || (addr >= DATA_LO.load(Relaxed) && addr < DATA_HI.load(Relaxed))
+    INIT.is_completed() && in_heap_or_data(addr, curbrk().unwrap_or(0))
+}
+
+/// Whether `addr` lies in the heap below the break `brk` or in the main program's data.
+#[inline(always)]
+fn in_heap_or_data(addr: usize, brk: usize) -> bool {
+    (addr >= HEAP_START.load(Relaxed) && addr < brk) || (addr >= DATA_LO.load(Relaxed) && addr < DATA_HI.load(Relaxed))
 }
 
 /// The current break, as `sbrk(0)` gives it.
 #[inline(always)]
 fn heap_end() -> usize {
+    // SAFETY: sbrk(0) only reads the current break.
+    curbrk().unwrap_or_else(|| unsafe { libc::sbrk(0) } as usize)
+}
+
+/// The break read in place, where the C library's variable was found.
+#[inline(always)]
+fn curbrk() -> Option<usize> {
     let curbrk = CURBRK.load(Relaxed);
-    if curbrk.is_null() {
-        // SAFETY: sbrk(0) only reads the current break.
-        return unsafe { libc::sbrk(0) } as usize;
-    }
     // SAFETY: the C library's own variable, which lives as long as the process. The break
     // changes only inside malloc: a value read while another thread moves it is one side of
     // the move, and the program's live buffers lie below either.
-    unsafe { std::ptr::read_volatile(curbrk) as usize }
+    (!curbrk.is_null()).then(|| unsafe { std::ptr::read_volatile(curbrk) as usize })
 }
 
 /// The heap start from /proc/self/stat (field 47, `start_brk`) and the main program's writable

@@ -49,7 +49,7 @@ pub enum Location {
 #[inline(always)]
 pub fn plainly_host(ptr: *const c_void) -> bool {
     let addr = ptr as usize;
-    (addr != 0 && addr < 4096) || addr == usize::MAX || driver::known_absent() || hostmem::plainly_host(addr)
+    sentinel(addr) || driver::known_absent() || hostmem::plainly_host(addr)
 }
 
 /// Decides where `ptr` lives. Host-only processes (no libcuda loaded) return at the first check.
@@ -67,11 +67,16 @@ pub fn locate(ptr: *const c_void) -> Location {
 /// entry points test this first, so host buffers cost a few comparisons.
 #[inline(always)]
 pub fn surely_host(ptr: *const c_void) -> bool {
-    // MPI_IN_PLACE (1 or -1) and other sentinels are never device memory. Null is, in a process
-    // without CUDA; in one with CUDA it may be MPI_BOTTOM with absolute device addresses in the
-    // datatype, located by the caller.
     let addr = ptr as usize;
-    (addr != 0 && addr < 4096) || addr == usize::MAX || driver::get().is_none() || hostmem::certainly_host(addr) || hostmem::remembered(addr)
+    sentinel(addr) || driver::get().is_none() || hostmem::certainly_host(addr) || hostmem::remembered(addr)
+}
+
+/// MPI_IN_PLACE (1 or -1) and other sentinels are never device memory. Null is not one: in a
+/// process with CUDA it may be MPI_BOTTOM with absolute device addresses in the datatype,
+/// located by the caller.
+#[inline(always)]
+fn sentinel(addr: usize) -> bool {
+    (addr != 0 && addr < 4096) || addr == usize::MAX
 }
 
 const MEMORY_TYPE: c_uint = CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE as c_uint;

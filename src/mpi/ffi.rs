@@ -18,4 +18,3 @@ fn internal(name: &'static str) -> c_int {
     crate::base::log::error(format_args!("internal error in {name}; please report it"));
     crate::mpi::abi::get().err_intern
 }
-
