@@ -327,7 +327,7 @@ fn all_done(rc: c_int, st: &Statuses, k: usize) -> Option<*mut c_void> {
 }
 
 pub fn waitall(name: &'static str, count: c_int, requests: *mut c_void, statuses: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
-    if crate::fastpath::receiving() && requests::any() && !requests.is_null() && count > 1 {
+    if requests::any_enveloped() && !requests.is_null() && count > 1 {
         return waitall_in_order(name, count, requests, statuses, call);
     }
     complete(requests, count, statuses, true, |c| Statuses::array(c, count), call, all_done)
@@ -362,12 +362,11 @@ fn waitall_in_order(_name: &'static str, count: c_int, reqs: *mut c_void, caller
     // may reach must come first, not only chunked ones: MPICH hands every send that completes
     // at once the same request handle, so a sender's next `MPI_Isend` may complete the
     // previous send from its buffer there, and wait for this receive's copy.
-    let enveloped = |e: &requests::Entry| e.host.is_some() || e.recv.as_ref().is_some_and(|r| crate::fastpath::may_get_envelope(r.window().len));
     // The copies of the receives that arrive staged are waited for once, after the loop.
     let mut later = requests::Later::new();
     crate::fastpath::queue_begin();
     for k in (0..n).filter(|&k| posted[k]) {
-        let Some((true, once)) = requests::with(handle(k), |e| (e.active && e.p2p && enveloped(e), matches!(e.kind, Kind::Once))) else {
+        let Some((true, once)) = requests::with(handle(k), |e| (e.active && e.enveloped(), matches!(e.kind, Kind::Once))) else {
             continue;
         };
         let mut status = abi::Status::zeroed();

@@ -41,6 +41,8 @@ static ORPHANS: Mutex<Vec<(Handle, Entry)>> = Mutex::new(Vec::new());
 static ORPHAN_COUNT: AtomicUsize = AtomicUsize::new(0);
 /// Entries served at their start with MPI's request left inactive (see [`Served`]).
 static SERVED_IDLE: AtomicUsize = AtomicUsize::new(0);
+/// Entries alive of point-to-point receives that an envelope may reach (`Entry::enveloped`).
+static ENVELOPED: AtomicUsize = AtomicUsize::new(0);
 
 fn table() -> MutexGuard<'static, BTreeMap<Handle, Entry>> {
     TABLE.lock().unwrap_or_else(|e| e.into_inner())
@@ -54,6 +56,13 @@ fn orphans() -> MutexGuard<'static, Vec<(Handle, Entry)>> {
 #[inline(always)]
 pub fn any() -> bool {
     LIVE.load(Relaxed) != 0
+}
+
+/// Whether any point-to-point receive alive may get an envelope: when not, `MPI_Waitall` has
+/// no receive to complete ahead of the others.
+#[inline(always)]
+pub fn any_enveloped() -> bool {
+    ENVELOPED.load(Relaxed) != 0
 }
 
 /// Entries alive now (for statistics and the soak test).
@@ -122,6 +131,9 @@ pub struct Entry {
     served: Option<Served>,
     /// Made after every entry with a smaller number.
     number: u64,
+    /// A point-to-point receive that an envelope may reach: into host memory, or into device
+    /// memory and large enough for a fast path (`fastpath::may_get_envelope`).
+    enveloped: bool,
 }
 
 /// A host receive buffer, looked at when its receive completes.
@@ -160,10 +172,15 @@ pub struct Served {
 }
 
 impl Entry {
+    #[inline]
     pub fn new(name: &'static str, comm: Option<Handle>, send: Option<Staged>, recv: Option<Staged>, kind: Kind) -> Entry {
         LIVE.fetch_add(1, Relaxed);
         let active = matches!(kind, Kind::Once);
         let number = MADE.fetch_add(1, Relaxed);
+        let enveloped = recv.as_ref().is_some_and(|r| crate::fastpath::may_get_envelope(r.span.len));
+        if enveloped {
+            ENVELOPED.fetch_add(1, Relaxed);
+        }
         Entry {
             name,
             comm,
@@ -181,7 +198,23 @@ impl Entry {
             matching: None,
             served: None,
             number,
+            enveloped,
         }
+    }
+
+    fn set_enveloped(&mut self, on: bool) {
+        if on != self.enveloped {
+            match on {
+                true => ENVELOPED.fetch_add(1, Relaxed),
+                false => ENVELOPED.fetch_sub(1, Relaxed),
+            };
+            self.enveloped = on;
+        }
+    }
+
+    /// See the field of that name.
+    pub fn enveloped(&self) -> bool {
+        self.enveloped
     }
 
     /// The entry of a nonblocking or persistent receive into host memory (see [`HostRecv`]),
@@ -189,6 +222,7 @@ impl Entry {
     pub fn host(name: &'static str, comm: Option<Handle>, send: Option<Staged>, host: HostRecv, kind: Kind) -> Entry {
         let mut e = Entry::new(name, comm, send, None, kind);
         e.host = Some(host);
+        e.set_enveloped(true);
         e
     }
 
@@ -205,6 +239,7 @@ impl Entry {
         let mut e = Entry::new(name, comm, send, recv, Kind::Once);
         e.p2p = false;
         e.file = true;
+        e.set_enveloped(false);
         e
     }
 
@@ -212,6 +247,7 @@ impl Entry {
     pub fn collective(name: &'static str, comm: Option<Handle>, send: Option<Staged>, recv: Option<Staged>, kind: Kind) -> Entry {
         let mut e = Entry::new(name, comm, send, recv, kind);
         e.p2p = false;
+        e.set_enveloped(false);
         e
     }
 
@@ -313,6 +349,7 @@ impl Entry {
 impl Drop for Entry {
     fn drop(&mut self) {
         LIVE.fetch_sub(1, Relaxed);
+        self.set_enveloped(false);
         self.take_served();
     }
 }
