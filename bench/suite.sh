@@ -35,7 +35,8 @@
 # target/release/libcudampi.so), CUDA_HOME (default /usr/local/cuda) or FIXTURE_LIB and
 # FIXTURE_INC (the stand-in driver), CUDAMPI_BENCH_NCCL (the NCCL library; looked for when
 # unset), BENCH_ONLY (the benchmarks to time, of "floor latency bw bibw coll rma io datatypes";
-# default all), BENCH_IO_MAX (the largest file of bench/io, default 1G),
+# default all), BENCH_IO_MAX (the largest file of bench/io, default 1G), BENCH_PAIRS (pairs of
+# alternating runs, default 2),
 # CUDAMPI_* (given to the ranks).
 # Exit status 1 when a benchmark failed or a data check found a wrong byte.
 set -uo pipefail
@@ -147,14 +148,15 @@ staged() {
     CUDAMPI_IPC=0 CUDAMPI_PIPELINE=0 run "$name-staged" "$@" -W device -o "$out/$name-staged.json"
 }
 # alternate NAME ARGS...: cudampi's device way alone, with the fast paths off and by default, in
-# the order off, default, default, off (NAME-alt-1-s, -2-d, -3-d, -4-s): separate runs drift by
-# more than the two settings differ at small sizes, and in this order a drift weighs on both alike
+# BENCH_PAIRS pairs of runs (default 2) in the order off, default, default, off, off, default, ...
+# (NAME-alt-1-s, -2-d, -3-d, -4-s, -5-s, ...): separate runs drift by more than the two settings
+# differ at small sizes, and in this order a drift weighs on both alike
 alternate() {
     local name=$1 k
     shift
-    for k in 1 2 3 4; do
-        case $k in
-        1 | 4) CUDAMPI_IPC=0 CUDAMPI_PIPELINE=0 run "$name-alt-$k-s" "$@" -W device -o "$out/$name-alt-$k-s.json" ;;
+    for k in $(seq $((2 * ${BENCH_PAIRS:-2}))); do
+        case $((k % 4)) in
+        0 | 1) CUDAMPI_IPC=0 CUDAMPI_PIPELINE=0 run "$name-alt-$k-s" "$@" -W device -o "$out/$name-alt-$k-s.json" ;;
         *) run "$name-alt-$k-d" "$@" -W device -o "$out/$name-alt-$k-d.json" ;;
         esac
     done
