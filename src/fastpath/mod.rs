@@ -39,7 +39,7 @@ mod pipeline;
 mod queued;
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
 use self::envelope::Envelope;
 use crate::base::{config, log, stats};
@@ -75,11 +75,28 @@ pub fn announced(len: usize) -> bool {
     receiving() && cfg.pipeline && len >= cfg.pipeline_bytes
 }
 
+/// The smallest device receive an envelope may reach (`peers::Peers::smallest_envelope`); 0
+/// until known.
+static SMALLEST: AtomicUsize = AtomicUsize::new(0);
+
 /// Whether a device receive of `len` bytes may get an envelope: the message is at least as
-/// large as the smallest that any fast path takes (`offer`).
+/// large as the smallest that a fast path takes from some rank to this one (`offer`). On a GPU
+/// two ranks share, IPC between them takes messages from `CUDAMPI_IPC_SAME_GPU_BYTES` on, so
+/// smaller receives complete as staged ones do, in the real completion call.
 pub fn may_get_envelope(len: usize) -> bool {
-    let cfg = config::get();
-    receiving() && len >= envelope::BYTES.max(cfg.ipc_bytes.min(cfg.pipeline_bytes))
+    if !receiving() {
+        return false;
+    }
+    let mut smallest = SMALLEST.load(Relaxed);
+    if smallest == 0 {
+        let Some(p) = peers::get() else { return false };
+        smallest = envelope::BYTES.max(p.smallest_envelope());
+        // A device receive has found the driver, which tells whether the node has one GPU.
+        if crate::cuda::driver::get().is_some() {
+            SMALLEST.store(smallest, Relaxed);
+        }
+    }
+    len >= smallest
 }
 
 /// After the library's `MPI_Init`: every rank takes part in the handshake, which stops a job

@@ -17,7 +17,7 @@ use crate::mpi::abi::{self, Handle, UNDEFINED};
 use crate::mpi::real;
 
 const MAX_VISIBLE: usize = 16;
-const VERSION: u32 = 5;
+const VERSION: u32 = 6;
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -129,6 +129,7 @@ struct Hello {
     pipeline: u32,
     ipc_bytes: u64,
     pipeline_bytes: u64,
+    ipc_same_gpu_bytes: u64,
 }
 
 impl Hello {
@@ -140,6 +141,7 @@ impl Hello {
             pipeline: cfg.pipeline as u32,
             ipc_bytes: if cfg.ipc { cfg.ipc_bytes as u64 } else { 0 },
             pipeline_bytes: if cfg.pipeline { cfg.pipeline_bytes as u64 } else { 0 },
+            ipc_same_gpu_bytes: if cfg.ipc { cfg.ipc_same_gpu_bytes as u64 } else { 0 },
         }
     }
 
@@ -148,6 +150,9 @@ impl Hello {
         let mut s = format!("CUDAMPI_IPC={} CUDAMPI_PIPELINE={}", self.ipc, self.pipeline);
         if self.ipc == other.ipc && self.ipc_bytes != other.ipc_bytes {
             s += &format!(" CUDAMPI_IPC_BYTES={}", self.ipc_bytes);
+        }
+        if self.ipc == other.ipc && self.ipc_same_gpu_bytes != other.ipc_same_gpu_bytes {
+            s += &format!(" CUDAMPI_IPC_SAME_GPU_BYTES={}", self.ipc_same_gpu_bytes);
         }
         if self.pipeline == other.pipeline && self.pipeline_bytes != other.pipeline_bytes {
             s += &format!(" CUDAMPI_PIPELINE_BYTES={}", self.pipeline_bytes);
@@ -381,9 +386,39 @@ impl Peers {
     /// node sees that one only too: the two share it. (Without the variable, one GPU on the
     /// node is told by the driver: `cuda::signal`.)
     pub fn one_visible_gpu_shared(&self) -> bool {
-        let Some(me) = self.record(self.rank) else { return false };
+        self.one_visible_gpu_shared_by(self.rank)
+    }
+
+    /// [`one_visible_gpu_shared`](Peers::one_visible_gpu_shared) for world rank `rank`.
+    fn one_visible_gpu_shared_by(&self, rank: c_int) -> bool {
+        let Some(me) = self.record(rank) else { return false };
         let one = |r: &Record| r.sees_all == 0 && r.visible == 1;
-        one(me) && self.records.iter().enumerate().any(|(r, rec)| r as c_int != self.rank && rec.node == me.node && one(rec) && rec.tokens[0] == me.tokens[0])
+        one(me) && self.records.iter().enumerate().any(|(r, rec)| r as c_int != rank && rec.node == me.node && one(rec) && rec.tokens[0] == me.tokens[0])
+    }
+
+    /// Whether world rank `rank`, a rank of this node, counts its GPU as shared by ranks
+    /// (`cuda::signal::gpu_shared`) as far as this rank can tell from the records: it sees only
+    /// one GPU that another rank sees only too, or it and this rank see every GPU of a node
+    /// that has one. Such a rank sends IPC envelopes from `CUDAMPI_IPC_SAME_GPU_BYTES` only.
+    fn counts_gpu_shared(&self, rank: c_int) -> bool {
+        let (Some(me), Some(r)) = (self.record(self.rank), self.record(rank)) else { return false };
+        let node_of_one = r.sees_all != 0 && me.sees_all != 0 && r.node == me.node && crate::cuda::driver::one_gpu();
+        node_of_one || self.one_visible_gpu_shared_by(rank)
+    }
+
+    /// The smallest device message (bytes of its span) that any rank may send this one as an
+    /// envelope, by the rules of `fastpath::offer` (every rank has the same sizes: the
+    /// handshake); `usize::MAX` when none may. Asked once the driver is initialised: whether
+    /// the node has one GPU is the driver's to tell.
+    pub fn smallest_envelope(&self) -> usize {
+        let cfg = config::get();
+        let Some(me) = self.record(self.rank) else { return usize::MAX };
+        let from = |rank: c_int| {
+            let (ipc, pipeline) = Self::paths(me, self.record(rank)?);
+            let ipc = ipc.then(|| if self.counts_gpu_shared(rank) { cfg.ipc_bytes.max(cfg.ipc_same_gpu_bytes) } else { cfg.ipc_bytes });
+            ipc.into_iter().chain(pipeline.then_some(cfg.pipeline_bytes)).min()
+        };
+        (0..self.records.len() as c_int).filter(|&r| r != self.rank).filter_map(from).min().unwrap_or(usize::MAX)
     }
 
     /// Whether another rank of the job runs on this node.
