@@ -250,16 +250,22 @@ pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handl
     if span.len < envelope::BYTES.max(cfg.ipc_bytes.min(cfg.pipeline_bytes)) {
         return None;
     }
-    // After the size: a smaller message is staged, which asks the driver where it lies anyway.
-    let Location::Device(dev) = cuda::locate(buf) else { return None };
     let world = peers.world_rank(comm, dest)?;
-    let src = buf.cast::<u8>().wrapping_offset(span.offset as isize).cast();
-    let token = peers::device_token(dev.ordinal);
-    let ipc_from = match peers.shares_gpu(world) || crate::cuda::signal::gpu_shared() {
+    let chunks = span.len >= cfg.pipeline_bytes && peers.pipelines(world);
+    let ipc_from = || match peers.shares_gpu(world) || crate::cuda::signal::gpu_shared() {
         true => cfg.ipc_bytes.max(cfg.ipc_same_gpu_bytes),
         false => cfg.ipc_bytes,
     };
-    if span.len >= ipc_from && peers.can_map(world, &token) {
+    // After the sizes: a message no path takes is staged, which asks the driver where it lies
+    // anyway. (Before the driver is loaded, the GPU does not count as shared yet: the bound
+    // here is never above the one below.)
+    if !chunks && span.len < ipc_from() {
+        return None;
+    }
+    let Location::Device(dev) = cuda::locate(buf) else { return None };
+    let src = buf.cast::<u8>().wrapping_offset(span.offset as isize).cast();
+    let token = peers::device_token(dev.ordinal);
+    if span.len >= ipc_from() && peers.can_map(world, &token) {
         if cfg.ipc_direct && !buffered(name) {
             match direct::offer(&dev, src, span.len, peers.rank, token, world) {
                 Some(Ok(d)) => {
@@ -288,7 +294,7 @@ pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handl
             None => stats::add(&stats::IPC_FALLBACKS, 1),
         }
     }
-    if span.len >= cfg.pipeline_bytes && peers.pipelines(world) {
+    if chunks {
         stats::device_call(name);
         if cfg.debug {
             log::debug(format_args!("{name}: device buffer {buf:p} (GPU {}), {} bytes in chunks", dev.ordinal, span.len));
