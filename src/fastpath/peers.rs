@@ -80,15 +80,9 @@ fn random() -> u64 {
     h.finish()
 }
 
-/// The entries of `CUDA_VISIBLE_DEVICES`, read once: the driver too reads it only when it starts.
-fn visible_devices() -> Option<&'static [String]> {
-    static VISIBLE: OnceLock<Option<Vec<String>>> = OnceLock::new();
-    VISIBLE
-        .get_or_init(|| {
-            let v = std::env::var("CUDA_VISIBLE_DEVICES").ok()?;
-            Some(v.split(',').map(|s| s.trim().to_owned()).take_while(|s| !s.is_empty()).collect())
-        })
-        .as_deref()
+fn visible_devices() -> Option<Vec<String>> {
+    let v = std::env::var("CUDA_VISIBLE_DEVICES").ok()?;
+    Some(v.split(',').map(|s| s.trim().to_owned()).take_while(|s| !s.is_empty()).collect())
 }
 
 fn token_bytes(name: &str) -> [u8; TOKEN_BYTES] {
