@@ -92,6 +92,18 @@ pub const DEFAULT_HANDSHAKE_WAIT_S: u64 = 60;
 /// 256 MiB: enough to stage the largest messages whole on typical codes, small next to host RAM.
 pub const DEFAULT_POOL_BYTES: usize = 256 << 20;
 
+impl Config {
+    /// The smallest message a sender takes over IPC: from `CUDAMPI_IPC_SAME_GPU_BYTES` where
+    /// the two processes take turns on one GPU (`gpu_shared`), else from `CUDAMPI_IPC_BYTES`.
+    /// Senders choose by it and receivers bound what may reach them by it.
+    pub fn ipc_from(&self, gpu_shared: bool) -> usize {
+        match gpu_shared {
+            true => self.ipc_bytes.max(self.ipc_same_gpu_bytes),
+            false => self.ipc_bytes,
+        }
+    }
+}
+
 /// The bounce buffer of an ordered receive is one per thread and kept for the thread's life.
 pub const MAX_ORDERED_RECV_BYTES: usize = 64 << 10;
 

@@ -252,10 +252,7 @@ pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handl
     }
     let world = peers.world_rank(comm, dest)?;
     let chunks = span.len >= cfg.pipeline_bytes && peers.pipelines(world);
-    let ipc_from = || match peers.shares_gpu(world) || crate::cuda::signal::gpu_shared() {
-        true => cfg.ipc_bytes.max(cfg.ipc_same_gpu_bytes),
-        false => cfg.ipc_bytes,
-    };
+    let ipc_from = || cfg.ipc_from(peers.shares_gpu(world) || crate::cuda::signal::gpu_shared());
     // After the sizes: a message no path takes is staged, which asks the driver where it lies
     // anyway. (Before the driver is loaded, the GPU does not count as shared yet: the bound
     // here is never above the one below.)

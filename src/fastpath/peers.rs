@@ -415,7 +415,7 @@ impl Peers {
         let Some(me) = self.record(self.rank) else { return usize::MAX };
         let from = |rank: c_int| {
             let (ipc, pipeline) = Self::paths(me, self.record(rank)?);
-            let ipc = ipc.then(|| if self.counts_gpu_shared(rank) { cfg.ipc_bytes.max(cfg.ipc_same_gpu_bytes) } else { cfg.ipc_bytes });
+            let ipc = ipc.then(|| cfg.ipc_from(self.counts_gpu_shared(rank)));
             ipc.into_iter().chain(pipeline.then_some(cfg.pipeline_bytes)).min()
         };
         (0..self.records.len() as c_int).filter(|&r| r != self.rank).filter_map(from).min().unwrap_or(usize::MAX)
