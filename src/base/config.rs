@@ -72,8 +72,12 @@ pub const DEFAULT_PIPELINE_CHUNK: usize = 1 << 20;
 /// sender one such wait, not one per message.
 pub const DEFAULT_PIPELINE_WAIT_US: u64 = 20_000;
 
-/// 64 KiB: from there on a staged message costs tens of microseconds (2026-11-23, 2 x H200).
-pub const DEFAULT_IPC_BYTES: usize = 64 << 10;
+/// 8 KiB: with one GPU per rank (2 x H200, 2026-11-27, call G1), a message copied straight from
+/// the sender's buffer took 14.1-15.7 us one way from 4 KiB to 64 KiB, where staging took
+/// 20.7 us at 4 KiB and 22.4-28.9 us from 8 KiB to 32 KiB, and windows of them moved 2.4-3.2
+/// times staging's bytes. Such a send waits for its receiver to copy, so it starts above 4 KiB,
+/// where Open MPI's shared memory stops sending eagerly and a send waits for its receive anyway.
+pub const DEFAULT_IPC_BYTES: usize = 8 << 10;
 
 /// 1 MiB: two ranks sharing one GPU take turns on it, and an IPC message makes them switch, so
 /// a ping-pong costs about 150 us one way at every size up to 4 MiB (the manual IPC floor, one
