@@ -72,12 +72,16 @@ pub const DEFAULT_PIPELINE_CHUNK: usize = 1 << 20;
 /// sender one such wait, not one per message.
 pub const DEFAULT_PIPELINE_WAIT_US: u64 = 20_000;
 
-/// 8 KiB: with one GPU per rank (2 x H200, 2026-11-27, call G1), a message copied straight from
-/// the sender's buffer took 14.1-15.7 us one way from 4 KiB to 64 KiB, where staging took
-/// 20.7 us at 4 KiB and 22.4-28.9 us from 8 KiB to 32 KiB, and windows of them moved 2.4-3.2
-/// times staging's bytes. Such a send waits for its receiver to copy, so it starts above 4 KiB,
-/// where Open MPI's shared memory stops sending eagerly and a send waits for its receive anyway.
-pub const DEFAULT_IPC_BYTES: usize = 8 << 10;
+/// 16 KiB: with one GPU per rank (2 x H200, 2026-11-27, call G1), a message copied straight
+/// from the sender's buffer took 14.1-15.7 us one way from 4 KiB to 64 KiB, where staging took
+/// 22.4-28.9 us from 8 KiB to 32 KiB, and windows of them moved 2.4-3.2 times staging's bytes.
+/// But such a send waits until its receiver has copied, where the MPIs send small messages
+/// between ranks of a node eagerly: two ranks that both send before they receive complete with
+/// 4000 bytes on Open MPI 4 and 5, 4 KiB on MPICH 5 and 8 KiB on MPICH 4.0, and deadlock from
+/// 8300 bytes on all of them (the stand-in driver, staged device buffers). Over IPC those
+/// sends would each wait out their patience (`CUDAMPI_PIPELINE_WAIT`): 8 KiB on MPICH 4.0 took
+/// 2.2 ms per exchange against 58 us staged. So IPC starts above every eager size.
+pub const DEFAULT_IPC_BYTES: usize = 16 << 10;
 
 /// 1 MiB: two ranks sharing one GPU take turns on it, and an IPC message makes them switch, so
 /// a ping-pong costs about 150 us one way at every size up to 4 MiB (the manual IPC floor, one

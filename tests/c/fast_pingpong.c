@@ -1,5 +1,5 @@
 // cudampi-test: ranks=2 without-shim=skip timeout=400
-/* A ping-pong of device messages across the thresholds of the fast paths (IPC from 8 KiB,
+/* A ping-pong of device messages across the thresholds of the fast paths (IPC from 16 KiB,
  * chunks above 1 MiB, IPC to a rank on the same GPU from 1 MiB: both ranks use GPU 0 here), each
  * size timed two ways in the same run: sent as MPI_BYTE, which the fast paths take, and sent as
  * a contiguous derived datatype of the same bytes, which they never take, so the message is

@@ -1,14 +1,18 @@
 // cudampi-test: ranks=2 without-shim=crash env=FAKECUDA_DEVICES=2,CUDAMPI_TEST_GPU_PER_RANK=1 timeout=120
 /* Where IPC starts between ranks with GPUs of their own: rank 0 sends rank 1 device messages of
- * 1056 bytes, 4 KiB, 8 KiB - 1, 8 KiB, 8 KiB + 1 and 64 KiB, with MPI_Send and with MPI_Isend,
- * into poisoned device buffers; every byte and status is compared with the pattern sent. Where
- * the two ranks run on different GPUs, rank 0 then checks from cudampi_get_stats which of them
- * went over IPC: from CUDAMPI_IPC_BYTES on (8 KiB by default, as the variable sets it
- * otherwise), none with CUDAMPI_IPC=0. A default below 8 KiB, or one above it, fails. */
+ * 1056 bytes, 8 KiB, 16 KiB - 1, 16 KiB, 16 KiB + 1 and 64 KiB, with MPI_Send and with
+ * MPI_Isend, into poisoned device buffers; every byte and status is compared with the pattern
+ * sent. Where the two ranks run on different GPUs, rank 0 then checks from cudampi_get_stats
+ * which of them went over IPC: from CUDAMPI_IPC_BYTES on (16 KiB by default, as the variable
+ * sets it otherwise), none with CUDAMPI_IPC=0. A default below 16 KiB, or one above it, fails.
+ * Then both ranks send each other 4000 bytes before either receives, 20 times, as programs do
+ * that count on MPI sending small messages eagerly (every MPI here does at that size): staged,
+ * the sends complete at once; over IPC (the forced mode), each waits out its patience and then
+ * completes from exported memory. Either way every exchange completes with the right bytes. */
 #include "common.h"
 #include "../../include/cudampi.h"
 
-static const size_t sizes[] = {1056, 4u << 10, (8u << 10) - 1, 8u << 10, (8u << 10) + 1, 64u << 10};
+static const size_t sizes[] = {1056, 8u << 10, (16u << 10) - 1, 16u << 10, (16u << 10) + 1, 64u << 10};
 #define N (sizeof sizes / sizeof sizes[0])
 
 typedef int (*stats_fn)(struct cudampi_stats *);
@@ -25,7 +29,7 @@ static size_t ipc_from(void)
 {
     const char *v = getenv("CUDAMPI_IPC_BYTES");
     if (!v || !*v)
-        return 8u << 10;
+        return 16u << 10;
     char *end;
     unsigned long long n = strtoull(v, &end, 10);
     switch (*end) {
@@ -83,5 +87,20 @@ int main(int argc, char **argv)
         unsigned long long sent = ipc_sent(get) - before;
         CHECK(sent == want, "%llu bytes went over IPC, expected %llu (from %zu bytes)", sent, want, ipc_from());
     }
+    /* Both send first. */
+    enum { EAGER = 4000, ROUNDS = 20 };
+    void *out = mem_alloc(MEM_DEVICE, EAGER), *in = mem_alloc(MEM_DEVICE, EAGER);
+    for (int r = 0; r < ROUNDS; r++) {
+        mem_pattern(out, EAGER, t_rank, 100 + r);
+        mem_poison(in, EAGER);
+        MPI_CHECK(MPI_Send(out, EAGER, MPI_BYTE, 1 - t_rank, 100 + r, MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Recv(in, EAGER, MPI_BYTE, 1 - t_rank, 100 + r, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        unsigned char *want = pattern_new(EAGER, 1 - t_rank, 100 + r), *have = mem_fetch(in, EAGER);
+        check_bytes(have, want, EAGER, "both sending first, round %d", r);
+        free(want);
+        free(have);
+    }
+    mem_free(out);
+    mem_free(in);
     return report_and_finalize();
 }

@@ -43,7 +43,7 @@ run agree-off ok '' -- -n 1 env CUDAMPI_IPC=0 CUDAMPI_PIPELINE=0 "$prog" : -n 1 
 run ipc-differs stop 'rank 0 has CUDAMPI_IPC=1 CUDAMPI_PIPELINE=1, rank 1 has CUDAMPI_IPC=0 CUDAMPI_PIPELINE=1' -- \
     -n 1 "$prog" : -n 1 env CUDAMPI_IPC=0 "$prog"
 run pipeline-differs stop 'rank 2 has CUDAMPI_IPC=1 CUDAMPI_PIPELINE=0' -- -n 2 "$prog" : -n 1 env CUDAMPI_PIPELINE=0 "$prog"
-run bytes-differ stop 'rank 0 has CUDAMPI_IPC=1 CUDAMPI_PIPELINE=1 CUDAMPI_IPC_BYTES=8192, rank 1 has CUDAMPI_IPC=1 CUDAMPI_PIPELINE=1 CUDAMPI_IPC_BYTES=0' -- \
+run bytes-differ stop 'rank 0 has CUDAMPI_IPC=1 CUDAMPI_PIPELINE=1 CUDAMPI_IPC_BYTES=16384, rank 1 has CUDAMPI_IPC=1 CUDAMPI_PIPELINE=1 CUDAMPI_IPC_BYTES=0' -- \
     -n 1 "$prog" : -n 1 env CUDAMPI_IPC_BYTES=0 "$prog"
 run same-gpu-bytes-differ stop 'rank 1 has CUDAMPI_IPC=1 CUDAMPI_PIPELINE=1 CUDAMPI_IPC_SAME_GPU_BYTES=0' -- \
     -n 1 "$prog" : -n 1 env CUDAMPI_IPC_SAME_GPU_BYTES=0 "$prog"
