@@ -18,9 +18,12 @@
 #include "common.h"
 
 #define MSG 1024
-/* 3.0-3.4x measured on an idle 2-core machine, up to 5.5x while other jobs ran on it: the bound
- * leaves room for a busy CI machine and still fails any growth of the old kind (hundreds of times) */
-#define MAX_RATIO 8.0
+/* Open MPI 4.1: 3.0-3.4x measured on an idle 2-core machine, up to 5.5x while other jobs ran on
+ * it. MPICH 4.0 completes the host receives three times as fast (0.012-0.014 s for 20,000) while
+ * the device ones take as long (0.08-0.10 s): 5.9-8.0x idle for 281e15c and the library after it
+ * alike, 11.2x once in `make test`. The bound leaves room for both on a busy CI machine and still
+ * fails any growth of the old kind (hundreds of times). */
+#define MAX_RATIO 20.0
 #define MAX_GROWTH 3.0
 
 /* The stand-in CUDA driver of the tests names its devices so. */
