@@ -11,22 +11,13 @@
  * receiving into device memory keeps getting them over IPC. With CUDAMPI_IPC_SAME_GPU_BYTES=0
  * (the matrix's forced IPC mode) every message goes over IPC. Every byte is compared with
  * what was sent into a poisoned buffer. */
-#include "common.h"
-#include "../../include/cudampi.h"
+#include "ipc_stats.h"
 
 #define SMALL (256u << 10)
 #define LARGE (8u << 20)
 #define ROUNDS 6
 
-typedef int (*stats_fn)(struct cudampi_stats *);
 static stats_fn get_stats;
-
-static unsigned long long ipc_sent(void)
-{
-    struct cudampi_stats s;
-    memset(&s, 0, sizeof s);
-    return get_stats && get_stats(&s) == 0 ? s.ipc_bytes_sent : 0;
-}
 
 /* Rank 0 sends one message of n bytes to r, which takes it into memory of kind `kind` and
  * acknowledges it; returns the bytes the send put on IPC. */
@@ -34,9 +25,9 @@ static unsigned long long one(void *src, size_t n, int r, int kind, int seed)
 {
     if (t_rank == 0) {
         mem_pattern(src, n, r, seed);
-        unsigned long long before = ipc_sent();
+        unsigned long long before = ipc_sent(get_stats);
         MPI_CHECK(MPI_Send(src, (int)n, MPI_BYTE, r, seed, MPI_COMM_WORLD));
-        unsigned long long sent = ipc_sent() - before;
+        unsigned long long sent = ipc_sent(get_stats) - before;
         int ack = 0;
         MPI_CHECK(MPI_Recv(&ack, 1, MPI_INT, r, seed, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
         CHECK(ack == seed, "rank %d acknowledged %d, expected %d", r, ack, seed);
@@ -70,7 +61,7 @@ int main(int argc, char **argv)
     }
     int *dev = xmalloc(sizeof(int) * (size_t)t_size), mine = t_rank % ndev;
     MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, dev, 1, MPI_INT, MPI_COMM_WORLD));
-    get_stats = (stats_fn)dlsym(RTLD_DEFAULT, "cudampi_get_stats");
+    get_stats = stats_lookup();
     const char *same = getenv("CUDAMPI_IPC_SAME_GPU_BYTES");
     int forced = same && strcmp(same, "0") == 0;
     if (t_rank == 0)

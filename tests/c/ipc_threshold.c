@@ -9,20 +9,10 @@
  * that count on MPI sending small messages eagerly (every MPI here does at that size): staged,
  * the sends complete at once; over IPC (the forced mode), each waits out its patience and then
  * completes from exported memory. Either way every exchange completes with the right bytes. */
-#include "common.h"
-#include "../../include/cudampi.h"
+#include "ipc_stats.h"
 
 static const size_t sizes[] = {1056, 8u << 10, (16u << 10) - 1, 16u << 10, (16u << 10) + 1, 64u << 10};
 #define N (sizeof sizes / sizeof sizes[0])
-
-typedef int (*stats_fn)(struct cudampi_stats *);
-
-static unsigned long long ipc_sent(stats_fn get)
-{
-    struct cudampi_stats s;
-    memset(&s, 0, sizeof s);
-    return get && get(&s) == 0 ? s.ipc_bytes_sent : 0;
-}
 
 /* CUDAMPI_IPC_BYTES as cudampi reads it: a number with an optional K, M or G (powers of 1024). */
 static size_t ipc_from(void)
@@ -43,7 +33,7 @@ static size_t ipc_from(void)
 int main(int argc, char **argv)
 {
     test_init(&argc, &argv);
-    stats_fn get = (stats_fn)dlsym(RTLD_DEFAULT, "cudampi_get_stats");
+    stats_fn get = stats_lookup();
     unsigned long long before = ipc_sent(get);
     for (int way = 0; way < 2; way++) {
         for (size_t i = 0; i < N; i++) {

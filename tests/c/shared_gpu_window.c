@@ -9,21 +9,11 @@
  * buffer and is compared byte for byte, with its status. Where one GPU is visible, rank 0 also
  * checks from cudampi_get_stats which sizes went over IPC: the two from 1 MiB by default, every
  * one with CUDAMPI_IPC_SAME_GPU_BYTES=0, none with CUDAMPI_IPC=0. */
-#include "common.h"
-#include "../../include/cudampi.h"
+#include "ipc_stats.h"
 
 #define ROUNDS 3
 static const size_t sizes[] = {8u << 10, 64u << 10, 256u << 10, (1u << 20) + (4u << 10), 4u << 20};
 #define N (sizeof sizes / sizeof sizes[0])
-
-typedef int (*stats_fn)(struct cudampi_stats *);
-
-static unsigned long long ipc_sent(stats_fn get)
-{
-    struct cudampi_stats s;
-    memset(&s, 0, sizeof s);
-    return get && get(&s) == 0 ? s.ipc_bytes_sent : 0;
-}
 
 int main(int argc, char **argv)
 {
@@ -34,7 +24,7 @@ int main(int argc, char **argv)
         send[i] = mem_alloc(MEM_DEVICE, sizes[i]);
         recv[i] = mem_alloc(MEM_DEVICE, sizes[i]);
     }
-    stats_fn get = (stats_fn)dlsym(RTLD_DEFAULT, "cudampi_get_stats");
+    stats_fn get = stats_lookup();
     unsigned long long before = ipc_sent(get);
     for (int round = 0; round < ROUNDS; round++) {
         MPI_Request req[2 * N];
