@@ -8,7 +8,9 @@
  * MPI_Waitall, MPI_Testall, MPI_Waitany, MPI_Testany, MPI_Waitsome and MPI_Testsome, and
  * compares every byte and the poisoned slack after it. Then the same with a third receive
  * through a vector datatype in the same MPI_Waitall, and host messages whose first bytes are
- * the envelope's fixed text (of an envelope's size and larger), which must arrive unchanged. */
+ * the envelope's fixed text (of an envelope's size and larger), which must arrive unchanged.
+ * First of all, the job's first device message lands in a receive posted before it was sent:
+ * a rank that has seen no envelope skips reading its buffers only while none can have come. */
 #include "common.h"
 
 #define SLACK 16
@@ -91,6 +93,27 @@ int main(int argc, char **argv)
         h[i] = malloc(2 * most + SLACK);
     }
     int seed = 1;
+
+    /* The job's first device message, received into a receive posted before it was sent (a
+     * barrier between): under the fast paths the first envelope that reaches rank 1, which must
+     * be read though rank 1 had seen none when it posted the receive. */
+    {
+        MPI_Request q = MPI_REQUEST_NULL;
+        if (t_rank == 1) {
+            memset(h[0], POISON_BYTE, most + SLACK);
+            MPI_CHECK(MPI_Irecv(h[0], (int)most, MPI_BYTE, 0, 30, MPI_COMM_WORLD, &q));
+        }
+        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+        if (t_rank == 0) {
+            mem_pattern(d[0], most, 0, seed);
+            MPI_CHECK(MPI_Send(d[0], (int)most, MPI_BYTE, 1, 30, MPI_COMM_WORLD));
+        } else if (t_rank == 1) {
+            MPI_CHECK(MPI_Waitall(1, &q, MPI_STATUSES_IGNORE));
+            expect(h[0], most, seed, "first envelope, receive posted before it was sent", most);
+        }
+        seed++;
+    }
+
     for (int s = 0; s < 3; s++) {
         size_t n = sizes[s];
         for (int call = 0; call < CALLS; call++, seed += 2) {
