@@ -11,9 +11,6 @@
 //!                  +--withdraw--> WITHDRAWN --copied--> MOVED --receiver read it--> FREE
 //! ```
 //!
-//! The segment ends with the rank's mark (`mark_envelopes`), which a rank of the node sets
-//! before it first sends this one an envelope.
-//!
 //! Each rank makes one segment of [`SLOTS`] slots at `MPI_Init`. After a barrier every rank
 //! maps the segments of the others of its node, the ranks agree that all of them could, and
 //! each unlinks its own name, so a job that dies leaves no file behind.
@@ -21,7 +18,7 @@
 //! This module may use `peers`, `mpi` and `base`.
 
 use std::ffi::{c_int, CString};
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::OnceLock;
 
 use super::peers::Peers;
@@ -56,19 +53,7 @@ struct Slot {
     handle: [AtomicU64; 8],
 }
 
-/// After the slots: set, once and for good, by the first rank of the node that sends this one
-/// an envelope.
-#[repr(C, align(128))]
-struct Mark {
-    envelopes: AtomicU32,
-}
-
-const SLOTS_BYTES: usize = SLOTS * std::mem::size_of::<Slot>();
-const SEGMENT_BYTES: usize = SLOTS_BYTES + std::mem::size_of::<Mark>();
-
-/// This rank's mark, where every rank that may send it envelopes sets it first; null where
-/// another may not (`watch_mark`).
-static OWN_MARK: AtomicPtr<AtomicU32> = AtomicPtr::new(std::ptr::null_mut());
+const SEGMENT_BYTES: usize = SLOTS * std::mem::size_of::<Slot>();
 
 struct Segments {
     own: usize,
@@ -179,39 +164,6 @@ fn peer(pid: u32, index: u32) -> Option<&'static Slot> {
     let &(_, at) = s.peers.iter().find(|&&(p, _)| p == pid)?;
     // SAFETY: the index is bounded; the mapping lives as long as the process.
     Some(unsafe { &*(at as *const Slot).add(index as usize % SLOTS) })
-}
-
-// ---- envelopes at all ----------------------------------------------------------------------
-
-/// After [`setup`], where every rank that may send this one envelopes shares its node and maps
-/// its segment (`Peers::envelopes_from_node_only`): [`envelopes_may_have_come`] may then answer
-/// no.
-pub fn watch_mark() {
-    if let Some(s) = SEGMENTS.get() {
-        // SAFETY: the mark lies in this rank's segment, mapped for the process's life.
-        OWN_MARK.store(unsafe { &*((s.own + SLOTS_BYTES) as *const Mark) } as *const Mark as *mut AtomicU32, Release);
-    }
-}
-
-/// Before a rank's first envelope to the rank of process `pid` on this node: sets its mark.
-/// The envelope's send, which follows, orders the store before its arrival.
-pub fn mark_envelopes(pid: u32) {
-    let Some(s) = SEGMENTS.get() else { return };
-    let Some(&(_, at)) = s.peers.iter().find(|&&(p, _)| p == pid) else { return };
-    // SAFETY: the mark lies in the peer's segment, mapped for the process's life.
-    let mark = unsafe { &*((at + SLOTS_BYTES) as *const Mark) };
-    if mark.envelopes.load(Relaxed) == 0 {
-        mark.envelopes.store(1, SeqCst);
-    }
-}
-
-/// Whether an envelope may have reached this rank by now: a receive that completed before this
-/// call holds one only if so. Always, where some rank could send one without setting the mark.
-#[inline(always)]
-pub fn envelopes_may_have_come() -> bool {
-    let mark = OWN_MARK.load(Relaxed);
-    // SAFETY: null, or this rank's mark, mapped for the process's life.
-    mark.is_null() || unsafe { (*mark).load(Acquire) } != 0
 }
 
 // ---- the sender's side -------------------------------------------------------------------

@@ -112,9 +112,6 @@ pub fn init(waiting: Waiting) {
     if let Some(p) = peers::get() {
         if config::get().ipc {
             claims::setup(p);
-            if claims::ready() && p.envelopes_from_node_only() {
-                claims::watch_mark();
-            }
         }
         if p.node_shared() {
             crate::cuda::signal::node_shared();
@@ -263,10 +260,6 @@ pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handl
         return None;
     }
     let Location::Device(dev) = cuda::locate(buf) else { return None };
-    // Before any envelope goes (one that does not, after all, leaves the mark set for nothing).
-    if let Some(pid) = peers.pid(world) {
-        claims::mark_envelopes(pid);
-    }
     let src = buf.cast::<u8>().wrapping_offset(span.offset as isize).cast();
     let token = peers::device_token(dev.ordinal);
     if span.len >= ipc_from() && peers.can_map(world, &token) {
@@ -514,12 +507,6 @@ pub fn host_received(name: &'static str, buf: *mut c_void, count: i64, datatype:
 /// program did not ask for: the buffer's first bytes tell an envelope.
 #[inline(always)]
 pub fn host_received_unseen(name: &'static str, buf: *mut c_void, count: i64, datatype: Handle, comm: Option<Handle>) -> Result<(), c_int> {
-    // Where no envelope has come, the buffer is not read: freshly filled, its first bytes were
-    // often not in this core's cache, and that load cost a host exchange more than all the rest
-    // of the watch.
-    if !claims::envelopes_may_have_come() {
-        return Ok(());
-    }
     // SAFETY: a completed receive into a buffer of at least an envelope's bytes.
     if !unsafe { envelope::marked(buf) } {
         return Ok(());

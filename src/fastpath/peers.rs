@@ -366,18 +366,6 @@ impl Peers {
         source != self.rank && (ipc || pipeline)
     }
 
-    /// Whether every rank that may send this one envelopes shares its node and takes IPC with
-    /// it, and so maps its segment of `claims`, where it marks its first envelope.
-    pub fn envelopes_from_node_only(&self) -> bool {
-        let Some(me) = self.record(self.rank) else { return false };
-        (0..self.records.len() as c_int).filter(|&r| self.may_send_here(r)).all(|r| self.record(r).is_some_and(|rec| Self::paths(me, rec).0))
-    }
-
-    /// The process id of world rank `rank`.
-    pub fn pid(&self, rank: c_int) -> Option<u32> {
-        self.record(rank).map(|r| r.pid)
-    }
-
     /// Whether this rank may send world rank `dest` a message in chunks.
     pub fn pipelines(&self, dest: c_int) -> bool {
         let (Some(me), Some(r)) = (self.record(self.rank), self.record(dest)) else { return false };

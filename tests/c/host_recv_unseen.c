@@ -9,8 +9,8 @@
  * compares every byte and the poisoned slack after it. Then the same with a third receive
  * through a vector datatype in the same MPI_Waitall, and host messages whose first bytes are
  * the envelope's fixed text (of an envelope's size and larger), which must arrive unchanged.
- * First of all, the job's first device message lands in a receive posted before it was sent:
- * a rank that has seen no envelope skips reading its buffers only while none can have come. */
+ * First of all, the job's first device message lands in a receive posted before it was sent
+ * (a barrier between): the receive is watched though no envelope had yet been sent to anyone. */
 #include "common.h"
 
 #define SLACK 16
@@ -94,9 +94,8 @@ int main(int argc, char **argv)
     }
     int seed = 1;
 
-    /* The job's first device message, received into a receive posted before it was sent (a
-     * barrier between): under the fast paths the first envelope that reaches rank 1, which must
-     * be read though rank 1 had seen none when it posted the receive. */
+    /* The job's first device message, into a receive posted before it was sent: under the fast
+     * paths the first envelope that reaches rank 1. */
     {
         MPI_Request q = MPI_REQUEST_NULL;
         if (t_rank == 1) {
