@@ -535,6 +535,14 @@ pub fn may_land(count: i64, datatype: Handle) -> Option<Packed> {
     (size.saturating_mul(count) >= envelope::BYTES as i64).then_some(Packed(packed))
 }
 
+/// A host receive of `count` elements that no envelope fits, told from loads alone: MPI itself
+/// reports an envelope there as a truncation, so the receive goes to MPI unwatched. `false`
+/// where the datatype's size is not known yet (`datatype::size_known`).
+#[inline(always)]
+pub fn below_envelope(count: i64, datatype: Handle) -> bool {
+    count >= 0 && datatype::size_known(datatype).is_some_and(|size| size.saturating_mul(count) < envelope::BYTES as i64)
+}
+
 /// A datatype's elements lie back to back from the buffer's address.
 #[derive(Clone, Copy)]
 pub struct Packed(pub bool);

@@ -198,21 +198,22 @@ pub mod route {
     }
 
     #[inline(always)]
-    pub fn recv(_name: &'static str, buf: *mut c_void, _count: i64, _datatype: Handle, _from: Matching, _status: *mut c_void) -> Route {
-        into_host(buf)
+    pub fn recv(_name: &'static str, buf: *mut c_void, count: i64, datatype: Handle, _from: Matching, _status: *mut c_void) -> Route {
+        into_host(buf, count, datatype)
     }
 
     #[inline(always)]
-    pub fn irecv(_name: &'static str, buf: *mut c_void, _count: i64, _datatype: Handle, _from: Matching, _request: *mut c_void) -> Route {
-        into_host(buf)
+    pub fn irecv(_name: &'static str, buf: *mut c_void, count: i64, datatype: Handle, _from: Matching, _request: *mut c_void) -> Route {
+        into_host(buf, count, datatype)
     }
 
-    /// A receive into host memory is watched while a peer's envelope can reach it.
+    /// A receive into host memory is watched while a peer's envelope can reach it, unless no
+    /// envelope fits in it.
     #[inline(always)]
-    fn into_host(buf: *mut c_void) -> Route {
+    fn into_host(buf: *mut c_void, count: i64, datatype: Handle) -> Route {
         match stats::enabled() || held::any() || !cuda::plainly_host(buf) {
             true => Route::Full,
-            false if fastpath::receiving() => Route::Serve,
+            false if fastpath::receiving() && !fastpath::below_envelope(count, datatype) => Route::Serve,
             false => Route::Pass,
         }
     }

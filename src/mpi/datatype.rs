@@ -92,6 +92,13 @@ pub fn size_packed(datatype: Handle) -> Option<(i64, bool)> {
     size_packed_learnt(datatype)
 }
 
+/// The size of a predefined datatype some thread has asked [`size_packed`] about, from loads
+/// alone; `None` for any other.
+#[inline(always)]
+pub fn size_known(datatype: Handle) -> Option<i64> {
+    shared::size_packed(datatype).map(|(size, _)| size)
+}
+
 /// [`size_packed`] of a datatype not in the shared table.
 #[inline(never)]
 fn size_packed_learnt(datatype: Handle) -> Option<(i64, bool)> {
