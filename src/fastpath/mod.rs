@@ -532,7 +532,13 @@ pub fn may_land(count: i64, datatype: Handle) -> Option<Packed> {
         return None;
     }
     let (size, packed) = datatype::size_packed(datatype)?;
-    (size.saturating_mul(count) >= envelope::BYTES as i64).then_some(Packed(packed))
+    holds_envelope(count, size).then_some(Packed(packed))
+}
+
+/// Whether `count` elements of `size` bytes have room for an envelope.
+#[inline(always)]
+fn holds_envelope(count: i64, size: i64) -> bool {
+    size.saturating_mul(count) >= envelope::BYTES as i64
 }
 
 /// A host receive of `count` elements that no envelope fits, told from loads alone: MPI itself
@@ -540,7 +546,7 @@ pub fn may_land(count: i64, datatype: Handle) -> Option<Packed> {
 /// where the datatype's size is not known yet (`datatype::size_known`).
 #[inline(always)]
 pub fn below_envelope(count: i64, datatype: Handle) -> bool {
-    count >= 0 && datatype::size_known(datatype).is_some_and(|size| size.saturating_mul(count) < envelope::BYTES as i64)
+    count >= 0 && datatype::size_known(datatype).is_some_and(|size| !holds_envelope(count, size))
 }
 
 /// A datatype's elements lie back to back from the buffer's address.
