@@ -49,7 +49,7 @@ typedef struct cudampi_stats {
   uint64_t chunked_bytes_sent;
   uint64_t chunked_bytes_received;
   // Of `bytes_to_device`, the bytes of small copies written by the GPU's stream memory
-  // writes instead of a copy.
+  // writes, or set by a memset (a lone byte or 16-bit value), instead of a copy.
   uint64_t bytes_stream_written;
   // Runs of datatype blocks copied between device memory and staging buffers by cudampi's
   // pack kernel, in one launch per copy, instead of one copy each.

@@ -25,7 +25,8 @@ pub static CHUNKED_BYTES_SENT: AtomicU64 = AtomicU64::new(0);
 pub static CHUNKED_BYTES_RECEIVED: AtomicU64 = AtomicU64::new(0);
 /// Runs of datatype blocks copied by cudampi's pack kernel (`cuda::pack`).
 pub static KERNEL_RUNS: AtomicU64 = AtomicU64::new(0);
-/// Of `BYTES_TO_DEVICE`, the bytes written by stream memory writes instead of a copy.
+/// Of `BYTES_TO_DEVICE`, the bytes written by stream memory writes or set by a memset instead
+/// of a copy.
 pub static BYTES_STREAM_WRITTEN: AtomicU64 = AtomicU64::new(0);
 
 /// Device-buffer calls per entry point, keyed by the name's address (names are the table's

@@ -117,11 +117,11 @@ impl<'a> InContext<'a> {
     /// faster for small messages than the synchronous copy, which also returns early from
     /// pageable memory; small ones by polling (`signal`). One or two words (up to 32 on a GPU
     /// another rank shares) are not copied but written by the stream
-    /// (`signal::write_to_device`), except into managed memory. With `later`, the copies are
-    /// only queued and `later` waits for them (`Deferred`); the stream then writes at most
+    /// (`signal::write_to_device`), and a lone byte or aligned 16-bit value is set by a memset
+    /// (`set_value`), except into managed memory. With `later`, the copies are only queued and
+    /// `later` waits for them (`Deferred`); the stream then writes at most
     /// `signal::BATCH_WRITE_BYTES` of all the copies `later` holds.
     pub fn runs_to_device(&self, dst: *mut c_void, src: *const c_void, runs: &[(usize, usize)], later: Option<&mut Deferred>) -> Result<(), CudaError> {
-        use cudarc::driver::sys::CUmemorytype;
         if let [(at, len)] = *runs {
             if len <= crate::base::config::get().ordered_recv_bytes {
                 // SAFETY: the run lies within both buffers (the caller's staged span).
@@ -139,6 +139,54 @@ impl<'a> InContext<'a> {
                 return done;
             }
         }
+        let set = match *runs {
+            // SAFETY: the run lies within both buffers (the caller's staged span).
+            [(at, len)] if self.stream_writes => self.set_value(dst as u64 + at as u64, unsafe { src.cast::<u8>().add(at) }, len),
+            _ => None,
+        };
+        match set {
+            Some(done) => done?,
+            None => self.queue_copies(dst, src, runs)?,
+        }
+        let shaped = runs.len() > 1;
+        match (later, shaped) {
+            (Some(l), _) => {
+                l.add(self.ctx, bytes, shaped);
+                Ok(())
+            }
+            (None, false) => signal::wait(self.driver, bytes),
+            (None, true) => signal::wait_shaped(self.driver, bytes),
+        }
+    }
+
+    /// One byte, or two at an even address, set by a memset queued on the legacy default
+    /// stream: the value travels in the command, as a stream write's does, where a copy has the
+    /// GPU read it from host memory first (`bench/results/2026-11-27-2xH200-ompi4.1.6-memset`).
+    /// Waited for by the host word, a byte took 5.0-5.7 us against 6.2-6.5 copied on one H200
+    /// and one H100; a second memset costs what the copy saves (three bytes as 8 + 16 bits:
+    /// 6.4-7.1). The 1-byte ping-pong with a GPU per rank went from 14.59-14.73 to 14.31-14.42
+    /// us one way. `None` for any other run.
+    fn set_value(&self, dst: u64, src: *const u8, len: usize) -> Option<Result<(), CudaError>> {
+        let legacy = std::ptr::null_mut();
+        // SAFETY: src holds the run's len readable bytes; dst is device memory of this context
+        // with as many, aligned for the 16-bit write.
+        let done = match len {
+            1 => check("cuMemsetD8Async", unsafe { (self.driver.memset_d8_async)(dst, src.read(), 1, legacy) }),
+            2 if dst % 2 == 0 => check("cuMemsetD16Async", unsafe {
+                (self.driver.memset_d16_async)(dst, src.cast::<u16>().read_unaligned(), 1, legacy)
+            }),
+            _ => return None,
+        };
+        if done.is_ok() {
+            crate::base::stats::add(&crate::base::stats::BYTES_STREAM_WRITTEN, len);
+        }
+        Some(done)
+    }
+
+    /// Queues the copies of `runs_to_device`, one per run or one pitched copy per group of runs
+    /// of one length at one stride.
+    fn queue_copies(&self, dst: *mut c_void, src: *const c_void, runs: &[(usize, usize)]) -> Result<(), CudaError> {
+        use cudarc::driver::sys::CUmemorytype;
         let legacy = std::ptr::null_mut();
         let mut i = 0;
         while i < runs.len() {
@@ -182,15 +230,7 @@ impl<'a> InContext<'a> {
             }
             i += rows;
         }
-        let shaped = runs.len() > 1;
-        match (later, shaped) {
-            (Some(l), _) => {
-                l.add(self.ctx, bytes, shaped);
-                Ok(())
-            }
-            (None, false) => signal::wait(self.driver, bytes),
-            (None, true) => signal::wait_shaped(self.driver, bytes),
-        }
+        Ok(())
     }
 }
 

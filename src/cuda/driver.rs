@@ -127,6 +127,8 @@ driver_api! {
     memcpy_htod = "cuMemcpyHtoD_v2": fn(CUdeviceptr, *const c_void, usize);
     memcpy_htod_async = "cuMemcpyHtoDAsync_v2": fn(CUdeviceptr, *const c_void, usize, *mut c_void);
     memcpy_dtoh_async = "cuMemcpyDtoHAsync_v2": fn(*mut c_void, CUdeviceptr, usize, *mut c_void);
+    memset_d8_async = "cuMemsetD8Async": fn(CUdeviceptr, u8, usize, *mut c_void);
+    memset_d16_async = "cuMemsetD16Async": fn(CUdeviceptr, u16, usize, *mut c_void);
     event_create = "cuEventCreate": fn(*mut *mut c_void, c_uint);
     event_record = "cuEventRecord": fn(*mut c_void, *mut c_void);
     event_query = "cuEventQuery": fn(*mut c_void);

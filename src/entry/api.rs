@@ -42,7 +42,7 @@ pub struct CudampiStats {
     pub chunked_bytes_sent: u64,
     pub chunked_bytes_received: u64,
     /// Of `bytes_to_device`, the bytes of small copies written by the GPU's stream memory
-    /// writes instead of a copy.
+    /// writes, or set by a memset (a lone byte or 16-bit value), instead of a copy.
     pub bytes_stream_written: u64,
     /// Runs of datatype blocks copied between device memory and staging buffers by cudampi's
     /// pack kernel, in one launch per copy, instead of one copy each.

@@ -1,7 +1,8 @@
 // cudampi-test: ranks=2 without-shim=crash env=CUDAMPI_IPC=0,CUDAMPI_PIPELINE=0,CUDAMPI_ORDERED_RECV_BYTES=0
 /* Small copies to the device are written by the GPU's stream memory writes (at most two 64- or
  * 32-bit writes: whole 4-byte words at 4-byte aligned addresses; 32 when the ranks share the
- * node's one GPU, as in small_writes_shared), everything else by a copy.
+ * node's one GPU, as in small_writes_shared), a lone byte or 2 bytes at an even address by a
+ * memset, everything else by a copy.
  * Each case below lands in a device buffer whose surroundings are poisoned, and is compared
  * with the same operation on host buffers or with the bytes sent:
  *   - MPI_Recv of 1 to 1024 bytes (MPI_BYTE) at offsets 0, 1, 2, 4 and 8 from an aligned
@@ -13,6 +14,7 @@
  *     pair, device send and receive, against the host result;
  *   - windows of MPI_Irecv completed by one MPI_Waitall: the stream writes a call's receives
  *     only when it can write every one of them, in 512 bytes at most, else all are copied;
+ *     single bytes are set by memsets in any window;
  *   - managed memory staged on request (CUDAMPI_MANAGED=stage, set here before MPI_Init):
  *     the stream's memory writes do not take it, so it is copied.
  * cudampi_get_stats' bytes_stream_written must grow by exactly the bytes of the eligible
@@ -69,9 +71,16 @@ static int writes_for(uintptr_t addr, size_t len)
     return n;
 }
 
+/* A receive of one byte, or of two at an even address, set by one memset. */
+static int set_by_memset(uintptr_t addr, size_t len)
+{
+    return len == 1 || (len == 2 && addr % 2 == 0);
+}
+
+/* Whether a receive of one run is written by the stream rather than copied. */
 static int eligible(uintptr_t addr, size_t len)
 {
-    return writes_for(addr, len) <= MAX_WRITES;
+    return writes_for(addr, len) <= MAX_WRITES || set_by_memset(addr, len);
 }
 
 /* Rank 0 sends `len` pattern bytes; rank 1 receives them (posted for `posted` bytes) at
@@ -148,8 +157,8 @@ static unsigned long long vector_case(int count, int blocklen, int stride, MPI_D
 
 /* Rank 1 posts `k` receives of `len` bytes into slots of a poisoned device area and completes
  * them with one MPI_Waitall (statuses ignored); rank 0 sends them. Returns the bytes the stream
- * should have written: all of them where every receive can be written and they come to at most
- * 512 bytes, else none. */
+ * should have written: all of them where every receive is set by a memset, or where every one
+ * can be written and they come to at most 512 bytes, else none. */
 static unsigned long long window_case(int k, size_t len, int seed)
 {
     size_t slot = (len + 8 + 7) / 8 * 8, bytes = GUARD + (size_t)k * slot;
@@ -167,12 +176,13 @@ static unsigned long long window_case(int k, size_t len, int seed)
     mem_poison(area, bytes);
     poison_fill(want, bytes);
     MPI_Request *r = xmalloc(sizeof *r * (size_t)k);
-    int all = 1;
+    int all = 1, set = 1;
     for (int i = 0; i < k; i++) {
         unsigned char *at = area + GUARD + (size_t)i * slot, *p = pattern_new(len, i, seed);
         MPI_CHECK(MPI_Irecv(at, (int)len, MPI_BYTE, 0, seed, MPI_COMM_WORLD, &r[i]));
         memcpy(want + GUARD + (size_t)i * slot, p, len);
         all &= eligible((uintptr_t)at, len);
+        set &= set_by_memset((uintptr_t)at, len);
         free(p);
     }
     MPI_CHECK(MPI_Waitall(k, r, MPI_STATUSES_IGNORE));
@@ -182,7 +192,7 @@ static unsigned long long window_case(int k, size_t len, int seed)
     free(want);
     free(r);
     mem_free(area);
-    return all && (size_t)k * len <= 512 ? (unsigned long long)k * len : 0;
+    return set || (all && (size_t)k * len <= 512) ? (unsigned long long)k * len : 0;
 }
 
 /* Frees a collective's device buffers; returns the bytes the stream should have written into
@@ -248,7 +258,7 @@ int main(int argc, char **argv)
     setenv("CUDAMPI_MANAGED", "stage", 1);
     test_init(&argc, &argv);
     get_stats = (stats_fn)dlsym(RTLD_DEFAULT, "cudampi_get_stats");
-    static const size_t lens[] = {1, 3, 4, 8, 12, 16, 60, 64, 100, 252, 256, 260, 1024};
+    static const size_t lens[] = {1, 2, 3, 4, 8, 12, 16, 60, 64, 100, 252, 256, 260, 1024};
     static const size_t offs[] = {0, 1, 2, 4, 8};
     int seed = 1;
     unsigned long long before = written(), expect = 0;
@@ -275,6 +285,8 @@ int main(int argc, char **argv)
     expect += window_case(65, 8, seed++);
     expect += window_case(2, 256, seed++);
     expect += window_case(3, 256, seed++);
+    expect += window_case(3, 1, seed++);
+    expect += window_case(600, 1, seed++); /* more than 512 bytes: set all the same */
 
     unsigned long long got = written() - before;
     if (shim_loaded() && !host_mode())
@@ -283,7 +295,7 @@ int main(int argc, char **argv)
 
     /* Managed memory, staged on request: copied, never written by the stream. */
     before = written();
-    static const size_t mlens[] = {4, 8, 64, 256};
+    static const size_t mlens[] = {1, 2, 4, 8, 64, 256};
     for (size_t l = 0; l < sizeof mlens / sizeof mlens[0]; l++)
         recv_case(MEM_MANAGED, mlens[l], mlens[l], 0, seed++);
     got = written() - before;

@@ -17,7 +17,8 @@
  * Receiver side (host buffer on rank 0 -> device buffer on rank 1):
  *   6. MPI_Recv, then at once a kernel on a non-blocking stream copies the buffer  -> correct
  *   7. MPI_Recv, then at once a kernel on the legacy default stream copies it      -> correct
- * and with 8-byte messages, which the shim writes with the stream's own memory writes:
+ * and with 8-byte messages, which the shim writes with the stream's own memory writes, and
+ * 1-byte ones, which it sets with a memset:
  *   8. 200 times: MPI_Recv, then at once a kernel on a non-blocking stream copies it -> correct
  *   9. a kernel on a blocking stream spins ~50 ms, then writes the receive buffer; MPI_Recv
  *      follows at once: the message must land after the kernel's write            -> correct
@@ -183,18 +184,20 @@ int main(int argc, char **argv)
         }
     }
 
-    /* receiver-side cases with 8-byte messages */
-    for (int c = 8; c <= 9; c++) {
+    /* receiver-side cases with 8-byte and 1-byte messages */
+    for (int k = 0; k < 4; k++) {
+        const int c = 8 + k % 2;
+        const size_t len = k < 2 ? 8 : 1;
         const int rounds = c == 8 ? 200 : 5;
-        const char *what = c == 8 ? "8-byte MPI_Recv into device memory, then a kernel on a non-blocking stream reads it"
-                                  : "kernel on a blocking stream writes the buffer, then an 8-byte MPI_Recv into it";
+        const char *what = c == 8 ? "MPI_Recv into device memory, then a kernel on a non-blocking stream reads it"
+                                  : "kernel on a blocking stream writes the buffer, then MPI_Recv into it";
         int wrong = 0;
         for (int r = 0; r < rounds; r++) {
             int seed = c * 1000 + r;
             MPI_Barrier(MPI_COMM_WORLD);
             if (rank == 0) {
-                for (size_t i = 0; i < 8; i++) h[i] = expect(i, seed);
-                MPI_Send(h, 8, MPI_BYTE, 1, c, MPI_COMM_WORLD);
+                for (size_t i = 0; i < len; i++) h[i] = expect(i, seed);
+                MPI_Send(h, (int)len, MPI_BYTE, 1, c, MPI_COMM_WORLD);
             } else if (rank == 1) {
                 CK(cudaMemset(d, POISON, 64));
                 CK(cudaMemset(d2, 0, 64));
@@ -203,13 +206,13 @@ int main(int argc, char **argv)
                     slow_fill<<<1, 64, 0, blocking>>>(d, 64, seed + 1, SPIN_NS);
                     CK(cudaGetLastError());
                 }
-                MPI_Recv(d, 8, MPI_BYTE, 0, c, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Recv(d, (int)len, MPI_BYTE, 0, c, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
                 copy_bytes<<<1, 64, 0, nonblocking>>>(d2, d, 8);
                 CK(cudaGetLastError());
                 CK(cudaStreamSynchronize(nonblocking));
                 CK(cudaMemcpy(h, d2, 8, cudaMemcpyDeviceToHost));
                 CK(cudaDeviceSynchronize());
-                for (size_t i = 0; i < 8; i++)
+                for (size_t i = 0; i < len; i++)
                     if (h[i] != expect(i, seed)) {
                         wrong++;
                         break;
@@ -217,7 +220,8 @@ int main(int argc, char **argv)
             }
         }
         if (rank == 1) {
-            printf("  %-5s %d. %s: %d of %d rounds wrong\n", wrong ? "FAIL" : "ok", c, what, wrong, rounds);
+            printf("  %-5s %d. %zu-byte messages: %s: %d of %d rounds wrong\n", wrong ? "FAIL" : "ok", c, len, what, wrong,
+                   rounds);
             failures += wrong != 0;
             fflush(stdout);
         }
