@@ -54,6 +54,11 @@ typedef struct cudampi_stats {
   // Runs of datatype blocks copied between device memory and staging buffers by cudampi's
   // pack kernel, in one launch per copy, instead of one copy each.
   uint64_t kernel_runs;
+  // Device collectives NCCL ran (on unless `CUDAMPI_NCCL=0`, where every rank of the
+  // communicator passed device memory and NCCL carries the operation and datatype), and the
+  // bytes this rank contributed to them.
+  uint64_t nccl_calls;
+  uint64_t nccl_bytes;
 } cudampi_stats;
 
 #ifdef __cplusplus

@@ -25,6 +25,7 @@ LAYERS = [
     ("compat", ["compat/"]),
     ("staging", ["staging/"]),
     ("fastpath", ["fastpath/"]),
+    ("engine", ["engine/"]),
     ("requests", ["requests/"]),
     ("handlers", ["handlers/"]),
     ("entry", ["entry/", "lib.rs"]),

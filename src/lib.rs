@@ -16,6 +16,8 @@
 //! - `staging`: the pinned host buffer pool, and one buffer argument passed through or staged.
 //! - `fastpath`: device messages between ranks that both run cudampi, over CUDA IPC or in
 //!   chunks, sent as envelopes that the receive side recognises.
+//! - `engine`: which engine runs a blocking device collective (NCCL where every rank can,
+//!   agreed by the ranks), and NCCL's communicators.
 //! - `requests`: the requests that own staged buffers until completion.
 //! - `handlers`: what each table entry calls, named after what it serves.
 //! - `entry`: the C and Fortran entry points expanded from the table, and cudampi's own C API.
@@ -31,6 +33,7 @@
 mod base;
 mod compat;
 mod cuda;
+mod engine;
 pub mod entry;
 mod fastpath;
 mod handlers;

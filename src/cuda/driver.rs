@@ -138,12 +138,16 @@ driver_api! {
     mem_host_register = "cuMemHostRegister_v2": fn(*mut c_void, usize, c_uint);
     mem_host_unregister = "cuMemHostUnregister": fn(*mut c_void);
     stream_synchronize = "cuStreamSynchronize": fn(*mut c_void);
+    stream_create = "cuStreamCreate": fn(*mut *mut c_void, c_uint);
+    stream_destroy = "cuStreamDestroy_v2": fn(*mut c_void);
+    stream_wait_event = "cuStreamWaitEvent": fn(*mut c_void, *mut c_void, c_uint);
     retain_allocation_handle = "cuMemRetainAllocationHandle": fn(*mut CUmemGenericAllocationHandle, *mut c_void);
     allocation_properties = "cuMemGetAllocationPropertiesFromHandle": fn(*mut AllocProp, CUmemGenericAllocationHandle);
     mem_release = "cuMemRelease": fn(CUmemGenericAllocationHandle);
     mem_alloc = "cuMemAlloc_v2": fn(*mut CUdeviceptr, usize);
     mem_free = "cuMemFree_v2": fn(CUdeviceptr);
     memcpy_dtod = "cuMemcpyDtoD_v2": fn(CUdeviceptr, CUdeviceptr, usize);
+    memcpy_dtod_async = "cuMemcpyDtoDAsync_v2": fn(CUdeviceptr, CUdeviceptr, usize, *mut c_void);
     ipc_get_mem_handle = "cuIpcGetMemHandle": fn(*mut IpcMemHandle, CUdeviceptr);
     ipc_open_mem_handle = "cuIpcOpenMemHandle_v2": fn(*mut CUdeviceptr, IpcMemHandle, c_uint);
     ipc_close_mem_handle = "cuIpcCloseMemHandle": fn(CUdeviceptr);

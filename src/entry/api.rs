@@ -47,6 +47,11 @@ pub struct CudampiStats {
     /// Runs of datatype blocks copied between device memory and staging buffers by cudampi's
     /// pack kernel, in one launch per copy, instead of one copy each.
     pub kernel_runs: u64,
+    /// Device collectives NCCL ran (on unless `CUDAMPI_NCCL=0`, where every rank of the
+    /// communicator passed device memory and NCCL carries the operation and datatype), and the
+    /// bytes this rank contributed to them.
+    pub nccl_calls: u64,
+    pub nccl_bytes: u64,
 }
 
 /// The version string, e.g. "cudampi 0.1.0".
@@ -117,5 +122,7 @@ fn current() -> CudampiStats {
         chunked_bytes_received: stats::CHUNKED_BYTES_RECEIVED.load(Relaxed),
         bytes_stream_written: stats::BYTES_STREAM_WRITTEN.load(Relaxed),
         kernel_runs: stats::KERNEL_RUNS.load(Relaxed),
+        nccl_calls: stats::NCCL_CALLS.load(Relaxed),
+        nccl_bytes: stats::NCCL_BYTES.load(Relaxed),
     }
 }

@@ -48,7 +48,8 @@ use crate::mpi::abi::{self, Handle};
 use crate::mpi::{datatype, errors, real};
 use crate::staging::stage::{self, received_bytes, Envelopes, Window};
 
-pub use envelope::BYTES as ENVELOPE_BYTES;
+pub use envelope::{BYTES as ENVELOPE_BYTES, TOKEN_BYTES};
+pub use peers::{device_token, node_id};
 pub use pipeline::Waiting;
 pub use queued::{at as queue_at, begin as queue_begin, end as queue_end, flush as queue_flush, pending as queue_pending};
 

@@ -17,7 +17,7 @@ use crate::mpi::abi::{self, Handle, UNDEFINED};
 use crate::mpi::real;
 
 const MAX_VISIBLE: usize = 16;
-const VERSION: u32 = 6;
+const VERSION: u32 = 7;
 
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -60,7 +60,7 @@ pub fn get() -> Option<&'static Peers> {
 
 /// This node: the host name and the kernel's boot id, so that two machines with one name (two
 /// containers, say) are not taken for one.
-fn node_id() -> u64 {
+pub fn node_id() -> u64 {
     let mut text = std::fs::read("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     let mut host = [0u8; 256];
     // SAFETY: gethostname writes at most host.len() bytes.
@@ -130,6 +130,10 @@ struct Hello {
     ipc_bytes: u64,
     pipeline_bytes: u64,
     ipc_same_gpu_bytes: u64,
+    /// `CUDAMPI_NCCL`: every rank must take part in the agreement of each large collective,
+    /// or none (`engine/`).
+    nccl: u64,
+    nccl_bytes: u64,
 }
 
 impl Hello {
@@ -142,6 +146,8 @@ impl Hello {
             ipc_bytes: if cfg.ipc { cfg.ipc_bytes as u64 } else { 0 },
             pipeline_bytes: if cfg.pipeline { cfg.pipeline_bytes as u64 } else { 0 },
             ipc_same_gpu_bytes: if cfg.ipc { cfg.ipc_same_gpu_bytes as u64 } else { 0 },
+            nccl: cfg.nccl as u64,
+            nccl_bytes: if cfg.nccl { cfg.nccl_bytes as u64 } else { 0 },
         }
     }
 
@@ -156,6 +162,11 @@ impl Hello {
         }
         if self.pipeline == other.pipeline && self.pipeline_bytes != other.pipeline_bytes {
             s += &format!(" CUDAMPI_PIPELINE_BYTES={}", self.pipeline_bytes);
+        }
+        if self.nccl != other.nccl {
+            s += &format!(" CUDAMPI_NCCL={}", self.nccl);
+        } else if self.nccl_bytes != other.nccl_bytes {
+            s += &format!(" CUDAMPI_NCCL_BYTES={}", self.nccl_bytes);
         }
         s
     }

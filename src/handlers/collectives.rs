@@ -14,6 +14,8 @@ use std::ffi::{c_int, c_void};
 
 use crate::base::stats;
 use crate::cuda::{self, Location, Strided};
+use crate::engine;
+pub use crate::engine::Job;
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::comm::{group, neighbors};
 use crate::mpi::datatype::{self, Span, TypeInfo};
@@ -633,4 +635,48 @@ pub fn coll1(
     let ptr = if staging.ptrs[1] != buffer { staging.ptrs[1] } else { staging.ptrs[0] };
     let rc = call(ptr);
     finish(name, comm, mode, staging, rc)
+}
+
+/// A blocking collective NCCL may run (`engine`): asked first, then staged as [`coll`] does
+/// when the ranks did not agree on NCCL. Other modes go to [`coll`] at once.
+pub fn ncoll(
+    name: &'static str,
+    comm: Option<Handle>,
+    mode: Mode,
+    sendbuf: *const c_void,
+    recvbuf: *mut c_void,
+    job: impl FnOnce() -> Job,
+    plan: impl FnOnce() -> Result<Plan, c_int>,
+    call: impl FnOnce(*const c_void, *mut c_void) -> c_int,
+) -> c_int {
+    if let (Mode::Blocking, Some(c), true) = (mode, comm, engine::on()) {
+        if let Some(rc) = engine::run(name, c, &job()) {
+            return rc;
+        }
+    }
+    coll(name, comm, mode, sendbuf, recvbuf, plan, call)
+}
+
+/// [`ncoll`] for `MPI_Bcast`.
+pub fn ncoll1(
+    name: &'static str,
+    comm: Option<Handle>,
+    mode: Mode,
+    buffer: *mut c_void,
+    job: impl FnOnce() -> Job,
+    plan: impl FnOnce() -> Result<Plan, c_int>,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
+    if let (Mode::Blocking, Some(c), true) = (mode, comm, engine::on()) {
+        if let Some(rc) = engine::run(name, c, &job()) {
+            return rc;
+        }
+    }
+    coll1(name, comm, mode, buffer, plan, call)
+}
+
+/// Whether NCCL may serve collectives: then every rank takes part in each large collective's
+/// agreement, so the Fortran entry points serve those calls whatever their buffers.
+pub fn nccl_on() -> bool {
+    engine::on()
 }

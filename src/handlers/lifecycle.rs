@@ -53,6 +53,7 @@ pub fn finalize(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
     progress_until_all_finalize();
     crate::mpi::datatype::quiet::release();
     crate::mpi::typemap::clear();
+    crate::engine::finalize();
     fastpath::finalize();
     requests::watch::clear();
     free_env_copy();

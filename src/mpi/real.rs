@@ -155,6 +155,12 @@ define_pmpi! {
     graph_neighbors_count = "PMPI_Graph_neighbors_count": fn(Handle, c_int, *mut c_int);
     dist_graph_neighbors_count = "PMPI_Dist_graph_neighbors_count": fn(Handle, *mut c_int, *mut c_int, *mut c_int);
     allgather = "PMPI_Allgather": fn(*const c_void, c_int, Handle, *mut c_void, c_int, Handle, Handle);
+    allreduce = "PMPI_Allreduce": fn(*const c_void, *mut c_void, c_int, Handle, Handle, Handle);
+    bcast = "PMPI_Bcast": fn(*mut c_void, c_int, Handle, c_int, Handle);
+    comm_create_keyval = "PMPI_Comm_create_keyval": fn(CommCopyAttr, CommDeleteAttr, *mut c_int, *mut c_void);
+    comm_set_attr = "PMPI_Comm_set_attr": fn(Handle, c_int, *mut c_void);
+    comm_get_attr = "PMPI_Comm_get_attr": fn(Handle, c_int, *mut c_void, *mut c_int);
+    type_get_name = "PMPI_Type_get_name": fn(Handle, *mut c_char, *mut c_int);
     comm_dup = "PMPI_Comm_dup": fn(Handle, *mut Handle);
     comm_free = "PMPI_Comm_free": fn(*mut Handle);
     comm_set_errhandler = "PMPI_Comm_set_errhandler": fn(Handle, Handle);
@@ -183,6 +189,10 @@ define_pmpi! {
     info_dup = "PMPI_Info_dup": fn(Handle, *mut Handle);
     info_free = "PMPI_Info_free": fn(*mut Handle);
 }
+
+/// `MPI_Comm_copy_attr_function` and `MPI_Comm_delete_attr_function`.
+pub type CommCopyAttr = unsafe extern "C" fn(Handle, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
+pub type CommDeleteAttr = unsafe extern "C" fn(Handle, c_int, *mut c_void, *mut c_void) -> c_int;
 
 /// `MPI_Grequest_query_function`, `MPI_Grequest_free_function`, `MPI_Grequest_cancel_function`.
 pub type GrequestQuery = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;

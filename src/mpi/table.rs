@@ -370,9 +370,9 @@ macro_rules! mpi_functions {
             // each with its large-count form: `plan::` says which buffers this rank's call
             // reads and writes (collectives.rs).
             MPI_Bcast, PMPI_Bcast fortran(bcast, BCAST, ts) (buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle)
-                => coll1 [buffer] (Some(comm), Mode::Blocking, buffer, || plan::bcast(comm, count as i64, datatype, root));
+                => ncoll1 [buffer] (Some(comm), Mode::Blocking, buffer, || Job::Bcast { buf: buffer, count: count as i64, datatype, root }, || plan::bcast(comm, count as i64, datatype, root));
             MPI_Bcast_c, PMPI_Bcast_c or MPI_Bcast, PMPI_Bcast (buffer: *mut c_void, count: i64, datatype: Handle, root: c_int, comm: Handle)
-                => coll1 [buffer] (Some(comm), Mode::Blocking, buffer, || plan::bcast(comm, count, datatype, root));
+                => ncoll1 [buffer] (Some(comm), Mode::Blocking, buffer, || Job::Bcast { buf: buffer, count, datatype, root }, || plan::bcast(comm, count, datatype, root));
             MPI_Ibcast, PMPI_Ibcast fortran(ibcast, IBCAST, ts) (buffer: *mut c_void, count: c_int, datatype: Handle, root: c_int, comm: Handle, request: *mut c_void)
                 => coll1 [buffer] (Some(comm), Mode::Nonblocking(request), buffer, || plan::bcast(comm, count as i64, datatype, root));
             MPI_Ibcast_c, PMPI_Ibcast_c or MPI_Ibcast, PMPI_Ibcast (buffer: *mut c_void, count: i64, datatype: Handle, root: c_int, comm: Handle, request: *mut c_void)
@@ -382,9 +382,9 @@ macro_rules! mpi_functions {
             MPI_Bcast_init_c, PMPI_Bcast_init_c or MPI_Bcast_init, PMPI_Bcast_init (buffer: *mut c_void, count: i64, datatype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
                 => coll1 [buffer] (Some(comm), Mode::Persistent(request), buffer, || plan::bcast(comm, count, datatype, root));
             MPI_Reduce, PMPI_Reduce fortran(reduce, REDUCE, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle)
-                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::reduce(comm, sendbuf, count as i64, datatype, root));
+                => ncoll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || Job::Reduce { send: sendbuf, recv: recvbuf, count: count as i64, datatype, op, root }, || plan::reduce(comm, sendbuf, count as i64, datatype, root));
             MPI_Reduce_c, PMPI_Reduce_c or MPI_Reduce, PMPI_Reduce (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, root: c_int, comm: Handle)
-                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::reduce(comm, sendbuf, count, datatype, root));
+                => ncoll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || Job::Reduce { send: sendbuf, recv: recvbuf, count, datatype, op, root }, || plan::reduce(comm, sendbuf, count, datatype, root));
             MPI_Ireduce, PMPI_Ireduce fortran(ireduce, IREDUCE, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, root: c_int, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::reduce(comm, sendbuf, count as i64, datatype, root));
             MPI_Ireduce_c, PMPI_Ireduce_c or MPI_Ireduce, PMPI_Ireduce (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, root: c_int, comm: Handle, request: *mut c_void)
@@ -394,9 +394,9 @@ macro_rules! mpi_functions {
             MPI_Reduce_init_c, PMPI_Reduce_init_c or MPI_Reduce_init, PMPI_Reduce_init (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::reduce(comm, sendbuf, count, datatype, root));
             MPI_Allreduce, PMPI_Allreduce fortran(allreduce, ALLREDUCE, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle)
-                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allreduce(sendbuf, count as i64, datatype));
+                => ncoll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || Job::Allreduce { send: sendbuf, recv: recvbuf, count: count as i64, datatype, op }, || plan::allreduce(sendbuf, count as i64, datatype));
             MPI_Allreduce_c, PMPI_Allreduce_c or MPI_Allreduce, PMPI_Allreduce (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle)
-                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allreduce(sendbuf, count, datatype));
+                => ncoll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || Job::Allreduce { send: sendbuf, recv: recvbuf, count, datatype, op }, || plan::allreduce(sendbuf, count, datatype));
             MPI_Iallreduce, PMPI_Iallreduce fortran(iallreduce, IALLREDUCE, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::allreduce(sendbuf, count as i64, datatype));
             MPI_Iallreduce_c, PMPI_Iallreduce_c or MPI_Iallreduce, PMPI_Iallreduce (sendbuf: *const c_void, recvbuf: *mut c_void, count: i64, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
@@ -458,9 +458,9 @@ macro_rules! mpi_functions {
             MPI_Scatterv_init_c, PMPI_Scatterv_init_c starts PMPI_Iscatterv_c (sendbuf: *const c_void, sendcounts: *const i64, displs: *const i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, root: c_int, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::scatter(comm, Blocks::V(Ints::Wide(sendcounts), Ints::Wide(displs)), sendtype, recvbuf, recvcount, recvtype, root));
             MPI_Allgather, PMPI_Allgather fortran(allgather, ALLGATHER, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle)
-                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype));
+                => ncoll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || Job::Allgather { send: sendbuf, sendcount: sendcount as i64, sendtype, recv: recvbuf, recvcount: recvcount as i64, recvtype }, || plan::allgather(comm, sendbuf, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype));
             MPI_Allgather_c, PMPI_Allgather_c or MPI_Allgather, PMPI_Allgather (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle)
-                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount, sendtype, Blocks::Same(recvcount), recvtype));
+                => ncoll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || Job::Allgather { send: sendbuf, sendcount, sendtype, recv: recvbuf, recvcount, recvtype }, || plan::allgather(comm, sendbuf, sendcount, sendtype, Blocks::Same(recvcount), recvtype));
             MPI_Iallgather, PMPI_Iallgather fortran(iallgather, IALLGATHER, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount as i64, sendtype, Blocks::Same(recvcount as i64), recvtype));
             MPI_Iallgather_c, PMPI_Iallgather_c or MPI_Iallgather, PMPI_Iallgather (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, request: *mut c_void)
@@ -482,9 +482,9 @@ macro_rules! mpi_functions {
             MPI_Allgatherv_init_c, PMPI_Allgatherv_init_c starts PMPI_Iallgatherv_c (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcounts: *const i64, displs: *const i64, recvtype: Handle, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::allgather(comm, sendbuf, sendcount, sendtype, Blocks::V(Ints::Wide(recvcounts), Ints::Wide(displs)), recvtype));
             MPI_Alltoall, PMPI_Alltoall fortran(alltoall, ALLTOALL, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle)
-                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::Same(sendcount as i64), sendtype, Blocks::Same(recvcount as i64), recvtype));
+                => ncoll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || Job::Alltoall { send: sendbuf, sendcount: sendcount as i64, sendtype, recv: recvbuf, recvcount: recvcount as i64, recvtype }, || plan::alltoall(comm, sendbuf, Blocks::Same(sendcount as i64), sendtype, Blocks::Same(recvcount as i64), recvtype));
             MPI_Alltoall_c, PMPI_Alltoall_c or MPI_Alltoall, PMPI_Alltoall (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle)
-                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::Same(sendcount), sendtype, Blocks::Same(recvcount), recvtype));
+                => ncoll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || Job::Alltoall { send: sendbuf, sendcount, sendtype, recv: recvbuf, recvcount, recvtype }, || plan::alltoall(comm, sendbuf, Blocks::Same(sendcount), sendtype, Blocks::Same(recvcount), recvtype));
             MPI_Ialltoall, PMPI_Ialltoall fortran(ialltoall, IALLTOALL, ts) (sendbuf: *const c_void, sendcount: c_int, sendtype: Handle, recvbuf: *mut c_void, recvcount: c_int, recvtype: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::alltoall(comm, sendbuf, Blocks::Same(sendcount as i64), sendtype, Blocks::Same(recvcount as i64), recvtype));
             MPI_Ialltoall_c, PMPI_Ialltoall_c or MPI_Ialltoall, PMPI_Ialltoall (sendbuf: *const c_void, sendcount: i64, sendtype: Handle, recvbuf: *mut c_void, recvcount: i64, recvtype: Handle, comm: Handle, request: *mut c_void)
@@ -530,9 +530,9 @@ macro_rules! mpi_functions {
             MPI_Reduce_scatter_init_c, PMPI_Reduce_scatter_init_c starts PMPI_Ireduce_scatter_c (sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const i64, datatype: Handle, op: Handle, comm: Handle, info: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Persistent(request), sendbuf, recvbuf, || plan::reduce_scatter(comm, sendbuf, Ints::Wide(recvcounts), datatype));
             MPI_Reduce_scatter_block, PMPI_Reduce_scatter_block fortran(reduce_scatter_block, REDUCE_SCATTER_BLOCK, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Handle, op: Handle, comm: Handle)
-                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::reduce_scatter_block(comm, sendbuf, recvcount as i64, datatype));
+                => ncoll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || Job::ReduceScatterBlock { send: sendbuf, recv: recvbuf, recvcount: recvcount as i64, datatype, op }, || plan::reduce_scatter_block(comm, sendbuf, recvcount as i64, datatype));
             MPI_Reduce_scatter_block_c, PMPI_Reduce_scatter_block_c or MPI_Reduce_scatter_block, PMPI_Reduce_scatter_block (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: i64, datatype: Handle, op: Handle, comm: Handle)
-                => coll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || plan::reduce_scatter_block(comm, sendbuf, recvcount, datatype));
+                => ncoll [sendbuf, recvbuf] (Some(comm), Mode::Blocking, sendbuf, recvbuf, || Job::ReduceScatterBlock { send: sendbuf, recv: recvbuf, recvcount, datatype, op }, || plan::reduce_scatter_block(comm, sendbuf, recvcount, datatype));
             MPI_Ireduce_scatter_block, PMPI_Ireduce_scatter_block fortran(ireduce_scatter_block, IREDUCE_SCATTER_BLOCK, ts) (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)
                 => coll [sendbuf, recvbuf] (Some(comm), Mode::Nonblocking(request), sendbuf, recvbuf, || plan::reduce_scatter_block(comm, sendbuf, recvcount as i64, datatype));
             MPI_Ireduce_scatter_block_c, PMPI_Ireduce_scatter_block_c or MPI_Ireduce_scatter_block, PMPI_Ireduce_scatter_block (sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: i64, datatype: Handle, op: Handle, comm: Handle, request: *mut c_void)

@@ -1,0 +1,402 @@
+//! NCCL, loaded at run time as the driver is: `libnccl.so.2` from the loader's search path
+//! (PyTorch and NVIDIA's wheels bring one, and a Python process that imported PyTorch has it
+//! loaded already), or the file `CUDAMPI_NCCL_LIB` names. Only a rank that is about to run a
+//! collective on device memory loads it: the library is large, and a host program must not pay
+//! for it. Not found, or `CUDAMPI_NCCL=0`: [`get`] answers `None` and nothing changes.
+//!
+//! A [`Comm`] is one NCCL communicator with the stream its work runs on. The layers above
+//! describe a collective as [`Op`]s and never name an NCCL call. Types and enums come from
+//! cudarc's bindings; result codes are read as plain integers, as the driver's are.
+//!
+//! Ordering, the same as the staged copies give (`copy.rs`): a collective starts after all
+//! work the program issued before the call to the legacy default stream and to blocking
+//! streams of the buffers' context (an event recorded on the legacy default stream, which the
+//! communicator's stream waits for), and the caller waits for it to finish, so its result is
+//! in place for every stream when the MPI call returns.
+
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+pub use cudarc::nccl::sys::{ncclDataType_t as DataType, ncclRedOp_t as RedOp};
+use cudarc::nccl::sys::{ncclComm_t, ncclUniqueId};
+use libloading::os::unix::{Library, Symbol};
+
+use super::copy::{check, CudaError, InContext};
+use super::pointer::Device;
+use crate::base::{config, log};
+
+type NcclResult = c_uint;
+type Stream = *mut c_void;
+const SUCCESS: NcclResult = 0;
+/// `ncclInProgress`: only a nonblocking communicator answers it, and cudampi makes none.
+const IN_PROGRESS: NcclResult = 7;
+/// `CUDA_ERROR_NOT_READY`.
+const NOT_READY: c_uint = 600;
+/// `CU_EVENT_DISABLE_TIMING`.
+const EVENT_NO_TIMING: c_uint = 2;
+
+macro_rules! nccl_api {
+    ($($field:ident = $sym:literal : fn($($arg:ty),*);)*) => {
+        /// Entry points of the loaded libnccl.
+        pub struct Nccl {
+            _lib: Library,
+            $($field: unsafe extern "C" fn($($arg),*) -> NcclResult,)*
+            get_error_string: unsafe extern "C" fn(NcclResult) -> *const c_char,
+            /// `NCCL_VERSION_CODE` of the library, e.g. 22803 for 2.28.3.
+            pub version: c_int,
+        }
+
+        impl Nccl {
+            fn resolve(lib: Library) -> Result<Nccl, &'static str> {
+                $(
+                    // SAFETY: the symbol's C signature is the declared one (nccl.h of NCCL 2.x).
+                    let $field = unsafe {
+                        let s: Symbol<unsafe extern "C" fn($($arg),*) -> NcclResult> =
+                            lib.get(concat!($sym, "\0").as_bytes()).map_err(|_| $sym)?;
+                        *s
+                    };
+                )*
+                // SAFETY: `const char *ncclGetErrorString(ncclResult_t)`.
+                let get_error_string = unsafe {
+                    let s: Symbol<unsafe extern "C" fn(NcclResult) -> *const c_char> =
+                        lib.get(b"ncclGetErrorString\0").map_err(|_| "ncclGetErrorString")?;
+                    *s
+                };
+                Ok(Nccl { _lib: lib, $($field,)* get_error_string, version: 0 })
+            }
+        }
+    };
+}
+
+nccl_api! {
+    get_version = "ncclGetVersion": fn(*mut c_int);
+    get_unique_id = "ncclGetUniqueId": fn(*mut ncclUniqueId);
+    comm_init_rank = "ncclCommInitRank": fn(*mut ncclComm_t, c_int, ncclUniqueId, c_int);
+    comm_destroy = "ncclCommDestroy": fn(ncclComm_t);
+    comm_abort = "ncclCommAbort": fn(ncclComm_t);
+    comm_get_async_error = "ncclCommGetAsyncError": fn(ncclComm_t, *mut NcclResult);
+    all_reduce = "ncclAllReduce": fn(*const c_void, *mut c_void, usize, DataType, RedOp, ncclComm_t, Stream);
+    broadcast = "ncclBroadcast": fn(*const c_void, *mut c_void, usize, DataType, c_int, ncclComm_t, Stream);
+    reduce = "ncclReduce": fn(*const c_void, *mut c_void, usize, DataType, RedOp, c_int, ncclComm_t, Stream);
+    all_gather = "ncclAllGather": fn(*const c_void, *mut c_void, usize, DataType, ncclComm_t, Stream);
+    reduce_scatter = "ncclReduceScatter": fn(*const c_void, *mut c_void, usize, DataType, RedOp, ncclComm_t, Stream);
+    send = "ncclSend": fn(*const c_void, usize, DataType, c_int, ncclComm_t, Stream);
+    recv = "ncclRecv": fn(*mut c_void, usize, DataType, c_int, ncclComm_t, Stream);
+    group_start = "ncclGroupStart": fn();
+    group_end = "ncclGroupEnd": fn();
+}
+
+static NCCL: OnceLock<Option<Nccl>> = OnceLock::new();
+
+/// The library, loaded on the first call; `None` where it is off or cannot be loaded.
+pub fn get() -> Option<&'static Nccl> {
+    NCCL.get_or_init(load).as_ref()
+}
+
+fn load() -> Option<Nccl> {
+    let cfg = config::get();
+    if !cfg.nccl {
+        return None;
+    }
+    let name = cfg.nccl_lib.as_deref().unwrap_or("libnccl.so.2");
+    // SAFETY: loading NCCL runs its constructors, which only set up its own state.
+    let lib = match unsafe { Library::open(Some(name), libc::RTLD_NOW | libc::RTLD_LOCAL) } {
+        Ok(lib) => lib,
+        Err(e) => {
+            // No NCCL is an ordinary setup, not an error: collectives stay staged.
+            if cfg.debug || cfg.nccl_lib.is_some() {
+                log::warn(format_args!("NCCL not loaded ({e}); device collectives are staged through host memory"));
+            }
+            return None;
+        }
+    };
+    match Nccl::resolve(lib) {
+        Ok(mut n) => {
+            // SAFETY: a valid out-pointer.
+            unsafe { (n.get_version)(&mut n.version) };
+            if cfg.debug {
+                log::debug(format_args!("NCCL {} loaded from {name}", n.version));
+            }
+            Some(n)
+        }
+        Err(sym) => {
+            log::warn(format_args!("{name} lacks {sym}; device collectives are staged through host memory"));
+            None
+        }
+    }
+}
+
+/// What failed: a driver call, an NCCL call (its name and result), or a collective that did
+/// not finish within the patience given to [`Comm::wait`].
+#[derive(Clone, Copy, Debug)]
+pub enum Error {
+    Cuda(CudaError),
+    Nccl { call: &'static str, code: c_uint },
+    Stalled(Duration),
+}
+
+impl From<CudaError> for Error {
+    fn from(e: CudaError) -> Error {
+        Error::Cuda(e)
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Error::Cuda(e) => write!(f, "{} failed with {}", e.call, e.name()),
+            Error::Nccl { call, code } => {
+                let text = get().map(|n| {
+                    // SAFETY: NCCL returns a static NUL-terminated string for any code.
+                    let p = unsafe { (n.get_error_string)(code) };
+                    if p.is_null() {
+                        "unknown NCCL error".into()
+                    } else {
+                        // SAFETY: as above.
+                        unsafe { CStr::from_ptr(p) }.to_string_lossy()
+                    }
+                });
+                write!(f, "{call} failed with NCCL error {code} ({})", text.unwrap_or_default())
+            }
+            Error::Stalled(d) => write!(f, "an NCCL collective did not finish within {} s (a rank stopped?)", d.as_secs()),
+        }
+    }
+}
+
+fn nccl_check(call: &'static str, code: NcclResult) -> Result<(), Error> {
+    match code {
+        SUCCESS | IN_PROGRESS => Ok(()),
+        code => Err(Error::Nccl { call, code }),
+    }
+}
+
+/// `ncclUniqueId`: what one rank makes and every other rank of the communicator is given.
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub struct UniqueId(pub [u8; 128]);
+
+const _: () = assert!(std::mem::size_of::<UniqueId>() == std::mem::size_of::<ncclUniqueId>());
+
+impl UniqueId {
+    pub fn new() -> Result<UniqueId, Error> {
+        let n = get().ok_or(Error::Nccl { call: "dlopen", code: 2 })?;
+        let mut id = UniqueId([0; 128]);
+        // SAFETY: UniqueId has ncclUniqueId's size and layout (128 bytes).
+        nccl_check("ncclGetUniqueId", unsafe { (n.get_unique_id)((&mut id as *mut UniqueId).cast()) })?;
+        Ok(id)
+    }
+}
+
+/// One collective, as the layers above describe it. Pointers are device memory of the
+/// communicator's GPU; counts are elements of `DataType`.
+#[derive(Clone, Copy)]
+pub enum Op {
+    AllReduce { send: *const c_void, recv: *mut c_void, count: usize, dtype: DataType, op: RedOp },
+    Reduce { send: *const c_void, recv: *mut c_void, count: usize, dtype: DataType, op: RedOp, root: c_int },
+    Broadcast { send: *const c_void, recv: *mut c_void, count: usize, dtype: DataType, root: c_int },
+    AllGather { send: *const c_void, recv: *mut c_void, count: usize, dtype: DataType },
+    ReduceScatter { send: *const c_void, recv: *mut c_void, count: usize, dtype: DataType, op: RedOp },
+    Send { buf: *const c_void, count: usize, dtype: DataType, peer: c_int },
+    Recv { buf: *mut c_void, count: usize, dtype: DataType, peer: c_int },
+    /// A copy on the communicator's stream, after the operations before it.
+    Copy { dst: *mut c_void, src: *const c_void, bytes: usize },
+}
+
+/// One NCCL communicator, on one GPU, with the stream its collectives run on.
+pub struct Comm {
+    comm: ncclComm_t,
+    stream: Stream,
+    /// Recorded on the legacy default stream before each collective; the stream waits for it.
+    ready: *mut c_void,
+    /// Recorded on the stream after each collective; [`Comm::wait`] polls it.
+    done: *mut c_void,
+    dev: Device,
+    /// Aborted after an error: no more work may be queued.
+    broken: bool,
+}
+
+// SAFETY: the handles are plain values the driver and NCCL accept from any thread; the owner
+// serialises their use (one communicator's collectives run in the order MPI calls them).
+unsafe impl Send for Comm {}
+
+impl Comm {
+    /// Joins the communicator `id` names as rank `rank` of `ranks`, on the GPU of `dev`.
+    /// Collective: every rank of the communicator must call it, or it waits for them.
+    pub fn create(dev: &Device, ranks: c_int, rank: c_int, id: &UniqueId) -> Result<Comm, Error> {
+        let n = get().ok_or(Error::Nccl { call: "dlopen", code: 2 })?;
+        let ctx = InContext::enter(dev)?;
+        let d = ctx.driver();
+        let mut c = Comm { comm: std::ptr::null_mut(), stream: std::ptr::null_mut(), ready: std::ptr::null_mut(), done: std::ptr::null_mut(), dev: *dev, broken: false };
+        // SAFETY: valid out-pointers in a current context; flags 0 makes a stream that the
+        // legacy default stream synchronises with, as the program's own streams by default.
+        unsafe {
+            check("cuStreamCreate", (d.stream_create)(&mut c.stream, 0))?;
+            check("cuEventCreate", (d.event_create)(&mut c.ready, EVENT_NO_TIMING))?;
+            check("cuEventCreate", (d.event_create)(&mut c.done, EVENT_NO_TIMING))?;
+        }
+        let mut comm: ncclComm_t = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer; the id is 128 bytes laid out as ncclUniqueId.
+        let rc = unsafe { (n.comm_init_rank)(&mut comm, ranks, std::mem::transmute::<UniqueId, ncclUniqueId>(*id), rank) };
+        nccl_check("ncclCommInitRank", rc)?;
+        c.comm = comm;
+        Ok(c)
+    }
+
+    pub fn ordinal(&self) -> i32 {
+        self.dev.ordinal
+    }
+
+    /// False once an error aborted the communicator.
+    pub fn usable(&self) -> bool {
+        !self.broken
+    }
+
+    /// Aborts and frees a communicator some other rank could not join.
+    pub fn abandon(mut self) {
+        self.abort();
+        self.release();
+    }
+
+    /// Queues `ops` as one group on the stream, after the program's earlier work (see the
+    /// module's comment). Returns once queued; [`Comm::wait`] waits for them.
+    pub fn run(&mut self, ops: &[Op]) -> Result<(), Error> {
+        let n = get().ok_or(Error::Nccl { call: "dlopen", code: 2 })?;
+        if self.broken {
+            return Err(Error::Nccl { call: "ncclGroupEnd", code: 5 });
+        }
+        let ctx = InContext::enter(&self.dev)?;
+        let d = ctx.driver();
+        let (comm, s) = (self.comm, self.stream);
+        // SAFETY: live event and stream of this context; null is the legacy default stream.
+        unsafe {
+            check("cuEventRecord", (d.event_record)(self.ready, std::ptr::null_mut()))?;
+            check("cuStreamWaitEvent", (d.stream_wait_event)(s, self.ready, 0))?;
+        }
+        // SAFETY: pointers are the caller's device memory of this GPU with the counts given;
+        // the communicator and stream are live.
+        unsafe {
+            nccl_check("ncclGroupStart", (n.group_start)())?;
+            let mut queued = Ok(());
+            for op in ops {
+                let rc = match *op {
+                    Op::AllReduce { send, recv, count, dtype, op } => ("ncclAllReduce", (n.all_reduce)(send, recv, count, dtype, op, comm, s)),
+                    Op::Reduce { send, recv, count, dtype, op, root } => ("ncclReduce", (n.reduce)(send, recv, count, dtype, op, root, comm, s)),
+                    Op::Broadcast { send, recv, count, dtype, root } => ("ncclBroadcast", (n.broadcast)(send, recv, count, dtype, root, comm, s)),
+                    Op::AllGather { send, recv, count, dtype } => ("ncclAllGather", (n.all_gather)(send, recv, count, dtype, comm, s)),
+                    Op::ReduceScatter { send, recv, count, dtype, op } => ("ncclReduceScatter", (n.reduce_scatter)(send, recv, count, dtype, op, comm, s)),
+                    Op::Send { buf, count, dtype, peer } => ("ncclSend", (n.send)(buf, count, dtype, peer, comm, s)),
+                    Op::Recv { buf, count, dtype, peer } => ("ncclRecv", (n.recv)(buf, count, dtype, peer, comm, s)),
+                    Op::Copy { dst, src, bytes } => {
+                        if let Err(e) = check("cuMemcpyDtoDAsync", (d.memcpy_dtod_async)(dst as u64, src as u64, bytes, s)) {
+                            queued = Err(e.into());
+                        }
+                        continue;
+                    }
+                };
+                if queued.is_ok() {
+                    queued = nccl_check(rc.0, rc.1);
+                }
+            }
+            // The group is closed even after a failure, so that NCCL's group state stays sane.
+            let ended = nccl_check("ncclGroupEnd", (n.group_end)());
+            queued.and(ended)?;
+            check("cuEventRecord", (d.event_record)(self.done, s))?;
+        }
+        Ok(())
+    }
+
+    /// Waits until the work queued by [`Comm::run`] is done, polling NCCL's asynchronous error;
+    /// after `patience` without completion, or on an error, aborts the communicator (its
+    /// later use fails at once) and says why.
+    pub fn wait(&mut self, patience: Duration) -> Result<(), Error> {
+        let n = get().ok_or(Error::Nccl { call: "dlopen", code: 2 })?;
+        let ctx = InContext::enter(&self.dev)?;
+        let d = ctx.driver();
+        let start = Instant::now();
+        let mut spins: u32 = 0;
+        loop {
+            // SAFETY: a live event of this context.
+            match unsafe { (d.event_query)(self.done) } {
+                0 => return Ok(()),
+                NOT_READY => (),
+                code => {
+                    self.abort();
+                    return Err(Error::Cuda(CudaError { call: "cuEventQuery", code }));
+                }
+            }
+            spins = spins.wrapping_add(1);
+            if spins % 256 == 0 {
+                let mut state: NcclResult = SUCCESS;
+                // SAFETY: a live communicator; a valid out-pointer.
+                let rc = unsafe { (n.comm_get_async_error)(self.comm, &mut state) };
+                if let Err(e) = nccl_check("ncclCommGetAsyncError", rc).and(nccl_check("NCCL's asynchronous error", state)) {
+                    self.abort();
+                    return Err(e);
+                }
+                let waited = start.elapsed();
+                if waited > patience {
+                    self.abort();
+                    return Err(Error::Stalled(waited));
+                }
+                // A collective that waits for a late rank need not hold a core.
+                if waited > Duration::from_millis(1) {
+                    std::thread::yield_now();
+                }
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Tears the communicator down at once, whatever is queued (NCCL's `ncclCommAbort`).
+    fn abort(&mut self) {
+        if self.broken {
+            return;
+        }
+        self.broken = true;
+        if let Some(n) = get() {
+            // SAFETY: a live communicator, never used again.
+            unsafe { (n.comm_abort)(self.comm) };
+        }
+    }
+
+    /// Frees the communicator, its stream and events. Every rank frees its own when the MPI
+    /// communicator goes.
+    pub fn destroy(mut self) {
+        self.release();
+    }
+
+    fn release(&mut self) {
+        let Ok(ctx) = InContext::enter(&self.dev) else { return };
+        let d = ctx.driver();
+        // SAFETY: handles made in `create`, each released once (nulled after).
+        unsafe {
+            if !self.comm.is_null() {
+                if !self.broken {
+                    (d.stream_synchronize)(self.stream);
+                    if let Some(n) = get() {
+                        (n.comm_destroy)(self.comm);
+                    }
+                }
+                self.comm = std::ptr::null_mut();
+            }
+            for e in [&mut self.ready, &mut self.done] {
+                if !e.is_null() {
+                    (d.event_destroy)(*e);
+                    *e = std::ptr::null_mut();
+                }
+            }
+            if !self.stream.is_null() {
+                (d.stream_destroy)(self.stream);
+                self.stream = std::ptr::null_mut();
+            }
+        }
+    }
+}
+
+impl Drop for Comm {
+    fn drop(&mut self) {
+        self.release();
+    }
+}

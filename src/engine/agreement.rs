@@ -1,0 +1,179 @@
+//! One path on every rank: whether a blocking collective runs on NCCL is agreed by all ranks
+//! of the communicator, since each rank knows only where its own buffers live and a correct
+//! program may pass host memory on some ranks and device memory on others.
+//!
+//! What every rank knows alike decides first, with no message: the call and its size (the
+//! count and datatype of a collective match on every rank), whether NCCL carries its operation
+//! and datatype, and the communicator's state below, which changes only at agreements and so
+//! identically on every rank. Only a call that passes these asks the other ranks: one
+//! `MPI_Allreduce` (`MPI_MAX` of three integers) on the program's own communicator, inside the
+//! program's own blocking collective on it, saying whether each rank can run its part on NCCL
+//! (its significant buffers are device memory of one GPU, without gaps, and NCCL loaded),
+//! whether it passed device memory at all, and whether it has device memory but no NCCL (then
+//! the communicator never asks again). NCCL runs when every rank can; otherwise every rank
+//! stages, as before.
+//!
+//! Why it cannot hang: the agreement is a collective on the same communicator as the
+//! program's call, made by every rank at the same point of its sequence of collectives on it
+//! (the state that decides whether to ask is the same on every rank), so it matches exactly as
+//! the program's call would; and a blocking collective may synchronise the ranks in any
+//! correct MPI program (MPI-4.1 section 6.14). After it, every rank queues its part on NCCL
+//! before waiting for its own, so NCCL's collective always finds all its ranks. Nonblocking and
+//! persistent collectives never ask: their starts must not wait for other ranks.
+//!
+//! What it costs: a program that never passes device memory asks at its first large
+//! collective on a communicator, then at the 2nd, 4th, 8th ... and from then on every 64th
+//! (`MAX_INTERVAL`); each ask is one small host allreduce. A communicator that saw device memory
+//! in its last agreement asks at every call, which is what lets mixed host and device calls
+//! each take their best path.
+
+use std::ffi::{c_int, c_void};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::cuda::nccl;
+use crate::mpi::abi::Handle;
+use crate::mpi::real;
+
+/// Longest run of large collectives on one communicator taken without asking.
+pub const MAX_INTERVAL: u32 = 64;
+
+/// What one communicator's ranks have agreed, the same on each of them.
+pub struct State {
+    pub rank: c_int,
+    pub size: c_int,
+    /// Calls left before the next agreement.
+    countdown: u32,
+    /// Calls between agreements: 1 while device memory was seen, doubling to `MAX_INTERVAL` while not.
+    interval: u32,
+    /// Never NCCL here: an intercommunicator, two ranks on one GPU, or NCCL failed to start.
+    pub never: bool,
+    /// This rank's NCCL communicator, made at the first collective every rank could run on it.
+    pub nccl: Option<nccl::Comm>,
+}
+
+impl State {
+    /// Whether this call asks the other ranks; a call that does not is staged.
+    pub fn asks(&mut self) -> bool {
+        if self.never {
+            return false;
+        }
+        if self.countdown > 0 {
+            self.countdown -= 1;
+            return false;
+        }
+        true
+    }
+
+    /// Takes an agreement's answer: how long until the next.
+    pub fn agreed(&mut self, any_device: bool) {
+        self.interval = if any_device { 1 } else { (self.interval * 2).min(MAX_INTERVAL) };
+        self.countdown = self.interval - 1;
+    }
+}
+
+/// A communicator's state, hung on it as an attribute so that it goes when the communicator
+/// does (`MPI_Comm_free`, from any language binding).
+pub struct Slot(Mutex<State>);
+
+impl Slot {
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Every live slot, so that `MPI_Finalize` can free the NCCL communicators while MPI still runs.
+static LIVE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+static KEYVAL: Mutex<Option<c_int>> = Mutex::new(None);
+
+fn live() -> MutexGuard<'static, Vec<usize>> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Copying a communicator (`MPI_Comm_dup`) does not copy the state: the copy agrees afresh.
+unsafe extern "C" fn no_copy(_: Handle, _: c_int, _: *mut c_void, _: *mut c_void, _: *mut c_void, flag: *mut c_int) -> c_int {
+    // SAFETY: MPI passes a valid flag pointer.
+    unsafe { *flag = 0 };
+    0
+}
+
+/// The communicator is being freed (every rank frees it, collectively): its NCCL
+/// communicator goes with it.
+unsafe extern "C" fn delete(_: Handle, _: c_int, value: *mut c_void, _: *mut c_void) -> c_int {
+    let slot = value as *mut Slot;
+    let _ = std::panic::catch_unwind(|| {
+        live().retain(|&s| s != slot as usize);
+        // SAFETY: the Box leaked by `slot` for this communicator, deleted once.
+        drop(unsafe { Box::from_raw(slot) });
+    });
+    0
+}
+
+fn keyval() -> Option<c_int> {
+    let mut k = KEYVAL.lock().unwrap_or_else(|e| e.into_inner());
+    if k.is_none() {
+        let p = real::pmpi()?;
+        let mut key: c_int = 0;
+        // SAFETY: valid callbacks and out-pointer.
+        if unsafe { (p.comm_create_keyval)(no_copy, delete, &mut key, std::ptr::null_mut()) } != 0 {
+            return None;
+        }
+        *k = Some(key);
+    }
+    *k
+}
+
+/// The state of `comm`, made on the first call that needs it. `None` where MPI refuses (a
+/// bad communicator: the staged path gives the library's error).
+pub fn slot(comm: Handle) -> Option<&'static Slot> {
+    let p = real::pmpi()?;
+    let key = keyval()?;
+    let mut value: *mut c_void = std::ptr::null_mut();
+    let mut flag: c_int = 0;
+    // SAFETY: valid out-pointers; MPI writes the attribute's value (a pointer) into `value`.
+    if unsafe { (p.comm_get_attr)(comm, key, (&mut value as *mut *mut c_void).cast(), &mut flag) } != 0 {
+        return None;
+    }
+    if flag != 0 && !value.is_null() {
+        // SAFETY: a Slot this module leaked and that lives until the attribute is deleted.
+        return Some(unsafe { &*(value as *const Slot) });
+    }
+    let g = crate::mpi::comm::group(comm).ok()?;
+    let state = State { rank: g.rank, size: g.size, countdown: 0, interval: 1, never: g.inter, nccl: None };
+    let slot = Box::into_raw(Box::new(Slot(Mutex::new(state))));
+    // SAFETY: a live communicator and keyval; the value is the slot's address.
+    if unsafe { (p.comm_set_attr)(comm, key, slot.cast()) } != 0 {
+        // SAFETY: not handed to MPI; freed once.
+        drop(unsafe { Box::from_raw(slot) });
+        return None;
+    }
+    live().push(slot as usize);
+    // SAFETY: as above.
+    Some(unsafe { &*slot })
+}
+
+/// The agreement itself: the maximum over the ranks of each of `flags`.
+pub fn agree(comm: Handle, flags: [i64; 3]) -> Result<[i64; 3], c_int> {
+    let p = real::pmpi().ok_or(crate::mpi::abi::get().err_intern)?;
+    let (long_long, max) = super::kinds::agreement_type_and_op();
+    let mut out = [0i64; 3];
+    // SAFETY: three 64-bit integers each way, with the library's own handles.
+    match unsafe { (p.allreduce)(flags.as_ptr().cast(), out.as_mut_ptr().cast(), 3, long_long, max, comm) } {
+        0 => Ok(out),
+        rc => Err(rc),
+    }
+}
+
+/// Frees every NCCL communicator, before the library's `MPI_Finalize` (which may never call the
+/// attributes' delete functions). Every rank finalizes, so every rank frees its own.
+pub fn finalize() {
+    let slots: Vec<usize> = live().clone();
+    for s in slots {
+        // SAFETY: a live slot (deleted ones leave LIVE first).
+        let slot = unsafe { &*(s as *const Slot) };
+        let mut st = slot.lock();
+        if let Some(c) = st.nccl.take() {
+            c.destroy();
+        }
+        st.never = true;
+    }
+}
