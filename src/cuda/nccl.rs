@@ -199,7 +199,7 @@ pub enum Op {
     ReduceScatter { send: *const c_void, recv: *mut c_void, count: usize, dtype: DataType, op: RedOp },
     Send { buf: *const c_void, count: usize, dtype: DataType, peer: c_int },
     Recv { buf: *mut c_void, count: usize, dtype: DataType, peer: c_int },
-    /// A copy on the communicator's stream, after the operations before it.
+    /// A copy on the communicator's stream, after the group of NCCL operations it is queued with.
     Copy { dst: *mut c_void, src: *const c_void, bytes: usize },
 }
 
@@ -279,7 +279,7 @@ impl Comm {
             nccl_check("ncclGroupStart", (n.group_start)())?;
             let mut queued = Ok(());
             for op in ops {
-                let rc = match *op {
+                let (call, rc) = match *op {
                     Op::AllReduce { send, recv, count, dtype, op } => ("ncclAllReduce", (n.all_reduce)(send, recv, count, dtype, op, comm, s)),
                     Op::Reduce { send, recv, count, dtype, op, root } => ("ncclReduce", (n.reduce)(send, recv, count, dtype, op, root, comm, s)),
                     Op::Broadcast { send, recv, count, dtype, root } => ("ncclBroadcast", (n.broadcast)(send, recv, count, dtype, root, comm, s)),
@@ -287,20 +287,22 @@ impl Comm {
                     Op::ReduceScatter { send, recv, count, dtype, op } => ("ncclReduceScatter", (n.reduce_scatter)(send, recv, count, dtype, op, comm, s)),
                     Op::Send { buf, count, dtype, peer } => ("ncclSend", (n.send)(buf, count, dtype, peer, comm, s)),
                     Op::Recv { buf, count, dtype, peer } => ("ncclRecv", (n.recv)(buf, count, dtype, peer, comm, s)),
-                    Op::Copy { dst, src, bytes } => {
-                        if let Err(e) = check("cuMemcpyDtoDAsync", (d.memcpy_dtod_async)(dst as u64, src as u64, bytes, s)) {
-                            queued = Err(e.into());
-                        }
-                        continue;
-                    }
+                    Op::Copy { .. } => continue,
                 };
                 if queued.is_ok() {
-                    queued = nccl_check(rc.0, rc.1);
+                    queued = nccl_check(call, rc);
                 }
             }
             // The group is closed even after a failure, so that NCCL's group state stays sane.
             let ended = nccl_check("ncclGroupEnd", (n.group_end)());
             queued.and(ended)?;
+            // A group reaches the stream only at its end: copies that follow its results come
+            // after it.
+            for op in ops {
+                if let Op::Copy { dst, src, bytes } = *op {
+                    check("cuMemcpyDtoDAsync", (d.memcpy_dtod_async)(dst as u64, src as u64, bytes, s))?;
+                }
+            }
             check("cuEventRecord", (d.event_record)(self.done, s))?;
         }
         Ok(())
@@ -318,7 +320,8 @@ impl Comm {
         loop {
             // SAFETY: a live event of this context.
             match unsafe { (d.event_query)(self.done) } {
-                0 => return Ok(()),
+                // A failed collective may still let its stream go on: NCCL's own word decides.
+                0 => return self.async_error(n),
                 NOT_READY => (),
                 code => {
                     self.abort();
@@ -327,13 +330,7 @@ impl Comm {
             }
             spins = spins.wrapping_add(1);
             if spins % 256 == 0 {
-                let mut state: NcclResult = SUCCESS;
-                // SAFETY: a live communicator; a valid out-pointer.
-                let rc = unsafe { (n.comm_get_async_error)(self.comm, &mut state) };
-                if let Err(e) = nccl_check("ncclCommGetAsyncError", rc).and(nccl_check("NCCL's asynchronous error", state)) {
-                    self.abort();
-                    return Err(e);
-                }
+                self.async_error(n)?;
                 let waited = start.elapsed();
                 if waited > patience {
                     self.abort();
@@ -347,6 +344,21 @@ impl Comm {
                 std::hint::spin_loop();
             }
         }
+    }
+
+    /// NCCL's asynchronous error, if any: then the communicator is aborted.
+    fn async_error(&mut self, n: &Nccl) -> Result<(), Error> {
+        let mut state: NcclResult = SUCCESS;
+        // SAFETY: a live communicator; a valid out-pointer.
+        let rc = unsafe { (n.comm_get_async_error)(self.comm, &mut state) };
+        let found = nccl_check("ncclCommGetAsyncError", rc).and(match state {
+            SUCCESS => Ok(()),
+            code => Err(Error::Nccl { call: "an NCCL collective", code }),
+        });
+        if found.is_err() {
+            self.abort();
+        }
+        found
     }
 
     /// Tears the communicator down at once, whatever is queued (NCCL's `ncclCommAbort`).

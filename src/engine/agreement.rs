@@ -28,6 +28,7 @@
 //! each take their best path.
 
 use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::cuda::nccl;
@@ -40,7 +41,6 @@ pub const MAX_INTERVAL: u32 = 64;
 /// What one communicator's ranks have agreed, the same on each of them.
 pub struct State {
     pub rank: c_int,
-    pub size: c_int,
     /// Calls left before the next agreement.
     countdown: u32,
     /// Calls between agreements: 1 while device memory was seen, doubling to `MAX_INTERVAL` while not.
@@ -81,6 +81,14 @@ impl Slot {
     }
 }
 
+/// Bumped whenever a slot is deleted, so that a thread's remembered slot is looked up again.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The last communicator this thread asked about, its slot and the generation then.
+    static LAST: std::cell::Cell<(u64, Handle, usize)> = const { std::cell::Cell::new((u64::MAX, 0, 0)) };
+}
+
 /// Every live slot, so that `MPI_Finalize` can free the NCCL communicators while MPI still runs.
 static LIVE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 static KEYVAL: Mutex<Option<c_int>> = Mutex::new(None);
@@ -101,6 +109,7 @@ unsafe extern "C" fn no_copy(_: Handle, _: c_int, _: *mut c_void, _: *mut c_void
 unsafe extern "C" fn delete(_: Handle, _: c_int, value: *mut c_void, _: *mut c_void) -> c_int {
     let slot = value as *mut Slot;
     let _ = std::panic::catch_unwind(|| {
+        GENERATION.fetch_add(1, Ordering::AcqRel);
         live().retain(|&s| s != slot as usize);
         // SAFETY: the Box leaked by `slot` for this communicator, deleted once.
         drop(unsafe { Box::from_raw(slot) });
@@ -125,6 +134,18 @@ fn keyval() -> Option<c_int> {
 /// The state of `comm`, made on the first call that needs it. `None` where MPI refuses (a
 /// bad communicator: the staged path gives the library's error).
 pub fn slot(comm: Handle) -> Option<&'static Slot> {
+    let generation = GENERATION.load(Ordering::Acquire);
+    let (g, c, s) = LAST.get();
+    if g == generation && c == comm {
+        // SAFETY: no slot was deleted since this one was found, so it is live.
+        return Some(unsafe { &*(s as *const Slot) });
+    }
+    let found = lookup(comm)?;
+    LAST.set((generation, comm, found as *const Slot as usize));
+    Some(found)
+}
+
+fn lookup(comm: Handle) -> Option<&'static Slot> {
     let p = real::pmpi()?;
     let key = keyval()?;
     let mut value: *mut c_void = std::ptr::null_mut();
@@ -138,7 +159,7 @@ pub fn slot(comm: Handle) -> Option<&'static Slot> {
         return Some(unsafe { &*(value as *const Slot) });
     }
     let g = crate::mpi::comm::group(comm).ok()?;
-    let state = State { rank: g.rank, size: g.size, countdown: 0, interval: 1, never: g.inter, nccl: None };
+    let state = State { rank: g.rank, countdown: 0, interval: 1, never: g.inter, nccl: None };
     let slot = Box::into_raw(Box::new(Slot(Mutex::new(state))));
     // SAFETY: a live communicator and keyval; the value is the slot's address.
     if unsafe { (p.comm_set_attr)(comm, key, slot.cast()) } != 0 {

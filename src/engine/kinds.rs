@@ -71,8 +71,25 @@ fn nccl_type(number: Number, size: i64) -> Option<DataType> {
 /// Answers remembered per predefined handle (few programs reduce more than a handful of types).
 static SEEN: Mutex<Vec<(Handle, Option<DataType>)>> = Mutex::new(Vec::new());
 
+thread_local! {
+    /// The last answer this thread got, so that a loop over one datatype takes no lock.
+    static LAST: std::cell::Cell<(Handle, Option<DataType>)> = const { std::cell::Cell::new((0, None)) };
+}
+
 /// The NCCL type that reduces `datatype`, if it is a predefined type NCCL has.
 pub fn reducible(datatype: Handle) -> Option<DataType> {
+    let (h, t) = LAST.get();
+    if h == datatype && h != 0 {
+        return t;
+    }
+    let t = reducible_asked(datatype);
+    if crate::mpi::datatype::query(datatype).is_ok_and(|i| i.named) {
+        LAST.set((datatype, t));
+    }
+    t
+}
+
+fn reducible_asked(datatype: Handle) -> Option<DataType> {
     let seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(&(_, t)) = seen.iter().find(|(h, _)| *h == datatype) {
         return t;

@@ -250,10 +250,12 @@ pub fn run(name: &'static str, comm: Handle, job: &Job) -> Option<c_int> {
     if !cfg.nccl {
         return None;
     }
+    // What every rank decides alike comes first: most calls stop here without a lock.
+    let size = crate::mpi::comm::size(comm).ok()?;
+    let shape = job.shape(size).filter(|s| s.bytes >= cfg.nccl_bytes.max(1) && job.root_ok(size))?;
     let slot = agreement::slot(comm)?;
     let mut st = slot.lock();
-    let (rank, size) = (st.rank, st.size);
-    let shape = job.shape(size).filter(|s| s.bytes >= cfg.nccl_bytes.max(1) && job.root_ok(size))?;
+    let rank = st.rank;
     if !st.asks() {
         return None;
     }

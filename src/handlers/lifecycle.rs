@@ -95,7 +95,8 @@ fn report() {
          {} Fortran calls served by cudampi, {} bytes sent and {} received over CUDA IPC \
          ({} of them from the program's own buffers, {} such messages taken back and copied, \
          {} sends staged for want of exported memory, {} bytes exported), \
-         {} bytes sent and {} received in chunks, {} datatype runs copied by the pack kernel",
+         {} bytes sent and {} received in chunks, {} datatype runs copied by the pack kernel, \
+         {} collectives run by NCCL ({} bytes)",
         stats::HOST_CALLS.load(Relaxed),
         stats::DEVICE_CALLS.load(Relaxed),
         stats::BYTES_TO_HOST.load(Relaxed),
@@ -115,6 +116,8 @@ fn report() {
         stats::CHUNKED_BYTES_SENT.load(Relaxed),
         stats::CHUNKED_BYTES_RECEIVED.load(Relaxed),
         stats::KERNEL_RUNS.load(Relaxed),
+        stats::NCCL_CALLS.load(Relaxed),
+        stats::NCCL_BYTES.load(Relaxed),
     ));
     stats::per_function(|name, n| log::info(format_args!("stats: {name}: {n} device-buffer calls")));
 }

@@ -35,6 +35,15 @@ pub fn group(comm: Handle) -> Result<Group, c_int> {
     Ok(Group { rank, size, peers, inter: inter != 0 })
 }
 
+/// The size of a communicator (of its local group, for an intercommunicator).
+pub fn size(comm: Handle) -> Result<c_int, c_int> {
+    let p = real::pmpi().ok_or(abi::get().err_intern)?;
+    let mut size = 0;
+    // SAFETY: a valid out-pointer; the communicator is the caller's.
+    check(unsafe { (p.comm_size)(comm, &mut size) })?;
+    Ok(size)
+}
+
 /// (sources, destinations) of a communicator with a topology.
 pub fn neighbors(comm: Handle) -> Result<(c_int, c_int), c_int> {
     let p = real::pmpi().ok_or(abi::get().err_intern)?;
