@@ -329,15 +329,16 @@ impl Comm {
                 }
             }
             spins = spins.wrapping_add(1);
-            if spins % 256 == 0 {
+            if spins % 64 == 0 {
                 self.async_error(n)?;
                 let waited = start.elapsed();
                 if waited > patience {
                     self.abort();
                     return Err(Error::Stalled(waited));
                 }
-                // A collective that waits for a late rank need not hold a core.
-                if waited > Duration::from_millis(1) {
+                // Past a collective's usual time, a late rank is being waited for: the core
+                // goes to whoever needs it (a GPU-less stand-in's NCCL threads, say).
+                if waited > Duration::from_micros(100) {
                     std::thread::yield_now();
                 }
             } else {

@@ -6,11 +6,12 @@
 //! count and datatype of a collective match on every rank), whether NCCL carries its operation
 //! and datatype, and the communicator's state below, which changes only at agreements and so
 //! identically on every rank. Only a call that passes these asks the other ranks: one
-//! `MPI_Allreduce` (`MPI_MAX` of three integers) on the program's own communicator, inside the
+//! `MPI_Allreduce` (`MPI_MAX` of four integers) on the program's own communicator, inside the
 //! program's own blocking collective on it, saying whether each rank can run its part on NCCL
 //! (its significant buffers are device memory of one GPU, without gaps, and NCCL loaded),
-//! whether it passed device memory at all, and whether it has device memory but no NCCL (then
-//! the communicator never asks again). NCCL runs when every rank can; otherwise every rank
+//! whether it passed device memory at all, whether it has device memory but no NCCL (then the
+//! communicator never asks again), and its largest buffer, for the calls whose counts differ
+//! by rank (`MPI_Gatherv`, `MPI_Scatterv`, `MPI_Alltoallv`). NCCL runs when every rank can; otherwise every rank
 //! stages, as before.
 //!
 //! Why it cannot hang: the agreement is a collective on the same communicator as the
@@ -21,11 +22,12 @@
 //! before waiting for its own, so NCCL's collective always finds all its ranks. Nonblocking and
 //! persistent collectives never ask: their starts must not wait for other ranks.
 //!
-//! What it costs: a program that never passes device memory asks at its first large
-//! collective on a communicator, then at the 2nd, 4th, 8th ... and from then on every 64th
-//! (`MAX_INTERVAL`); each ask is one small host allreduce. A communicator that saw device memory
-//! in its last agreement asks at every call, which is what lets mixed host and device calls
-//! each take their best path.
+//! What it costs: a program that never passes device memory asks at its first 8 large
+//! collectives on a communicator (`HOST_STREAK`), then after gaps of 1, 3, 7 ... calls, and
+//! from then on at every 64th (`MAX_INTERVAL`); each ask is one small host allreduce. A
+//! communicator that saw device memory in one of its last 8 agreements asks at every call,
+//! which is what lets mixed host and device calls each take their best path. Calls in a gap are
+//! staged as before, whatever their buffers.
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,14 +39,15 @@ use crate::mpi::real;
 
 /// Longest run of large collectives on one communicator taken without asking.
 pub const MAX_INTERVAL: u32 = 64;
+/// Agreements without device memory after which a communicator starts asking less often.
+pub const HOST_STREAK: u32 = 8;
 
 /// What one communicator's ranks have agreed, the same on each of them.
 pub struct State {
-    pub rank: c_int,
     /// Calls left before the next agreement.
     countdown: u32,
-    /// Calls between agreements: 1 while device memory was seen, doubling to `MAX_INTERVAL` while not.
-    interval: u32,
+    /// Agreements in a row that found no device memory on any rank.
+    host_streak: u32,
     /// Never NCCL here: an intercommunicator, two ranks on one GPU, or NCCL failed to start.
     pub never: bool,
     /// This rank's NCCL communicator, made at the first collective every rank could run on it.
@@ -64,10 +67,14 @@ impl State {
         true
     }
 
-    /// Takes an agreement's answer: how long until the next.
+    /// Takes an agreement's answer: how long until the next. A communicator that saw device
+    /// memory in one of its last `HOST_STREAK` agreements asks at every call, so that a program
+    /// alternating host and device collectives on it (a host norm between device steps) keeps
+    /// its device calls on NCCL; after that the gaps double, up to `MAX_INTERVAL`.
     pub fn agreed(&mut self, any_device: bool) {
-        self.interval = if any_device { 1 } else { (self.interval * 2).min(MAX_INTERVAL) };
-        self.countdown = self.interval - 1;
+        self.host_streak = if any_device { 0 } else { self.host_streak.saturating_add(1) };
+        let doublings = self.host_streak.saturating_sub(HOST_STREAK);
+        self.countdown = if doublings == 0 { 0 } else { (1u32 << doublings.min(6)).min(MAX_INTERVAL) - 1 };
     }
 }
 
@@ -159,7 +166,7 @@ fn lookup(comm: Handle) -> Option<&'static Slot> {
         return Some(unsafe { &*(value as *const Slot) });
     }
     let g = crate::mpi::comm::group(comm).ok()?;
-    let state = State { rank: g.rank, countdown: 0, interval: 1, never: g.inter, nccl: None };
+    let state = State { countdown: 0, host_streak: 0, never: g.inter, nccl: None };
     let slot = Box::into_raw(Box::new(Slot(Mutex::new(state))));
     // SAFETY: a live communicator and keyval; the value is the slot's address.
     if unsafe { (p.comm_set_attr)(comm, key, slot.cast()) } != 0 {
@@ -173,12 +180,12 @@ fn lookup(comm: Handle) -> Option<&'static Slot> {
 }
 
 /// The agreement itself: the maximum over the ranks of each of `flags`.
-pub fn agree(comm: Handle, flags: [i64; 3]) -> Result<[i64; 3], c_int> {
+pub fn agree(comm: Handle, flags: [i64; 4]) -> Result<[i64; 4], c_int> {
     let p = real::pmpi().ok_or(crate::mpi::abi::get().err_intern)?;
     let (long_long, max) = super::kinds::agreement_type_and_op();
-    let mut out = [0i64; 3];
-    // SAFETY: three 64-bit integers each way, with the library's own handles.
-    match unsafe { (p.allreduce)(flags.as_ptr().cast(), out.as_mut_ptr().cast(), 3, long_long, max, comm) } {
+    let mut out = [0i64; 4];
+    // SAFETY: four 64-bit integers each way, with the library's own handles.
+    match unsafe { (p.allreduce)(flags.as_ptr().cast(), out.as_mut_ptr().cast(), 4, long_long, max, comm) } {
         0 => Ok(out),
         rc => Err(rc),
     }

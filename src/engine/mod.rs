@@ -13,196 +13,25 @@
 //! handlers use it.
 
 mod agreement;
+mod jobs;
 mod kinds;
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
 use std::time::Duration;
 
 use crate::base::{config, log, stats};
-use crate::cuda::nccl::{self, DataType, Op, RedOp};
+use crate::cuda::nccl;
 use crate::cuda::{self, Device, Location};
 use crate::mpi::abi::{self, Handle};
-use crate::mpi::{datatype, errors, real};
+use crate::mpi::{errors, real};
 
-/// A blocking collective NCCL can run, with the program's arguments.
-pub enum Job {
-    Allreduce { send: *const c_void, recv: *mut c_void, count: i64, datatype: Handle, op: Handle },
-    Reduce { send: *const c_void, recv: *mut c_void, count: i64, datatype: Handle, op: Handle, root: c_int },
-    Bcast { buf: *mut c_void, count: i64, datatype: Handle, root: c_int },
-    Allgather { send: *const c_void, sendcount: i64, sendtype: Handle, recv: *mut c_void, recvcount: i64, recvtype: Handle },
-    ReduceScatterBlock { send: *const c_void, recv: *mut c_void, recvcount: i64, datatype: Handle, op: Handle },
-    Alltoall { send: *const c_void, sendcount: i64, sendtype: Handle, recv: *mut c_void, recvcount: i64, recvtype: Handle },
-}
+pub use jobs::{Job, PerRank};
+use jobs::gapless;
 
 /// Whether NCCL may serve collectives at all: the same answer on every rank.
 #[inline]
 pub fn on() -> bool {
     config::get().nccl
-}
-
-/// What a call is, once the checks every rank makes alike have passed.
-struct Shape {
-    /// Bytes of the largest buffer a rank passes (the same on every rank).
-    bytes: usize,
-    /// The NCCL type and operation of a reduction; bytes (`ncclUint8`) for data movement.
-    dtype: DataType,
-    op: Option<RedOp>,
-}
-
-fn in_place(p: *const c_void) -> bool {
-    abi::get().is_in_place(p)
-}
-
-/// A datatype's size, if it is one MPI accepts.
-fn size_of(datatype: Handle) -> Option<i64> {
-    datatype::size(datatype).filter(|&s| s > 0)
-}
-
-/// Whether `count` elements of `datatype` lie packed at the buffer's address, as NCCL reads
-/// them: no gaps, no offset.
-fn gapless(datatype: Handle) -> bool {
-    match datatype::size_packed(datatype) {
-        Some((_, true)) => true,
-        Some(_) => datatype::query(datatype).is_ok_and(|t| t.size == t.extent && t.true_lb == 0 && t.true_extent == t.size),
-        None => false,
-    }
-}
-
-impl Job {
-    /// The checks every rank makes alike; `None`: staged.
-    fn shape(&self, size: c_int) -> Option<Shape> {
-        let n = size.max(0) as i64;
-        let bytes = |count: i64, datatype: Handle| -> Option<i64> { count.checked_mul(size_of(datatype)?).filter(|&b| b > 0) };
-        let reduce = |count: i64, datatype: Handle, op: Handle, total: i64| -> Option<Shape> {
-            let dtype = kinds::reducible(datatype)?;
-            let op = kinds::operation(op)?;
-            Some(Shape { bytes: bytes(count, datatype)?.checked_mul(total)? as usize, dtype, op: Some(op) })
-        };
-        let moves = |b: i64| Some(Shape { bytes: b as usize, dtype: DataType::ncclUint8, op: None });
-        match *self {
-            Job::Allreduce { count, datatype, op, .. } | Job::Reduce { count, datatype, op, .. } => reduce(count, datatype, op, 1),
-            Job::ReduceScatterBlock { recvcount, datatype, op, .. } => reduce(recvcount, datatype, op, n),
-            Job::Bcast { count, datatype, .. } => moves(bytes(count, datatype)?),
-            Job::Allgather { recvcount, recvtype, .. } => moves(bytes(recvcount, recvtype)?.checked_mul(n)?),
-            // In place, every block would be read and written at once: staged.
-            Job::Alltoall { send, recvcount, recvtype, .. } if !in_place(send) => moves(bytes(recvcount, recvtype)?.checked_mul(n)?),
-            Job::Alltoall { .. } => None,
-        }
-    }
-
-    /// The buffers significant on this rank, each with its datatype.
-    fn buffers(&self, rank: c_int) -> Vec<(*const c_void, Handle)> {
-        let mut out = Vec::with_capacity(2);
-        match *self {
-            Job::Allreduce { send, recv, datatype, .. } | Job::ReduceScatterBlock { send, recv, datatype, .. } => {
-                if !in_place(send) {
-                    out.push((send, datatype));
-                }
-                out.push((recv.cast_const(), datatype));
-            }
-            Job::Reduce { send, recv, datatype, root, .. } => {
-                if root == rank {
-                    if !in_place(send) {
-                        out.push((send, datatype));
-                    }
-                    out.push((recv.cast_const(), datatype));
-                } else {
-                    out.push((send, datatype));
-                }
-            }
-            Job::Bcast { buf, datatype, .. } => out.push((buf.cast_const(), datatype)),
-            Job::Allgather { send, sendtype, recv, recvtype, .. } | Job::Alltoall { send, sendtype, recv, recvtype, .. } => {
-                if !in_place(send) {
-                    out.push((send, sendtype));
-                }
-                out.push((recv.cast_const(), recvtype));
-            }
-        }
-        out
-    }
-
-    /// The send side describes as many bytes as the receive side, as MPI requires; where it
-    /// does not, the library is left to say so.
-    fn consistent(&self) -> bool {
-        match *self {
-            Job::Allgather { send, sendcount, sendtype, recvcount, recvtype, .. } | Job::Alltoall { send, sendcount, sendtype, recvcount, recvtype, .. } => {
-                in_place(send) || (size_of(sendtype).zip(size_of(recvtype))).is_some_and(|(s, r)| sendcount.checked_mul(s) == recvcount.checked_mul(r))
-            }
-            _ => true,
-        }
-    }
-
-    /// The root, for the calls that have one: it must name a rank, or the library answers.
-    fn root_ok(&self, size: c_int) -> bool {
-        match *self {
-            Job::Reduce { root, .. } | Job::Bcast { root, .. } => (0..size).contains(&root),
-            _ => true,
-        }
-    }
-
-    /// The NCCL operations of this rank's part.
-    fn ops(&self, shape: &Shape, rank: c_int, size: c_int) -> Vec<Op> {
-        let dtype = shape.dtype;
-        let red = shape.op.unwrap_or(RedOp::ncclSum);
-        let elem = |datatype: Handle| size_of(datatype).unwrap_or(1) as usize;
-        match *self {
-            Job::Allreduce { send, recv, count, datatype, .. } => {
-                let send = if in_place(send) { recv.cast_const() } else { send };
-                let count = count as usize * elem(datatype) / nccl_size(dtype);
-                vec![Op::AllReduce { send, recv, count, dtype, op: red }]
-            }
-            Job::Reduce { send, recv, count, datatype, root, .. } => {
-                let send = if in_place(send) && rank == root { recv.cast_const() } else { send };
-                // NCCL reads the receive buffer only at the root.
-                let recv = if rank == root { recv } else { send.cast_mut() };
-                let count = count as usize * elem(datatype) / nccl_size(dtype);
-                vec![Op::Reduce { send, recv, count, dtype, op: red, root }]
-            }
-            Job::Bcast { buf, root, .. } => vec![Op::Broadcast { send: buf.cast_const(), recv: buf, count: shape.bytes, dtype, root }],
-            Job::Allgather { send, recv, .. } => {
-                let block = shape.bytes / size as usize;
-                // MPI's in-place block is this rank's own block of the receive buffer, which is
-                // also NCCL's in-place form.
-                let send = if in_place(send) { recv.cast_const().wrapping_byte_add(rank as usize * block) } else { send };
-                vec![Op::AllGather { send, recv, count: block, dtype }]
-            }
-            Job::ReduceScatterBlock { send, recv, recvcount, datatype, .. } => {
-                let count = recvcount as usize * elem(datatype) / nccl_size(dtype);
-                if !in_place(send) {
-                    return vec![Op::ReduceScatter { send, recv, count, dtype, op: red }];
-                }
-                // NCCL's in-place result lands in this rank's block, MPI's at the buffer's start.
-                let block = recvcount as usize * elem(datatype);
-                let mine = recv.wrapping_byte_add(rank as usize * block);
-                let mut ops = vec![Op::ReduceScatter { send: recv.cast_const(), recv: mine, count, dtype, op: red }];
-                if rank != 0 {
-                    ops.push(Op::Copy { dst: recv, src: mine.cast_const(), bytes: block });
-                }
-                ops
-            }
-            Job::Alltoall { send, recv, .. } => {
-                let block = shape.bytes / size as usize;
-                (0..size)
-                    .flat_map(|p| {
-                        let at = p as usize * block;
-                        [
-                            Op::Send { buf: send.wrapping_byte_add(at), count: block, dtype, peer: p },
-                            Op::Recv { buf: recv.wrapping_byte_add(at), count: block, dtype, peer: p },
-                        ]
-                    })
-                    .collect()
-            }
-        }
-    }
-}
-
-fn nccl_size(t: DataType) -> usize {
-    match t {
-        DataType::ncclInt8 | DataType::ncclUint8 => 1,
-        DataType::ncclFloat16 | DataType::ncclBfloat16 => 2,
-        DataType::ncclInt32 | DataType::ncclUint32 | DataType::ncclFloat32 => 4,
-        _ => 8,
-    }
 }
 
 /// Where this rank stands for one call: whether it can run its part on NCCL (and on which GPU),
@@ -218,6 +47,11 @@ struct Local {
 fn local(job: &Job, rank: c_int) -> Local {
     let mut out = Local { device: None, ready: true, any_device: false, no_nccl: false };
     for (buf, datatype) in job.buffers(rank) {
+        if buf.is_null() {
+            // MPI_BOTTOM with absolute addresses: the staged path describes it.
+            out.ready = false;
+            continue;
+        }
         match cuda::locate(buf) {
             Location::Device(d) if !d.managed => {
                 out.any_device = true;
@@ -239,7 +73,7 @@ fn local(job: &Job, rank: c_int) -> Local {
     }
     // Only a rank with device memory here loads NCCL.
     out.no_nccl = out.any_device && nccl::get().is_none();
-    out.ready = out.ready && job.consistent() && out.device.is_some() && !out.no_nccl;
+    out.ready = out.ready && job.consistent(rank) && out.device.is_some() && !out.no_nccl;
     out
 }
 
@@ -251,26 +85,29 @@ pub fn run(name: &'static str, comm: Handle, job: &Job) -> Option<c_int> {
         return None;
     }
     // What every rank decides alike comes first: most calls stop here without a lock.
-    let size = crate::mpi::comm::size(comm).ok()?;
-    let shape = job.shape(size).filter(|s| s.bytes >= cfg.nccl_bytes.max(1) && job.root_ok(size))?;
+    let (rank, size) = crate::mpi::comm::rank_size(comm).ok()?;
+    let threshold = cfg.nccl_bytes.max(1);
+    let shape = job.shape(rank, size).filter(|s| !s.common || s.bytes >= threshold)?;
     let slot = agreement::slot(comm)?;
     let mut st = slot.lock();
-    let rank = st.rank;
     if !st.asks() {
         return None;
     }
     let mut me = local(job, rank);
+    me.ready &= shape.ok;
     if let (Some(d), Some(c)) = (me.device, st.nccl.as_ref()) {
         me.ready &= d.ordinal == c.ordinal() && c.usable();
     }
-    let agreed = match agreement::agree(comm, [!me.ready as i64, me.any_device as i64, me.no_nccl as i64]) {
+    let flags = [!me.ready as i64, me.any_device as i64, me.no_nccl as i64, shape.bytes as i64];
+    let agreed = match agreement::agree(comm, flags) {
         Ok(a) => a,
         Err(rc) => return Some(errors::raise(Some(comm), rc)),
     };
     st.agreed(agreed[1] != 0);
     // A rank without NCCL stays without it: the communicator stops asking.
     st.never |= agreed[2] != 0;
-    if agreed[0] != 0 {
+    // Where the sizes differ by rank, the largest decides, alike everywhere.
+    if agreed[0] != 0 || (agreed[3] as usize) < threshold {
         return None;
     }
     let dev = me.device?;
@@ -340,7 +177,7 @@ fn start(comm: Handle, dev: &Device, rank: c_int, size: c_int) -> Result<nccl::C
     let mut u = nccl::UniqueId([0; 128]);
     u.0.copy_from_slice(&id[1..]);
     let made = nccl::Comm::create(dev, size, rank, &u);
-    let failed = agreement::agree(comm, [made.is_err() as i64, 0, 0]).map_or(true, |a| a[0] != 0);
+    let failed = agreement::agree(comm, [made.is_err() as i64, 0, 0, 0]).map_or(true, |a| a[0] != 0);
     match made {
         Ok(c) if !failed => Ok(c),
         Ok(c) => {

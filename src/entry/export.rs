@@ -7,7 +7,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use crate::handlers::collectives::{plan, Blocks, Ints, Job, Mode};
+use crate::handlers::collectives::{plan, Blocks, Ints, Job, Mode, PerRank};
 use crate::handlers::packing::{Pos, Rep};
 use crate::mpi::abi::{Handle, Offset};
 

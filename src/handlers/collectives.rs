@@ -15,42 +15,15 @@ use std::ffi::{c_int, c_void};
 use crate::base::stats;
 use crate::cuda::{self, Location, Strided};
 use crate::engine;
-pub use crate::engine::Job;
+pub use crate::engine::{Job, PerRank};
 use crate::mpi::abi::{self, Handle};
+pub use crate::mpi::counts::Ints;
 use crate::mpi::comm::{group, neighbors};
 use crate::mpi::datatype::{self, Span, TypeInfo};
 use crate::mpi::errors;
 use crate::mpi::typemap;
 use crate::requests::{self, Entry, Kind};
 use crate::staging::stage::{self, Back, Runs, Staged};
-
-/// An array argument of counts or displacements: `int` or wide (`MPI_Count`, `MPI_Aint`).
-#[derive(Clone, Copy)]
-pub enum Ints {
-    Int(*const c_int),
-    Wide(*const i64),
-}
-
-impl Ints {
-    /// # Safety
-    /// The array holds at least `i + 1` elements.
-    unsafe fn at(self, i: usize) -> i64 {
-        // SAFETY: per the caller.
-        unsafe {
-            match self {
-                Ints::Int(p) => p.add(i).read_unaligned() as i64,
-                Ints::Wide(p) => p.add(i).read_unaligned(),
-            }
-        }
-    }
-
-    fn is_null(self) -> bool {
-        match self {
-            Ints::Int(p) => p.is_null(),
-            Ints::Wide(p) => p.is_null(),
-        }
-    }
-}
 
 /// How the blocks of one buffer are laid out, per peer.
 #[derive(Clone, Copy)]

@@ -35,13 +35,16 @@ pub fn group(comm: Handle) -> Result<Group, c_int> {
     Ok(Group { rank, size, peers, inter: inter != 0 })
 }
 
-/// The size of a communicator (of its local group, for an intercommunicator).
-pub fn size(comm: Handle) -> Result<c_int, c_int> {
+/// This rank and the size of a communicator (of its local group, for an intercommunicator).
+pub fn rank_size(comm: Handle) -> Result<(c_int, c_int), c_int> {
     let p = real::pmpi().ok_or(abi::get().err_intern)?;
-    let mut size = 0;
-    // SAFETY: a valid out-pointer; the communicator is the caller's.
-    check(unsafe { (p.comm_size)(comm, &mut size) })?;
-    Ok(size)
+    let (mut rank, mut size) = (0, 0);
+    // SAFETY: valid out-pointers; the communicator is the caller's.
+    unsafe {
+        check((p.comm_rank)(comm, &mut rank))?;
+        check((p.comm_size)(comm, &mut size))?;
+    }
+    Ok((rank, size))
 }
 
 /// (sources, destinations) of a communicator with a topology.
