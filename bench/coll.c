@@ -1,32 +1,43 @@
 /* bench/coll.c -- OSU-style latency of MPI_Allreduce (MPI_FLOAT, MPI_SUM), MPI_Bcast (root 0),
- * MPI_Alltoall and MPI_Allgather (osu_allreduce, osu_bcast, osu_alltoall, osu_allgather) on any
- * number of ranks, five ways side by side in one run, same sizes:
+ * MPI_Alltoall, MPI_Allgather, MPI_Reduce_scatter_block (MPI_FLOAT, MPI_SUM) and MPI_Reduce
+ * (MPI_FLOAT, MPI_SUM, root 0) (osu_allreduce, osu_bcast, osu_alltoall, osu_allgather,
+ * osu_reduce_scatter, osu_reduce) on any number of ranks, five ways side by side in one run,
+ * same sizes:
  *
  *   (a) host     host buffers through the MPI library's own PMPI_Allreduce/PMPI_Bcast/
- *                PMPI_Alltoall/PMPI_Allgather, bypassing the shim even when it is preloaded
- *                (found via dladdr(MPI_Comm_rank) -> dlopen(RTLD_NOLOAD) -> dlsym, as
- *                bench/pingpong.c does): the host ceiling
+ *                PMPI_Alltoall/PMPI_Allgather/PMPI_Reduce_scatter_block/PMPI_Reduce, bypassing
+ *                the shim even when it is preloaded (found via dladdr(MPI_Comm_rank) ->
+ *                dlopen(RTLD_NOLOAD) -> dlsym, as bench/pingpong.c does): the host ceiling
  *   (b) device   device buffers (cudaMalloc) through MPI_Allreduce/MPI_Bcast/MPI_Alltoall/
- *                MPI_Allgather: needs the shim (dlsym(RTLD_DEFAULT, "cudampi_version"));
- *                skipped without it unless -f
+ *                MPI_Allgather/MPI_Reduce_scatter_block/MPI_Reduce: needs the shim
+ *                (dlsym(RTLD_DEFAULT, "cudampi_version")); skipped without it unless -f.
+ *                cudampi runs these on NCCL where it can (CUDAMPI_NCCL, CUDAMPI_NCCL_BYTES);
+ *                where the shim has the counter (struct cudampi_stats.nccl_calls), the column
+ *                via-nccl (JSON: device_shim_nccl_share) gives the share of rank 0's timed
+ *                device calls that NCCL ran
  *   (c) manual, pageable   the recipe without the shim: cudaMemcpy device -> malloc'd host
  *                buffer, the host collective through the real PMPI function, cudaMemcpy the
- *                result back to the device (Bcast: the root copies out, the others copy in)
+ *                result back to the device (Bcast: the root copies out, the others copy in;
+ *                Reduce: every rank copies out, the root copies in)
  *   (d) manual, pinned     the same with cudaMallocHost buffers (COLL_PINNED=register: anonymous
  *                memory pinned with cudaHostRegister, as cudampi pins its own; register-huge:
  *                the same with transparent huge pages asked for)
- *   (e) nccl     ncclAllReduce, ncclBroadcast, ncclAllGather, and for Alltoall one group of
- *                ncclSend/ncclRecv per peer, on device buffers, then a stream synchronisation: the GPU-native
- *                reference, where NCCL loads and every rank has a GPU of its own (bench/nccl.h)
+ *   (e) nccl     ncclAllReduce, ncclBroadcast, ncclAllGather, ncclReduceScatter, ncclReduce,
+ *                and for Alltoall one group of ncclSend/ncclRecv per peer, on device buffers,
+ *                then a stream synchronisation: the GPU-native reference, where NCCL loads and
+ *                every rank has a GPU of its own (bench/nccl.h)
  *
  * -d cuda [D|H] [D|H] (default D D) or -d host: where rank 0 and the other ranks keep the
  * buffers of ways (b), (c) and (d), as the OSU benchmarks' -d takes it; ranks whose buffers are
- * on the host call the real collective on them in (c) and (d). -d cuda D H on one GPU times rank
- * 0's device costs without two processes sharing the GPU.
+ * on the host call the real collective on them in (c) and (d), so -d host leaves (c) and (d) out
+ * (they would time (a) again). -d cuda D H on one GPU times rank 0's device costs without two
+ * processes sharing the GPU.
  *
  * Sizes are bytes per rank: the Allreduce vector (size / 4 floats), the Bcast message, the
  * Alltoall block each rank sends to each other rank, the Allgather block each rank sends (their
- * receive buffers hold size * ranks bytes).
+ * receive buffers hold size * ranks bytes), the Reduce_scatter_block block each rank receives
+ * (size / 4 floats; the send buffers hold size * ranks bytes), the Reduce vector (size / 4
+ * floats). The reductions skip sizes below 4 bytes.
  * Each call is timed alone between MPI_Barriers; the time per call is averaged over ITERS
  * calls after WARMUP untimed ones, and the table shows the maximum of that average over the
  * ranks (MPI_Reduce MAX), in microseconds.
@@ -43,11 +54,11 @@
  * was at least as fast as the recipe through pageable (pinned) memory of the same round.
  *
  * -c checks the data: before every call the inputs are refilled with values that depend on
- * the iteration and the rank (Allreduce: small integers, so that the float sum is exact in any
- * order), and after it every rank compares its whole result (device results copied back
- * first; the manual ways are checked in device memory, where the recipe leaves them) with the
- * host computation; mismatches are reported on stderr and the exit status is 1. Filling and
- * checking happen outside the timed calls.
+ * the iteration and the rank (the reductions: small integers, so that the float sum is exact in
+ * any order), and after it every rank (Reduce: the root) compares its whole result (device
+ * results copied back first; the manual ways are checked in device memory, where the recipe
+ * leaves them) with the host computation; mismatches are reported on stderr and the exit
+ * status is 1. Filling and checking happen outside the timed calls.
  *
  * Build (stand-in driver, no GPU):
  *   mpicc -O2 bench/coll.c -o build/coll -Itests/fixture/include \
@@ -57,8 +68,8 @@
  *         -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcudart -ldl
  * Run:
  *   mpirun -np N -x LD_PRELOAD=$PWD/target/release/libcudampi.so build/coll \
- *          [-d cuda D D] [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall,allgather] [-i ITERS] [-x WARMUP] [-r ROUNDS] [-B] [-c] [-f]
- *          [-o out.json]
+ *          [-d cuda D D] [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall,allgather,reduce_scatter_block,reduce]
+ *          [-i ITERS] [-x WARMUP] [-r ROUNDS] [-B] [-c] [-f] [-o out.json]
  *   MPICH: LD_PRELOAD=$PWD/target/release/libcudampi.so mpirun -n N build/coll ...
  *
  * Sizes take k/M/G suffixes (powers of 1024). Defaults: 8 B .. 64 MiB by powers of 4 (-2: by
@@ -88,6 +99,7 @@
 typedef int (*allreduce_fn)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm);
 typedef int (*bcast_fn)(void *, int, MPI_Datatype, int, MPI_Comm);
 typedef int (*alltoall_fn)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm);
+typedef int (*reduce_fn)(const void *, void *, int, MPI_Datatype, MPI_Op, int, MPI_Comm);
 typedef const char *(*version_fn)(void);
 
 static int rank, nranks;
@@ -95,6 +107,8 @@ static allreduce_fn real_allreduce;
 static bcast_fn real_bcast;
 static alltoall_fn real_alltoall;
 static alltoall_fn real_allgather;
+static allreduce_fn real_reduce_scatter_block; /* the same signature, recvcount for count */
+static reduce_fn real_reduce;
 static const char *real_lib = "(not found: MPI_* used instead)";
 
 /* The real library's PMPI functions: the library that defines MPI_Comm_rank (the shim does not
@@ -107,6 +121,8 @@ static void find_real(void)
     real_bcast = (bcast_fn)MPI_Bcast;
     real_alltoall = (alltoall_fn)MPI_Alltoall;
     real_allgather = (alltoall_fn)MPI_Allgather;
+    real_reduce_scatter_block = (allreduce_fn)MPI_Reduce_scatter_block;
+    real_reduce = (reduce_fn)MPI_Reduce;
     if (!sym || !dladdr(sym, &di) || !di.dli_fname) return;
     void *h = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_NOW);
     if (!h) return;
@@ -114,17 +130,37 @@ static void find_real(void)
     bcast_fn bc = (bcast_fn)dlsym(h, "PMPI_Bcast");
     alltoall_fn aa = (alltoall_fn)dlsym(h, "PMPI_Alltoall");
     alltoall_fn ag = (alltoall_fn)dlsym(h, "PMPI_Allgather");
-    if (ar && bc && aa && ag) {
+    allreduce_fn rs = (allreduce_fn)dlsym(h, "PMPI_Reduce_scatter_block");
+    reduce_fn rd = (reduce_fn)dlsym(h, "PMPI_Reduce");
+    if (ar && bc && aa && ag && rs && rd) {
         real_allreduce = ar;
         real_bcast = bc;
         real_alltoall = aa;
         real_allgather = ag;
+        real_reduce_scatter_block = rs;
+        real_reduce = rd;
         real_lib = di.dli_fname;
     }
 }
 
 #include "machine.h"
 #include "nccl.h"
+#include "../include/cudampi.h"
+
+/* The shim's count of device collectives that NCCL ran (struct cudampi_stats.nccl_calls), read
+ * through cudampi_get_stats_sized found with dlsym: -1 without the shim or where its struct has
+ * no such field yet. */
+typedef int (*stats_fn)(struct cudampi_stats *, size_t);
+static stats_fn shim_stats;
+static long long shim_nccl_calls(void)
+{
+    struct cudampi_stats st;
+    if (!shim_stats) return -1;
+    memset(&st, 0, sizeof st);
+    int got = shim_stats(&st, sizeof st);
+    if (got < (int)(offsetof(struct cudampi_stats, nccl_calls) + sizeof st.nccl_calls)) return -1;
+    return (long long)st.nccl_calls;
+}
 
 /* ---- data for -c ----
  * Byte messages are base[s .. s+n) with base[x] = x + 3 (x >> 8) (mod 256), period 65536, and
@@ -143,12 +179,27 @@ static unsigned seed(int iter, int src, int dst)
 }
 static float ar_value(int r, int iter, size_t j) { return (float)((j + 13u * (unsigned)r + 3u * (unsigned)iter + 1u) & 63u); }
 
-enum coll { C_ALLREDUCE, C_BCAST, C_ALLTOALL, C_ALLGATHER, C_N };
-static const char *coll_key[C_N] = {"allreduce", "bcast", "alltoall", "allgather"};
+enum coll { C_ALLREDUCE, C_BCAST, C_ALLTOALL, C_ALLGATHER, C_REDUCE_SCATTER_BLOCK, C_REDUCE, C_N };
+static const char *coll_key[C_N] = {"allreduce", "bcast", "alltoall", "allgather", "reduce_scatter_block", "reduce"};
 static const char *coll_title[C_N] = {"MPI_Allreduce (MPI_FLOAT, MPI_SUM)", "MPI_Bcast (root 0)",
-                                      "MPI_Alltoall (bytes per rank pair)", "MPI_Allgather (bytes per rank)"};
-/* Alltoall and Allgather receive size bytes from every rank */
-static int gathers(int c) { return c == C_ALLTOALL || c == C_ALLGATHER; }
+                                      "MPI_Alltoall (bytes per rank pair)", "MPI_Allgather (bytes per rank)",
+                                      "MPI_Reduce_scatter_block (MPI_FLOAT, MPI_SUM; bytes each rank receives)",
+                                      "MPI_Reduce (MPI_FLOAT, MPI_SUM, root 0)"};
+/* the reductions: MPI_FLOAT vectors of size / 4 elements (Reduce_scatter_block: per rank) */
+static int reduces(int c) { return c == C_ALLREDUCE || c == C_REDUCE_SCATTER_BLOCK || c == C_REDUCE; }
+/* the bytes of this rank's send (0) or receive (1) buffer at size; Bcast has one buffer */
+static size_t span(int c, size_t size, int recv)
+{
+    const size_t fl = size / sizeof(float) * sizeof(float);
+    switch (c) {
+    case C_ALLREDUCE:
+    case C_REDUCE: return fl;
+    case C_REDUCE_SCATTER_BLOCK: return recv ? fl : fl * (size_t)nranks;
+    case C_ALLGATHER: return recv ? size * (size_t)nranks : size;
+    case C_ALLTOALL: return size * (size_t)nranks;
+    default: return size;
+    }
+}
 enum way { W_HOST, W_DEVICE, W_PAGEABLE, W_PINNED, W_NCCL, W_N };
 static const char *way_key[W_N] = {"host_real_us", "device_shim_us", "manual_pageable_us", "manual_pinned_us",
                                    "nccl_us"};
@@ -191,6 +242,11 @@ static void one_call(int c, int w, size_t size, struct bufs *b)
             nccl_check(nccl.broadcast(dr, dr, size, NCCL_CHAR, 0, nccl.comm, nccl.stream), "ncclBroadcast");
         else if (c == C_ALLGATHER)
             nccl_check(nccl.all_gather(ds, dr, size, NCCL_CHAR, nccl.comm, nccl.stream), "ncclAllGather");
+        else if (c == C_REDUCE_SCATTER_BLOCK)
+            nccl_check(nccl.reduce_scatter(ds, dr, (size_t)cnt, NCCL_FLOAT32, NCCL_SUM, nccl.comm, nccl.stream),
+                       "ncclReduceScatter");
+        else if (c == C_REDUCE)
+            nccl_check(nccl.reduce(ds, dr, (size_t)cnt, NCCL_FLOAT32, NCCL_SUM, 0, nccl.comm, nccl.stream), "ncclReduce");
         else
             for (int p = 0; p < nranks; p++) {
                 nccl_check(nccl.send(ds + (size_t)p * size, size, NCCL_CHAR, p, nccl.comm, nccl.stream), "ncclSend");
@@ -239,20 +295,44 @@ static void one_call(int c, int w, size_t size, struct bufs *b)
         }
         break;
     }
+    case C_REDUCE_SCATTER_BLOCK: /* cnt floats received, cnt * ranks sent */
+        if (w == W_HOST)
+            real_reduce_scatter_block(b->hsend, b->hrecv, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        else if (w == W_DEVICE)
+            MPI_Reduce_scatter_block(ds, dr, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        else {
+            cudaMemcpy(hs, b->dsend, arb * (size_t)nranks, cudaMemcpyDeviceToHost);
+            real_reduce_scatter_block(hs, hr, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            cudaMemcpy(b->drecv, hr, arb, cudaMemcpyHostToDevice);
+        }
+        break;
+    case C_REDUCE: /* the result on rank 0 only */
+        if (w == W_HOST)
+            real_reduce(b->hsend, b->hrecv, cnt, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+        else if (w == W_DEVICE)
+            MPI_Reduce(ds, dr, cnt, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+        else {
+            cudaMemcpy(hs, b->dsend, arb, cudaMemcpyDeviceToHost);
+            real_reduce(hs, hr, cnt, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+            if (rank == 0) cudaMemcpy(b->drecv, hr, arb, cudaMemcpyHostToDevice);
+        }
+        break;
     }
 }
 
 /* -c: this rank's inputs for iteration i (into the host or the device send buffer) */
 static void fill(int c, int w, size_t size, int i, struct bufs *b)
 {
-    const size_t cnt = size / sizeof(float), a2a = size * (size_t)nranks;
+    const size_t a2a = size * (size_t)nranks;
     char *dst = !on_device(w) ? (c == C_BCAST ? b->hrecv : b->hsend) : b->scratch;
     size_t bytes = 0;
     switch (c) {
-    case C_ALLREDUCE: {
+    case C_ALLREDUCE:
+    case C_REDUCE_SCATTER_BLOCK: /* element j of the whole send vector (block j / cnt goes to that rank) */
+    case C_REDUCE: {
         float *f = (float *)dst;
-        for (size_t j = 0; j < cnt; j++) f[j] = ar_value(rank, i, j);
-        bytes = cnt * sizeof(float);
+        bytes = span(c, size, 0);
+        for (size_t j = 0; j < bytes / sizeof(float); j++) f[j] = ar_value(rank, i, j);
         break;
     }
     case C_BCAST:
@@ -275,7 +355,7 @@ static void fill(int c, int w, size_t size, int i, struct bufs *b)
 /* -c: poison this rank's result buffer before the call (the root's Bcast buffer is its input) */
 static void poison(int c, int w, size_t size, struct bufs *b)
 {
-    size_t bytes = gathers(c) ? size * (size_t)nranks : size;
+    size_t bytes = span(c, size, 1);
     if (c == C_BCAST && rank == 0) return;
     if (!on_device(w))
         memset(b->hrecv, 0xee, bytes);
@@ -286,20 +366,25 @@ static void poison(int c, int w, size_t size, struct bufs *b)
 /* -c: compare this rank's result of iteration i with the host computation */
 static void verify(int c, int w, size_t size, int i, struct bufs *b)
 {
-    const size_t cnt = size / sizeof(float), a2a = size * (size_t)nranks;
-    size_t bytes = gathers(c) ? a2a : c == C_ALLREDUCE ? cnt * sizeof(float) : size;
+    const size_t cnt = size / sizeof(float);
+    size_t bytes = span(c, size, 1);
     const char *got = b->hrecv;
-    if (c == C_BCAST && rank == 0) return;
+    if (c == C_BCAST && rank == 0) return; /* the root's buffer is its input */
+    if (c == C_REDUCE && rank != 0) return; /* the result is the root's alone */
     if (on_device(w)) {
         cudaMemcpy(b->scratch, b->drecv, bytes, cudaMemcpyDeviceToHost);
         got = b->scratch;
     }
     switch (c) {
-    case C_ALLREDUCE: {
+    case C_ALLREDUCE:
+    case C_REDUCE_SCATTER_BLOCK:
+    case C_REDUCE: {
+        /* this rank's block of the sum: Reduce_scatter_block's starts at rank * cnt */
+        const size_t at = c == C_REDUCE_SCATTER_BLOCK ? (size_t)rank * cnt : 0;
         const float *f = (const float *)got;
         for (size_t j = 0; j < cnt; j++) {
             float want = 0;
-            for (int r = 0; r < nranks; r++) want += ar_value(r, i, j);
+            for (int r = 0; r < nranks; r++) want += ar_value(r, i, at + j);
             if (f[j] != want) {
                 report(c, w, size, i, j, f[j], want);
                 return;
@@ -326,6 +411,13 @@ static void verify(int c, int w, size_t size, int i, struct bufs *b)
     }
 }
 
+static int counted;      /* the shim counts the calls NCCL ran (via-nccl) */
+/* The timings' MPI_Reduce runs on a duplicate of MPI_COMM_WORLD, so that the timed calls'
+ * communicator sees the timed calls alone: cudampi decides per communicator, in an agreement
+ * among its ranks, whether a collective runs on NCCL, and asks less often on a communicator
+ * whose last agreements found host buffers only (src/engine/agreement.rs). */
+static MPI_Comm ctl = MPI_COMM_NULL;
+static long long on_nccl; /* of the last measure()'s timed calls, those NCCL ran (device way) */
 static int back_to_back; /* -B */
 static int sync_device;  /* every rank has a usable device: -B ends with cudaDeviceSynchronize */
 
@@ -335,22 +427,28 @@ static double measure_in_a_row(int c, int w, size_t size, int iters, int warmup,
     for (int i = 0; i < warmup; i++) one_call(c, w, size, b);
     if (sync_device) cudaDeviceSynchronize();
     MPI_Barrier(MPI_COMM_WORLD);
+    long long n0 = counted ? shim_nccl_calls() : 0;
     double t0 = MPI_Wtime();
     for (int i = 0; i < iters; i++) one_call(c, w, size, b);
     if (sync_device) cudaDeviceSynchronize();
-    return (MPI_Wtime() - t0) * 1e6 / iters;
+    double t = (MPI_Wtime() - t0) * 1e6 / iters;
+    on_nccl = counted ? shim_nccl_calls() - n0 : 0;
+    return t;
 }
 
-/* time per call in microseconds, max over the ranks (valid on rank 0) */
+/* time per call in microseconds, max over the ranks (valid on rank 0); on_nccl: how many of the
+ * timed calls NCCL ran in cudampi (the warm-up ones are not counted) */
 static double measure(int c, int w, size_t size, int iters, int warmup, int check, struct bufs *b)
 {
     double sum = 0, avg, mx = 0;
+    long long n0 = 0;
     if (back_to_back && !check) {
         avg = measure_in_a_row(c, w, size, iters, warmup, b);
-        MPI_Reduce(&avg, &mx, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        MPI_Reduce(&avg, &mx, 1, MPI_DOUBLE, MPI_MAX, 0, ctl);
         return mx;
     }
     for (int i = -warmup; i < iters; i++) {
+        if (i == 0 && counted) n0 = shim_nccl_calls();
         if (check) {
             fill(c, w, size, i, b);
             poison(c, w, size, b);
@@ -364,15 +462,105 @@ static double measure(int c, int w, size_t size, int iters, int warmup, int chec
         if (i >= 0) sum += t;
         if (check) verify(c, w, size, i, b);
     }
+    on_nccl = counted ? shim_nccl_calls() - n0 : 0;
     avg = sum * 1e6 / iters;
-    MPI_Reduce(&avg, &mx, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&avg, &mx, 1, MPI_DOUBLE, MPI_MAX, 0, ctl);
     return mx;
+}
+
+/* The JSON "environment" member (rank 0's CUDAMPI_*, NCCL_* and COLL_* variables: the engine
+ * the device way ran on), with its trailing comma and newline. */
+extern char **environ;
+static void env_json(FILE *f)
+{
+    int first = 1;
+    fprintf(f, "  \"environment\": {");
+    for (char **e = environ; *e; e++) {
+        if (strncmp(*e, "CUDAMPI_", 8) && strncmp(*e, "NCCL_", 5) && strncmp(*e, "COLL_", 5)) continue;
+        char kv[512];
+        snprintf(kv, sizeof kv, "%s", *e);
+        clean(kv);
+        char *eq = strchr(kv, '=');
+        if (!eq) continue;
+        *eq = 0;
+        fprintf(f, "%s\"%s\": \"%s\"", first ? "" : ", ", kv, eq + 1);
+        first = 0;
+    }
+    fprintf(f, "},\n");
+}
+
+static const char *pinned_kind(void);
+
+/* What the JSON file holds (-o), gathered for write_json. */
+struct json_ctx {
+    const char *path;
+    const struct machine *m;
+    const char *shim;
+    int iters, warmup, factor, rounds, check, force_dev, *want, nsz, *its;
+    size_t minsz, maxsz, *sizes;
+    double (*res)[C_N][W_N], (*via)[C_N];
+    int (*wins)[C_N][2];
+};
+
+/* Writes the JSON file (rank 0) with the rows of the first `done` sizes; "complete" is false
+ * while the run goes on (bench/coll rewrites the file after each size, so that a run stopped
+ * by a time limit leaves what it measured), and check_errors then counts rank 0's alone. */
+static void write_json(const struct json_ctx *J, int done, long errs, int complete)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.part", J->path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        perror(tmp);
+        return;
+    }
+    fprintf(f, "{\n  \"bench\": \"coll\",\n  \"unit\": \"us per call, mean over iterations, max over ranks\",\n");
+    machine_json(f, J->m, J->shim, real_lib, nranks);
+    fprintf(f, "  \"parameters\": {\"nranks\": %d, \"iterations\": %d, \"warmup\": %d, \"min_size\": %zu, "
+               "\"max_size\": %zu, \"size_factor\": %d, \"rounds\": %d, \"bcast_root\": 0, \"reduce_root\": 0, \"check\": %s, "
+               "\"force_device\": %s, \"placement\": \"%c %c\", \"nccl\": \"%s\", \"pinned\": \"%s\", \"timing\": \"%s\", \"collectives\": [",
+            nranks, J->iters, J->warmup, J->minsz, J->maxsz, J->factor, J->rounds, J->check ? "true" : "false",
+            J->force_dev ? "true" : "false", place[0], place[1], nccl.why, pinned_kind(),
+            back_to_back && !J->check ? "back_to_back" : "alone");
+    for (int c = 0, first = 1; c < C_N; c++)
+        if (J->want[c]) {
+            fprintf(f, "%s\"%s\"", first ? "" : ", ", coll_key[c]);
+            first = 0;
+        }
+    fprintf(f, "]},\n");
+    env_json(f);
+    fprintf(f, "  \"complete\": %s,\n", complete ? "true" : "false");
+    fprintf(f, "  \"check_errors\": %ld,\n  \"results\": [\n", errs);
+    int nrow = 0, rows = 0;
+    for (int c = 0; c < C_N; c++) rows += J->want[c] ? done : 0;
+    for (int c = 0; c < C_N; c++) {
+        if (!J->want[c]) continue;
+        for (int i = 0; i < done; i++) {
+            fprintf(f, "    {\"collective\": \"%s\", \"size\": %zu, \"iterations\": %d", coll_key[c], J->sizes[i],
+                    J->its[i]);
+            for (int w = 0; w < W_N; w++) {
+                fprintf(f, ", \"%s\": ", way_key[w]);
+                if (isnan(J->res[i][c][w]))
+                    fprintf(f, "null");
+                else
+                    fprintf(f, "%.3f", J->res[i][c][w]);
+            }
+            if (J->rounds > 1 && J->wins[i][c][0] >= 0)
+                fprintf(f, ", \"device_not_slower_than_pageable_rounds\": %d", J->wins[i][c][0]);
+            if (J->rounds > 1 && J->wins[i][c][1] >= 0)
+                fprintf(f, ", \"device_not_slower_than_pinned_rounds\": %d", J->wins[i][c][1]);
+            if (!isnan(J->via[i][c])) fprintf(f, ", \"device_shim_nccl_share\": %.3f", J->via[i][c]);
+            fprintf(f, "}%s\n", ++nrow < rows ? "," : "");
+        }
+    }
+    fprintf(f, "  ]\n}\n");
+    if (fclose(f) != 0 || rename(tmp, J->path) != 0) perror(J->path);
 }
 
 static void usage(void)
 {
     if (rank == 0)
-        fprintf(stderr, "usage: coll [-d cuda [D|H] [D|H] | -d host] [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall,allgather] "
+        fprintf(stderr, "usage: coll [-d cuda [D|H] [D|H] | -d host] [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall,allgather,reduce_scatter_block,reduce] "
                         "[-i ITERS] [-x WARMUP] [-r ROUNDS] [-B] [-c] [-f] [-o out.json]\n");
 }
 
@@ -421,7 +609,7 @@ static void pinned_free(char *p, size_t bytes)
 int main(int argc, char **argv)
 {
     size_t minsz = 8, maxsz = 64u << 20;
-    int iters = 100, warmup = 10, rounds = 1, check = 0, force_dev = 0, factor = 4, want[C_N] = {1, 1, 1, 1};
+    int iters = 100, warmup = 10, rounds = 1, check = 0, force_dev = 0, factor = 4, want[C_N] = {1, 1, 1, 1, 1, 1};
     const char *out = NULL;
 
     MPI_Init(&argc, &argv);
@@ -473,8 +661,11 @@ int main(int argc, char **argv)
         return 2;
     }
     find_real();
+    MPI_Comm_dup(MPI_COMM_WORLD, &ctl);
     version_fn ver = (version_fn)dlsym(RTLD_DEFAULT, "cudampi_version");
     int shim = ver != NULL;
+    *(void **)&shim_stats = dlsym(RTLD_DEFAULT, "cudampi_get_stats_sized");
+    counted = shim && shim_nccl_calls() >= 0;
 
     struct machine m;
     machine_gather(&m, rank, nranks);
@@ -486,8 +677,8 @@ int main(int argc, char **argv)
     for (size_t s = minsz; s <= maxsz && nsz < 79; s *= (size_t)factor) sizes[nsz++] = s;
     if (sizes[nsz - 1] != maxsz) sizes[nsz++] = maxsz;
 
-    /* buffers: Alltoall and Allgather need size * ranks, the others size */
-    size_t bytes = maxsz * (size_t)(want[C_ALLTOALL] || want[C_ALLGATHER] ? nranks : 1);
+    /* buffers: Alltoall, Allgather and Reduce_scatter_block need size * ranks, the others size */
+    size_t bytes = maxsz * (size_t)(want[C_ALLTOALL] || want[C_ALLGATHER] || want[C_REDUCE_SCATTER_BLOCK] ? nranks : 1);
     struct bufs b;
     memset(&b, 0, sizeof b);
     int have_pinned = 0;
@@ -534,6 +725,11 @@ int main(int argc, char **argv)
                                                         : "each call alone between barriers");
         printf("# device(shim) buffers: rank 0 %s, the others %s (-d); nccl: %s\n",
                place[0] == 'D' ? "device" : "host", place[1] == 'D' ? "device" : "host", nccl.why);
+        printf("# environment:");
+        int any = 0;
+        for (char **e = environ; *e; e++)
+            if (!strncmp(*e, "CUDAMPI_", 8) || !strncmp(*e, "NCCL_", 5)) printf(" %s", *e), any = 1;
+        printf("%s\n", any ? "" : " no CUDAMPI_* or NCCL_* variables");
         if (!have_dev) printf("# no usable CUDA device on every rank: device and manual columns skipped\n");
         if (have_dev && !dev_ok) printf("# device column skipped: the shim is not loaded (use -f to force)\n");
         fflush(stdout);
@@ -541,7 +737,10 @@ int main(int argc, char **argv)
 
     double (*res)[C_N][W_N] = calloc((size_t)nsz, sizeof *res);
     int (*wins)[C_N][2] = calloc((size_t)nsz, sizeof *wins); /* rounds device(shim) <= page, pin */
+    double (*via)[C_N] = calloc((size_t)nsz, sizeof *via); /* share of rank 0's device calls on NCCL */
     int *its = calloc((size_t)nsz, sizeof *its);
+    struct json_ctx J = {out, &m, shim ? ver() : NULL, iters, warmup, factor, rounds, check, force_dev, want, nsz, its,
+                         minsz, maxsz, sizes, res, via, wins};
     for (int i = 0; i < nsz; i++) {
         size_t s = sizes[i];
         int it = iters, wu = warmup;
@@ -556,16 +755,22 @@ int main(int argc, char **argv)
             int run[W_N];
             for (int w = 0; w < W_N; w++) {
                 res[i][c][w] = NAN;
-                run[w] = want[c] && !(c == C_ALLREDUCE && s < sizeof(float)) && !(w == W_DEVICE && !dev_ok) &&
-                         !((w == W_PAGEABLE || w == W_PINNED) && !have_dev) && !(w == W_PINNED && !have_pinned) &&
+                run[w] = want[c] && !(reduces(c) && s < sizeof(float)) && !(w == W_DEVICE && !dev_ok) &&
+                         !((w == W_PAGEABLE || w == W_PINNED) && (!have_dev || (place[0] == 'H' && place[1] == 'H'))) &&
+                         !(w == W_PINNED && !have_pinned) &&
                          !(w == W_NCCL && !nccl.on);
             }
             double t[100][W_N];
+            long long dev_nccl = 0;
+            via[i][c] = NAN;
             for (int r = 0; r < rounds; r++)
                 for (int k = 0; k < W_N; k++) {
                     int w = (k + r) % W_N;
-                    if (run[w]) t[r][w] = measure(c, w, s, it, wu, check, &b);
+                    if (!run[w]) continue;
+                    t[r][w] = measure(c, w, s, it, wu, check, &b);
+                    if (w == W_DEVICE) dev_nccl += on_nccl;
                 }
+            if (run[W_DEVICE] && counted) via[i][c] = (double)dev_nccl / ((double)rounds * it);
             for (int w = 0; w < W_N; w++) {
                 if (!run[w]) continue;
                 double v[100];
@@ -580,56 +785,15 @@ int main(int argc, char **argv)
                 for (int r = 0; r < rounds; r++) wins[i][c][k] += t[r][W_DEVICE] <= t[r][w];
             }
         }
+        if (rank == 0 && out && i + 1 < nsz) write_json(&J, i + 1, check ? errors : 0, 0);
     }
 
     long total = 0;
     MPI_Allreduce(&errors, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
     if (rank == 0) {
         if (out) {
-            FILE *f = fopen(out, "w");
-            if (!f) {
-                perror(out);
-            } else {
-                fprintf(f, "{\n  \"bench\": \"coll\",\n  \"unit\": \"us per call, mean over iterations, max over ranks\",\n");
-                machine_json(f, &m, shim ? ver() : NULL, real_lib, nranks);
-                fprintf(f, "  \"parameters\": {\"nranks\": %d, \"iterations\": %d, \"warmup\": %d, \"min_size\": %zu, "
-                           "\"max_size\": %zu, \"size_factor\": %d, \"rounds\": %d, \"bcast_root\": 0, \"check\": %s, "
-                           "\"force_device\": %s, \"placement\": \"%c %c\", \"nccl\": \"%s\", \"pinned\": \"%s\", \"timing\": \"%s\", \"collectives\": [",
-                        nranks, iters, warmup, minsz, maxsz, factor, rounds, check ? "true" : "false",
-                        force_dev ? "true" : "false", place[0], place[1], nccl.why, pinned_kind(),
-                        back_to_back && !check ? "back_to_back" : "alone");
-                for (int c = 0, first = 1; c < C_N; c++)
-                    if (want[c]) {
-                        fprintf(f, "%s\"%s\"", first ? "" : ", ", coll_key[c]);
-                        first = 0;
-                    }
-                fprintf(f, "]},\n");
-                fprintf(f, "  \"check_errors\": %ld,\n  \"results\": [\n", check ? total : 0);
-                int nrow = 0, rows = 0;
-                for (int c = 0; c < C_N; c++) rows += want[c] ? nsz : 0;
-                for (int c = 0; c < C_N; c++) {
-                    if (!want[c]) continue;
-                    for (int i = 0; i < nsz; i++) {
-                        fprintf(f, "    {\"collective\": \"%s\", \"size\": %zu, \"iterations\": %d", coll_key[c],
-                                sizes[i], its[i]);
-                        for (int w = 0; w < W_N; w++) {
-                            fprintf(f, ", \"%s\": ", way_key[w]);
-                            if (isnan(res[i][c][w]))
-                                fprintf(f, "null");
-                            else
-                                fprintf(f, "%.3f", res[i][c][w]);
-                        }
-                        if (rounds > 1 && wins[i][c][0] >= 0)
-                            fprintf(f, ", \"device_not_slower_than_pageable_rounds\": %d", wins[i][c][0]);
-                        if (rounds > 1 && wins[i][c][1] >= 0)
-                            fprintf(f, ", \"device_not_slower_than_pinned_rounds\": %d", wins[i][c][1]);
-                        fprintf(f, "}%s\n", ++nrow < rows ? "," : "");
-                    }
-                }
-                fprintf(f, "  ]\n}\n");
-                fclose(f);
-                printf("# wrote %s\n", out);
-            }
+            write_json(&J, nsz, check ? total : 0, 1);
+            printf("# wrote %s\n", out);
         }
         if (check) printf("# data check: %s (%ld bad results)\n", total ? "FAILED" : "passed", total);
         for (int c = 0; c < C_N; c++) {
@@ -639,6 +803,7 @@ int main(int argc, char **argv)
             printf("# %10s %6s", "bytes", "iters");
             for (int w = 0; w < W_N; w++) printf(" %13s", way_name[w]);
             if (rounds > 1) printf(" %9s %9s", "dev<page", "dev<pin");
+            if (counted) printf(" %8s", "via-nccl");
             printf("\n");
             for (int i = 0; i < nsz; i++) {
                 printf("  %10zu %6d", sizes[i], its[i]);
@@ -652,6 +817,12 @@ int main(int argc, char **argv)
                         printf(" %9s", "-");
                     else
                         printf(" %6d/%-2d", wins[i][c][k], rounds);
+                if (counted) {
+                    if (isnan(via[i][c]))
+                        printf(" %8s", "-");
+                    else
+                        printf(" %7.0f%%", 100 * via[i][c]);
+                }
                 printf("\n");
             }
         }
@@ -659,8 +830,10 @@ int main(int argc, char **argv)
     }
     free(res);
     free(wins);
+    free(via);
     free(its);
     nccl_close();
+    MPI_Comm_free(&ctl);
     free(m.all);
     free(b.hsend);
     free(b.hrecv);

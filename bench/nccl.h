@@ -31,6 +31,8 @@ static struct {
     int (*all_reduce)(const void *, void *, size_t, int, int, nccl_comm_t, cudaStream_t);
     int (*broadcast)(const void *, void *, size_t, int, int, nccl_comm_t, cudaStream_t);
     int (*all_gather)(const void *, void *, size_t, int, nccl_comm_t, cudaStream_t);
+    int (*reduce_scatter)(const void *, void *, size_t, int, int, nccl_comm_t, cudaStream_t); /* recvcount */
+    int (*reduce)(const void *, void *, size_t, int, int, int, nccl_comm_t, cudaStream_t);    /* op, root */
     int (*send)(const void *, size_t, int, int, nccl_comm_t, cudaStream_t);
     int (*recv)(void *, size_t, int, int, nccl_comm_t, cudaStream_t);
     int (*group_start)(void);
@@ -63,6 +65,8 @@ static void nccl_open(const struct machine *m, int rank, int nranks)
         NCCL_SYM(all_reduce, "ncclAllReduce");
         NCCL_SYM(broadcast, "ncclBroadcast");
         NCCL_SYM(all_gather, "ncclAllGather");
+        NCCL_SYM(reduce_scatter, "ncclReduceScatter");
+        NCCL_SYM(reduce, "ncclReduce");
         NCCL_SYM(send, "ncclSend");
         NCCL_SYM(recv, "ncclRecv");
         NCCL_SYM(group_start, "ncclGroupStart");

@@ -37,6 +37,20 @@ ALTERNATING = [("latency", "us", True), ("bw", "mbs", False), ("bibw", "mbs", Fa
 # floor.json's figure that bounds each benchmark: (benchmark, floor key, unit)
 FLOORS = [("latency", "pingpong_us", "us"), ("bw", "window_mbs", "mbs")]
 
+# bench/coll's collectives (its -l keys), in its order; keys it may add later go last
+COLLECTIVES = ["allreduce", "bcast", "alltoall", "allgather", "reduce_scatter_block", "reduce"]
+
+
+def coll_names(coll):
+    """The collectives present in a coll.json, in bench/coll's order."""
+    found = {r["collective"] for r in coll["results"]}
+    return [c for c in COLLECTIVES if c in found] + sorted(found - set(COLLECTIVES))
+
+
+def coll_title(c):
+    """MPI_Allreduce, MPI_Reduce_scatter_block, ..."""
+    return "MPI_" + c.capitalize()
+
 
 def load(folder, name):
     path = os.path.join(folder, name + ".json")
@@ -217,11 +231,17 @@ def plots(folder, lat, bw, bibw, coll, dt=None):
                 ax.set_visible(False)
         save(fig, "bandwidth.png", bw or bibw)
     if coll:
-        names = sorted({r["collective"] for r in coll["results"]}, key=["allreduce", "bcast", "alltoall", "allgather"].index)
-        fig, axs = plt.subplots(1, len(names), figsize=(6 * len(names), 5), squeeze=False)
-        for ax, c in zip(axs[0], names):
+        names = coll_names(coll)
+        ncol = min(len(names), 3)
+        nrow = (len(names) + ncol - 1) // ncol
+        fig, axs = plt.subplots(nrow, ncol, figsize=(6 * ncol, 5 * nrow), squeeze=False)
+        for k, ax in enumerate(axs.flat):
+            if k >= len(names):
+                ax.set_visible(False)
+                continue
+            c = names[k]
             panel(ax, [r for r in coll["results"] if r["collective"] == c], "us",
-                  "MPI_%s, %d ranks" % (c.capitalize(), coll["parameters"]["nranks"]), "us per call")
+                  "%s, %d ranks" % (coll_title(c), coll["parameters"]["nranks"]), "us per call")
         save(fig, "coll.png", coll)
     if dt:
         res = dt["results"]
@@ -290,10 +310,10 @@ def main():
     if bibw:
         table("bi-directional bandwidth, MB/s", bibw["results"], "mbs", sorted(big), "%.0f")
     if coll:
-        for c in ("allreduce", "bcast", "alltoall", "allgather"):
+        for c in coll_names(coll):
             rows = [r for r in coll["results"] if r["collective"] == c]
             if rows:
-                table("MPI_%s, us per call" % c.capitalize(), rows, "us", [8, 4096, 65536, 1 << 20, 16 << 20, 64 << 20], "%.2f")
+                table("%s, us per call" % coll_title(c), rows, "us", [8, 4096, 65536, 1 << 20, 16 << 20, 64 << 20], "%.2f")
     if dt:
         datatypes_table(dt)
     if lat:

@@ -3,7 +3,8 @@
 #   latency     bench/pingpong   (osu_latency; plus the shim's host-buffer cost and the 8-byte
 #                                 breakdown of where a device message's time goes)
 #   bw, bibw    bench/bw, -b     (osu_bw, osu_bibw)
-#   coll        bench/coll       (osu_allreduce, osu_bcast, osu_alltoall)
+#   coll        bench/coll       (osu_allreduce, osu_bcast, osu_alltoall, osu_allgather,
+#                                 osu_reduce_scatter, osu_reduce)
 #   rma         bench/rma        MPI_Put and MPI_Get latency and bandwidth, device windows and
 #                                 origins against host ones (Open MPI: OMPI_MCA_osc=^ucx unless set)
 #   datatypes   bench/datatypes  (a matrix column, cube faces, an MPI_Alltoallw pencil
