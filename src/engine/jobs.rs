@@ -157,6 +157,15 @@ impl Job {
         }
     }
 
+    /// The call's size where it needs no question to MPI (the calls whose buffers do not
+    /// grow with the number of ranks), the same on every rank.
+    pub fn bytes_here(&self) -> Option<i64> {
+        match *self {
+            Job::Allreduce { count, datatype, .. } | Job::Reduce { count, datatype, .. } | Job::Bcast { count, datatype, .. } => bytes(count, datatype),
+            _ => None,
+        }
+    }
+
     /// The buffers significant on this rank, each with its datatype.
     pub fn buffers(&self, rank: c_int) -> Vec<(*const c_void, Handle)> {
         let mut out = Vec::with_capacity(2);

@@ -84,9 +84,13 @@ pub fn run(name: &'static str, comm: Handle, job: &Job) -> Option<c_int> {
     if !cfg.nccl {
         return None;
     }
-    // What every rank decides alike comes first: most calls stop here without a lock.
-    let (rank, size) = crate::mpi::comm::rank_size(comm).ok()?;
+    // What every rank decides alike comes first: most calls stop here without a lock, small
+    // ones before any question to MPI.
     let threshold = cfg.nccl_bytes.max(1);
+    if job.bytes_here().is_some_and(|b| (b as usize) < threshold) {
+        return None;
+    }
+    let (rank, size) = crate::mpi::comm::rank_size(comm).ok()?;
     let shape = job.shape(rank, size).filter(|s| !s.common || s.bytes >= threshold)?;
     let slot = agreement::slot(comm)?;
     let mut st = slot.lock();
@@ -116,8 +120,14 @@ pub fn run(name: &'static str, comm: Handle, job: &Job) -> Option<c_int> {
             Ok(c) => st.nccl = Some(c),
             Err(why) => {
                 st.never = true;
-                if rank == 0 || cfg.debug {
-                    log::warn(format_args!("{name}: NCCL is not used on this communicator ({why}); its device collectives are staged"));
+                // Ranks sharing a GPU are an ordinary setup (NCCL refuses them); a failure is not.
+                match why {
+                    NoStart::SharedGpu if cfg.debug => log::debug(format_args!("{name}: two ranks share a GPU: this communicator's device collectives are staged")),
+                    NoStart::SharedGpu => (),
+                    NoStart::Failed(why) if rank == 0 || cfg.debug => {
+                        log::warn(format_args!("{name}: NCCL is not used on this communicator ({why}); its device collectives are staged"))
+                    }
+                    NoStart::Failed(_) => (),
                 }
                 return None;
             }
@@ -139,11 +149,17 @@ pub fn run(name: &'static str, comm: Handle, job: &Job) -> Option<c_int> {
     Some(0)
 }
 
+/// Why a communicator has no NCCL communicator.
+enum NoStart {
+    SharedGpu,
+    Failed(String),
+}
+
 /// Makes the communicator's NCCL communicator; every rank of it calls this at the same
 /// collective. The same answer on every rank: two ranks on one GPU (NCCL refuses them) or a
 /// rank whose NCCL failed leave every rank staging.
-fn start(comm: Handle, dev: &Device, rank: c_int, size: c_int) -> Result<nccl::Comm, String> {
-    let p = real::pmpi().ok_or("no MPI")?;
+fn start(comm: Handle, dev: &Device, rank: c_int, size: c_int) -> Result<nccl::Comm, NoStart> {
+    let p = real::pmpi().ok_or(NoStart::Failed("no MPI".into()))?;
     let abi = abi::get();
     // Each rank's GPU, named node-wide as the fast path names them.
     const KEY: usize = 8 + crate::fastpath::TOKEN_BYTES;
@@ -154,12 +170,12 @@ fn start(comm: Handle, dev: &Device, rank: c_int, size: c_int) -> Result<nccl::C
     // SAFETY: KEY bytes from each rank into `keys`, which holds KEY per rank.
     let rc = unsafe { (p.allgather)(key.as_ptr().cast(), KEY as c_int, abi.byte, keys.as_mut_ptr().cast(), KEY as c_int, abi.byte, comm) };
     if rc != 0 {
-        return Err(format!("MPI_Allgather failed with {rc}"));
+        return Err(NoStart::Failed(format!("MPI_Allgather failed with {rc}")));
     }
     let mut seen: Vec<&[u8]> = keys.chunks(KEY).collect();
     seen.sort_unstable();
     if seen.windows(2).any(|w| w[0] == w[1]) {
-        return Err("two ranks share a GPU".into());
+        return Err(NoStart::SharedGpu);
     }
     // Rank 0 makes the id; a first byte of 1 says it could.
     let mut id = [0u8; 1 + 128];
@@ -172,7 +188,7 @@ fn start(comm: Handle, dev: &Device, rank: c_int, size: c_int) -> Result<nccl::C
     // SAFETY: 129 bytes on every rank.
     let rc = unsafe { (p.bcast)(id.as_mut_ptr().cast(), id.len() as c_int, abi.byte, 0, comm) };
     if rc != 0 || id[0] != 1 {
-        return Err("rank 0 could not make an NCCL id".into());
+        return Err(NoStart::Failed("rank 0 could not make an NCCL id".into()));
     }
     let mut u = nccl::UniqueId([0; 128]);
     u.0.copy_from_slice(&id[1..]);
@@ -182,9 +198,9 @@ fn start(comm: Handle, dev: &Device, rank: c_int, size: c_int) -> Result<nccl::C
         Ok(c) if !failed => Ok(c),
         Ok(c) => {
             c.abandon();
-            Err("NCCL failed to start on another rank".into())
+            Err(NoStart::Failed("NCCL failed to start on another rank".into()))
         }
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(NoStart::Failed(e.to_string())),
     }
 }
 
