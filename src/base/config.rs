@@ -66,7 +66,8 @@ pub struct Config {
     /// runs; smaller ones are staged, which is faster there.
     pub nccl_bytes: usize,
     /// `CUDAMPI_HANDSHAKE_WAIT`: seconds the handshake at `MPI_Init` waits for the other ranks
-    /// before it stops the job (a rank that does not load cudampi never answers).
+    /// before it stops the job (a rank that does not load cudampi never answers), and that an
+    /// NCCL collective may take before it is aborted.
     pub handshake_wait_s: u64,
 }
 

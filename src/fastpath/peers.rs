@@ -242,7 +242,7 @@ fn gather_hellos(p: &real::Pmpi, me: Hello, size: c_int, wait: Duration) {
         stop(p, format_args!("rank {rank} runs another version of cudampi than rank 0; every rank of the job must load the same one"));
     }
     stop(p, format_args!(
-        "ranks disagree on the fast paths: rank 0 has {}, rank {rank} has {}; every rank of the job must set CUDAMPI_IPC, CUDAMPI_PIPELINE and their _BYTES alike",
+        "ranks disagree on the fast paths: rank 0 has {}, rank {rank} has {}; every rank of the job must set CUDAMPI_IPC, CUDAMPI_PIPELINE, CUDAMPI_NCCL and their _BYTES alike",
         me.settings(&h),
         h.settings(&me)
     ));

@@ -1,9 +1,9 @@
 # cudampi-test: timeout=400
 # The handshake at MPI_Init: ranks that agree run their program with nothing of the handshake
 # in their messages (tests/scripts/handshake_program.c receives with wildcards on the tags the
-# handshake uses); ranks whose fast paths differ (or the sizes they take from, where on), or a
-# rank without cudampi, stop the job at MPI_Init with one cudampi line naming what differs or
-# which rank, well before any time-out.
+# handshake uses); ranks whose fast paths or NCCL switch differ (or the sizes they take from,
+# where on), or a rank without cudampi, stop the job at MPI_Init with one cudampi line naming
+# what differs or which rank, well before any time-out.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 prog=$SCRATCH/handshake_program
@@ -48,6 +48,11 @@ run bytes-differ stop 'rank 0 has CUDAMPI_IPC=1 CUDAMPI_PIPELINE=1 CUDAMPI_IPC_B
 run same-gpu-bytes-differ stop 'rank 1 has CUDAMPI_IPC=1 CUDAMPI_PIPELINE=1 CUDAMPI_IPC_SAME_GPU_BYTES=0' -- \
     -n 1 "$prog" : -n 1 env CUDAMPI_IPC_SAME_GPU_BYTES=0 "$prog"
 run bytes-off-agree ok '' -- -n 1 env CUDAMPI_IPC=0 "$prog" : -n 1 env CUDAMPI_IPC=0 CUDAMPI_IPC_BYTES=0 "$prog"
+run nccl-differs stop 'rank 0 has CUDAMPI_IPC=1 CUDAMPI_PIPELINE=1 CUDAMPI_NCCL=1, rank 1 has CUDAMPI_IPC=1 CUDAMPI_PIPELINE=1 CUDAMPI_NCCL=0' -- \
+    -n 1 "$prog" : -n 1 env CUDAMPI_NCCL=0 "$prog"
+run nccl-bytes-differ stop 'rank 1 has CUDAMPI_IPC=1 CUDAMPI_PIPELINE=1 CUDAMPI_NCCL_BYTES=0' -- \
+    -n 1 "$prog" : -n 1 env CUDAMPI_NCCL_BYTES=0 "$prog"
+run nccl-off-agree ok '' -- -n 1 env CUDAMPI_NCCL=0 "$prog" : -n 1 env CUDAMPI_NCCL=0 CUDAMPI_NCCL_BYTES=0 "$prog"
 run rank1-without stop 'rank 1 sent no handshake' -- -n 1 "$prog" : -n 1 env -u LD_PRELOAD "$prog"
 run rank0-without stop 'rank 0 did not answer' -- -n 1 env -u LD_PRELOAD "$prog" : -n 1 "$prog"
 exit $failed
