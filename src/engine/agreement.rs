@@ -30,7 +30,7 @@
 //! staged as before, whatever their buffers.
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::cuda::nccl;
@@ -44,47 +44,61 @@ pub const HOST_STREAK: u32 = 8;
 
 /// What one communicator's ranks have agreed, the same on each of them.
 pub struct State {
-    /// Calls left before the next agreement.
-    countdown: u32,
     /// Agreements in a row that found no device memory on any rank.
     host_streak: u32,
-    /// Never NCCL here: an intercommunicator, two ranks on one GPU, or NCCL failed to start.
+    /// Never NCCL here: an intercommunicator, two ranks on one GPU, a rank without NCCL, or
+    /// NCCL failed to start.
     pub never: bool,
     /// This rank's NCCL communicator, made at the first collective every rank could run on it.
     pub nccl: Option<nccl::Comm>,
 }
 
-impl State {
-    /// Whether this call asks the other ranks; a call that does not is staged.
-    pub fn asks(&mut self) -> bool {
-        if self.never {
-            return false;
+/// `Slot::skip` of a communicator that never asks.
+const NEVER: u32 = u32::MAX;
+
+/// A communicator's state, hung on it as an attribute so that it goes when the communicator
+/// does (`MPI_Comm_free`, from any language binding). The calls left before the next
+/// agreement are kept outside the lock: most calls of a host program only count down.
+pub struct Slot {
+    skip: AtomicU32,
+    state: Mutex<State>,
+}
+
+impl Slot {
+    /// Whether this call is staged without asking: a gap of the schedule, or a communicator
+    /// that never asks. MPI orders the collectives of one communicator, so no two threads
+    /// count down at once.
+    #[inline]
+    pub fn skips(&self) -> bool {
+        match self.skip.load(Ordering::Relaxed) {
+            0 => false,
+            NEVER => true,
+            n => {
+                self.skip.store(n - 1, Ordering::Relaxed);
+                true
+            }
         }
-        if self.countdown > 0 {
-            self.countdown -= 1;
-            return false;
-        }
-        true
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Takes an agreement's answer: how long until the next. A communicator that saw device
     /// memory in one of its last `HOST_STREAK` agreements asks at every call, so that a program
     /// alternating host and device collectives on it (a host norm between device steps) keeps
     /// its device calls on NCCL; after that the gaps double, up to `MAX_INTERVAL`.
-    pub fn agreed(&mut self, any_device: bool) {
-        self.host_streak = if any_device { 0 } else { self.host_streak.saturating_add(1) };
-        let doublings = self.host_streak.saturating_sub(HOST_STREAK);
-        self.countdown = if doublings == 0 { 0 } else { (1u32 << doublings.min(6)).min(MAX_INTERVAL) - 1 };
+    pub fn agreed(&self, st: &mut State, any_device: bool) {
+        st.host_streak = if any_device { 0 } else { st.host_streak.saturating_add(1) };
+        let doublings = st.host_streak.saturating_sub(HOST_STREAK);
+        let gap = if doublings == 0 { 0 } else { (1u32 << doublings.min(6)).min(MAX_INTERVAL) - 1 };
+        self.skip.store(if st.never { NEVER } else { gap }, Ordering::Relaxed);
     }
-}
 
-/// A communicator's state, hung on it as an attribute so that it goes when the communicator
-/// does (`MPI_Comm_free`, from any language binding).
-pub struct Slot(Mutex<State>);
-
-impl Slot {
-    pub fn lock(&self) -> MutexGuard<'_, State> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    /// The ranks agreed that this communicator never runs NCCL.
+    pub fn never(&self, st: &mut State) {
+        st.never = true;
+        self.skip.store(NEVER, Ordering::Relaxed);
     }
 }
 
@@ -166,8 +180,9 @@ fn lookup(comm: Handle) -> Option<&'static Slot> {
         return Some(unsafe { &*(value as *const Slot) });
     }
     let g = crate::mpi::comm::group(comm).ok()?;
-    let state = State { countdown: 0, host_streak: 0, never: g.inter, nccl: None };
-    let slot = Box::into_raw(Box::new(Slot(Mutex::new(state))));
+    let state = State { host_streak: 0, never: g.inter, nccl: None };
+    let skip = AtomicU32::new(if g.inter { NEVER } else { 0 });
+    let slot = Box::into_raw(Box::new(Slot { skip, state: Mutex::new(state) }));
     // SAFETY: a live communicator and keyval; the value is the slot's address.
     if unsafe { (p.comm_set_attr)(comm, key, slot.cast()) } != 0 {
         // SAFETY: not handed to MPI; freed once.
@@ -202,6 +217,6 @@ pub fn finalize() {
         if let Some(c) = st.nccl.take() {
             c.destroy();
         }
-        st.never = true;
+        slot.never(&mut st);
     }
 }

@@ -54,9 +54,11 @@ pub fn in_place(p: *const c_void) -> bool {
     abi::get().is_in_place(p)
 }
 
-/// A datatype's size, if it is one MPI accepts.
+/// A datatype's size, if it is one MPI accepts: from loads alone for a predefined type some
+/// thread asked about before.
+#[inline]
 fn size_of(datatype: Handle) -> Option<i64> {
-    datatype::size(datatype).filter(|&s| s > 0)
+    datatype::size_known(datatype).or_else(|| datatype::size(datatype)).filter(|&s| s > 0)
 }
 
 /// Whether elements of `datatype` lie packed from the buffer's address, as NCCL reads them: no
@@ -163,6 +165,18 @@ impl Job {
         match *self {
             Job::Allreduce { count, datatype, .. } | Job::Reduce { count, datatype, .. } | Job::Bcast { count, datatype, .. } => bytes(count, datatype),
             _ => None,
+        }
+    }
+
+    /// Whether the call is below `threshold` bytes by what loads alone tell (a predefined
+    /// datatype's size some thread has asked about); false where they cannot tell.
+    #[inline(always)]
+    pub fn below(&self, threshold: usize) -> bool {
+        match *self {
+            Job::Allreduce { count, datatype, .. } | Job::Reduce { count, datatype, .. } | Job::Bcast { count, datatype, .. } => {
+                count >= 0 && datatype::size_known(datatype).is_some_and(|s| (count as u64).saturating_mul(s as u64) < threshold as u64)
+            }
+            _ => false,
         }
     }
 

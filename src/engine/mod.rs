@@ -34,6 +34,15 @@ pub fn on() -> bool {
     config::get().nccl
 }
 
+impl Job {
+    /// Below `CUDAMPI_NCCL_BYTES` by loads alone: such a call never asks (the host route of the
+    /// entry points passes it straight to MPI).
+    #[inline(always)]
+    pub fn below_threshold(&self) -> bool {
+        self.below(config::get().nccl_bytes.max(1))
+    }
+}
+
 /// Where this rank stands for one call: whether it can run its part on NCCL (and on which GPU),
 /// and whether it passed device memory at all.
 struct Local {
@@ -90,13 +99,15 @@ pub fn run(name: &'static str, comm: Handle, job: &Job) -> Option<c_int> {
     if job.bytes_here().is_some_and(|b| (b as usize) < threshold) {
         return None;
     }
-    let (rank, size) = crate::mpi::comm::rank_size(comm).ok()?;
-    let shape = job.shape(rank, size).filter(|s| !s.common || s.bytes >= threshold)?;
+    // The communicator's schedule ticks at every such call on every rank alike, so a
+    // program that never passes device memory pays for little more than this lookup.
     let slot = agreement::slot(comm)?;
-    let mut st = slot.lock();
-    if !st.asks() {
+    if slot.skips() {
         return None;
     }
+    let mut st = slot.lock();
+    let (rank, size) = crate::mpi::comm::rank_size(comm).ok()?;
+    let shape = job.shape(rank, size).filter(|s| !s.common || s.bytes >= threshold)?;
     let mut me = local(job, rank);
     me.ready &= shape.ok;
     if let (Some(d), Some(c)) = (me.device, st.nccl.as_ref()) {
@@ -107,9 +118,11 @@ pub fn run(name: &'static str, comm: Handle, job: &Job) -> Option<c_int> {
         Ok(a) => a,
         Err(rc) => return Some(errors::raise(Some(comm), rc)),
     };
-    st.agreed(agreed[1] != 0);
     // A rank without NCCL stays without it: the communicator stops asking.
-    st.never |= agreed[2] != 0;
+    if agreed[2] != 0 {
+        slot.never(&mut st);
+    }
+    slot.agreed(&mut st, agreed[1] != 0);
     // Where the sizes differ by rank, the largest decides, alike everywhere.
     if agreed[0] != 0 || (agreed[3] as usize) < threshold {
         return None;
@@ -119,7 +132,7 @@ pub fn run(name: &'static str, comm: Handle, job: &Job) -> Option<c_int> {
         match start(comm, &dev, rank, size) {
             Ok(c) => st.nccl = Some(c),
             Err(why) => {
-                st.never = true;
+                slot.never(&mut st);
                 // Ranks sharing a GPU are an ordinary setup (NCCL refuses them); a failure is not.
                 match why {
                     NoStart::SharedGpu if cfg.debug => log::debug(format_args!("{name}: two ranks share a GPU: this communicator's device collectives are staged")),

@@ -22,6 +22,8 @@ macro_rules! export_one {
     ($name:ident $sig:tt => wait $($rest:tt)*) => { export_one!(@route $name $sig => wait $($rest)*); };
     ($name:ident $sig:tt => test $($rest:tt)*) => { export_one!(@route $name $sig => test $($rest)*); };
     ($name:ident $sig:tt => waitall $($rest:tt)*) => { export_one!(@route $name $sig => waitall $($rest)*); };
+    ($name:ident $sig:tt => ncoll $($rest:tt)*) => { export_one!(@pass $name $sig => ncoll $($rest)*); };
+    ($name:ident $sig:tt => ncoll1 $($rest:tt)*) => { export_one!(@pass $name $sig => ncoll1 $($rest)*); };
     (@pass $name:ident ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*)) => {
         #[no_mangle]
         #[allow(unused_variables, unused_unsafe)]

@@ -627,6 +627,11 @@ pub fn ncoll(
             return rc;
         }
     }
+    // Host buffers that only had to tick the agreements' schedule go to MPI at once.
+    if cuda::plainly_host(sendbuf) && cuda::plainly_host(recvbuf) {
+        stats::host_call();
+        return call(sendbuf, recvbuf);
+    }
     coll(name, comm, mode, sendbuf, recvbuf, plan, call)
 }
 
@@ -644,6 +649,10 @@ pub fn ncoll1(
         if let Some(rc) = engine::run(name, c, &job()) {
             return rc;
         }
+    }
+    if cuda::plainly_host(buffer) {
+        stats::host_call();
+        return call(buffer);
     }
     coll1(name, comm, mode, buffer, plan, call)
 }

@@ -174,10 +174,37 @@ pub mod route {
     use super::Route;
     use crate::base::stats;
     use crate::cuda;
+    use crate::engine::{self, Job};
+    use crate::handlers::collectives::Mode;
     use crate::fastpath::{self, held};
     use crate::mpi::abi::Handle;
     use crate::mpi::matching::Matching;
     use crate::requests::{self, watch};
+
+    /// A blocking collective NCCL may run: it passes when its buffers are host memory and no
+    /// agreement can be due, which is when its size, known from loads alone, is below
+    /// `CUDAMPI_NCCL_BYTES` (`engine`); every other call takes the handler, which keeps the
+    /// agreements' schedule on every rank alike.
+    #[inline(always)]
+    pub fn ncoll<P>(_name: &'static str, _comm: Option<Handle>, _mode: Mode, sendbuf: *const c_void, recvbuf: *mut c_void, job: impl FnOnce() -> Job, _plan: P) -> Route {
+        collective(&[sendbuf, recvbuf.cast_const()], job)
+    }
+
+    #[inline(always)]
+    pub fn ncoll1<P>(_name: &'static str, _comm: Option<Handle>, _mode: Mode, buffer: *mut c_void, job: impl FnOnce() -> Job, _plan: P) -> Route {
+        collective(&[buffer.cast_const()], job)
+    }
+
+    #[inline(always)]
+    fn collective(bufs: &[*const c_void], job: impl FnOnce() -> Job) -> Route {
+        if stats::enabled() || !bufs.iter().all(|&b| cuda::plainly_host(b)) {
+            return Route::Full;
+        }
+        match !engine::on() || job().below_threshold() {
+            true => Route::Pass,
+            false => Route::Full,
+        }
+    }
 
     #[inline(always)]
     pub fn send(_name: &'static str, buf: *const c_void, _count: i64, _datatype: Handle, _dest: c_int, _comm: Handle) -> Route {
