@@ -56,7 +56,7 @@ typedef struct cudampi_stats {
   uint64_t kernel_runs;
   // Device collectives NCCL ran (on unless `CUDAMPI_NCCL=0`, where every rank of the
   // communicator passed device memory and NCCL carries the operation and datatype), and the
-  // bytes this rank contributed to them.
+  // bytes of the largest buffer this rank passed to each, summed.
   uint64_t nccl_calls;
   uint64_t nccl_bytes;
 } cudampi_stats;

@@ -17,10 +17,15 @@
 # every C test that runs preloaded runs twice more, in mode "ipc" (CUDAMPI_IPC_BYTES=0
 # CUDAMPI_IPC_SAME_GPU_BYTES=0: every device message GPU to GPU) and mode "chunks"
 # (CUDAMPI_IPC=0 CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64K: every device message in
-# chunks); a test's env= still wins, so a test that pins a path keeps it.
+# chunks); a test's env= still wins, so a test that pins a path keeps it. A test with the header
+# key nccl=yes runs once more on EVERY MPI, in mode "nccl" (after shim/ipc/chunks): cudampi with
+# the stand-in NCCL (CUDAMPI_NCCL_LIB=$FIXTURE_NCCL CUDAMPI_NCCL_BYTES=0: every eligible device
+# collective on NCCL) and a device per rank (FAKECUDA_DEVICES=4 CUDAMPI_TEST_GPU_PER_RANK=1);
+# again a test's env= wins.
 #
 # Environment: SHIM (default target/release/libcudampi.so), FIXTURE_LIB (build/fixture/lib),
-# FIXTURE_INC (tests/fixture/include), CUDAMPI_* (e.g. CUDAMPI_DEBUG, CUDAMPI_STATS: forwarded
+# FIXTURE_INC (tests/fixture/include), FIXTURE_NCCL (build/fixture/nccl/libnccl.so.2, the
+# stand-in NCCL that `make fixture` builds), CUDAMPI_* (e.g. CUDAMPI_DEBUG, CUDAMPI_STATS: forwarded
 # to the with-shim runs; a test's env= wins over them),
 # CARGO_TEST_RC (exit status of an earlier `cargo test`; counted as one more result).
 #
@@ -44,6 +49,14 @@
 #   tool=PATH               a PMPI tool: built as build/tests/<mpi>/lib<base>.so and preloaded;
 #                           the with-shim run becomes two runs, tool before and tool after the
 #                           shim in LD_PRELOAD, both must pass; the no-shim run preloads the tool
+#   nccl=yes                also run in mode "nccl" on every MPI (C tests): the shim with
+#                           CUDAMPI_NCCL_LIB=$FIXTURE_NCCL, CUDAMPI_NCCL_BYTES=0,
+#                           FAKECUDA_DEVICES=4 and CUDAMPI_TEST_GPU_PER_RANK=1 (test_init puts
+#                           rank r on device r % 4; env= wins over each of them). Where the
+#                           stand-in NCCL does not exist (make fixture builds it) the mode fails
+#                           with a line in its log saying so
+#   nccl-ranks=2,4          the rank counts of mode nccl (default: all of ranks=; a count that
+#                           ranks= lacks is ignored)
 #   unknown keys are ignored.
 # Build: $MPICC -O1 -g -Wall -I DIR -I tests/c -I $FIXTURE_INC -o build/tests/<mpi>/<name> <src>
 #        -L$FIXTURE_LIB -Wl,-rpath,$FIXTURE_LIB -lcudart -lcuda -lpthread -ldl -lm
@@ -57,7 +70,7 @@
 #        shim (Open MPI: forwarded with -x), CMTEST_MPI=<mpi> CMTEST_MODE=<mode> set for the
 #        program. A test passes when it exits 0; it should print what it compared on failure.
 # Logs:  build/logs/<mpi>/<name>.<mode>.log, mode: build, build-link, build-tool, noshim, shim,
-#        link, tool-first, tool-last, ipc, chunks (with "-np<N>" appended when ranks lists
+#        link, tool-first, tool-last, ipc, chunks, nccl (with "-np<N>" appended when ranks lists
 #        several counts).
 set -uo pipefail
 
@@ -69,7 +82,9 @@ cd "$ROOT" || exit 1
 SHIM=${SHIM:-target/release/libcudampi.so}
 FIXTURE_LIB=${FIXTURE_LIB:-build/fixture/lib}
 FIXTURE_INC=${FIXTURE_INC:-tests/fixture/include}
+FIXTURE_NCCL=${FIXTURE_NCCL:-build/fixture/nccl/libnccl.so.2}
 case $SHIM in /*) ;; *) SHIM=$ROOT/$SHIM ;; esac
+case $FIXTURE_NCCL in /*) ;; *) FIXTURE_NCCL=$ROOT/$FIXTURE_NCCL ;; esac
 case $FIXTURE_LIB in /*) ;; *) FIXTURE_LIB=$ROOT/$FIXTURE_LIB ;; esac
 case $FIXTURE_INC in /*) ;; *) FIXTURE_INC=$ROOT/$FIXTURE_INC ;; esac
 
@@ -78,6 +93,7 @@ read -ra FORCED <<<"${FORCED_MPIS-ompi4 mpich4}"
 # The variables of each forced mode.
 FORCE_ipc=(CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 CUDAMPI_IPC_SAME_GPU_BYTES=0)
 FORCE_chunks=(CUDAMPI_IPC=0 CUDAMPI_PIPELINE=1 CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64K)
+FORCE_nccl=(CUDAMPI_NCCL_LIB="$FIXTURE_NCCL" CUDAMPI_NCCL_BYTES=0 FAKECUDA_DEVICES=4 CUDAMPI_TEST_GPU_PER_RANK=1)
 TEST_DIRS=()
 HELLO=tests/mpi/hello.c
 want_mpi=()
@@ -126,6 +142,7 @@ in_list() { # in_list WORD LIST...
 parse_header() {
     local f=$1 line tok k v part toks parts
     H_RANKS=(2) H_NOSHIM=skip H_LINK=no H_MPIS=() H_ENV=() H_TIMEOUT=60 H_EXTRA=() H_TOOL= H_BAD=
+    H_NCCL=no H_NCCL_RANKS=()
     line=$(head -n 10 "$f" | grep -m1 'cudampi-test:') || return 1
     line=${line#*cudampi-test:}
     line=${line%%\*/*}
@@ -145,6 +162,11 @@ parse_header() {
         timeout) [[ $v =~ ^[1-9][0-9]*$ ]] && H_TIMEOUT=$v || H_BAD="bad timeout=$v" ;;
         extra-src) IFS=, read -ra parts <<<"$v"; H_EXTRA+=("${parts[@]}") ;;
         tool) H_TOOL=$v ;;
+        nccl) case $v in yes | true | 1) H_NCCL=yes ;; *) H_NCCL=no ;; esac ;;
+        nccl-ranks)
+            IFS=, read -ra H_NCCL_RANKS <<<"$v"
+            for part in "${H_NCCL_RANKS[@]}"; do [[ $part =~ ^[1-9][0-9]*$ ]] || H_BAD="bad nccl-ranks=$v"; done
+            ;;
         env)
             # NAME=VALUE,NAME=VALUE; a comma not followed by NAME= belongs to the value
             IFS=, read -ra parts <<<"$v"
@@ -190,10 +212,13 @@ fi
 if [ $list_only = 1 ]; then
     for t in "${TESTS[@]+"${TESTS[@]}"}"; do
         parse_header "${t#*:}"
-        printf '%-24s ranks=%s without-shim=%s link=%s timeout=%s%s%s%s%s%s\n' "${t%%:*}" \
+        nccl=
+        [ "$H_NCCL" = yes ] && nccl=" nccl=yes${H_NCCL_RANKS[0]+ nccl-ranks=$(IFS=,; echo "${H_NCCL_RANKS[*]}")}"
+        printf '%-24s ranks=%s without-shim=%s link=%s timeout=%s%s%s%s%s%s%s\n' "${t%%:*}" \
             "$(IFS=,; echo "${H_RANKS[*]}")" "$H_NOSHIM" "$H_LINK" "$H_TIMEOUT" \
             "${H_MPIS[0]+ mpis=$(IFS=,; echo "${H_MPIS[*]}")}" "${H_ENV[0]+ env=$(IFS=' '; echo "${H_ENV[*]}")}" \
-            "${H_EXTRA[0]+ extra-src=$(IFS=,; echo "${H_EXTRA[*]}")}" "${H_TOOL:+ tool=$H_TOOL}" "${H_BAD:+  !! $H_BAD}"
+            "${H_EXTRA[0]+ extra-src=$(IFS=,; echo "${H_EXTRA[*]}")}" "${H_TOOL:+ tool=$H_TOOL}" "$nccl" \
+            "${H_BAD:+  !! $H_BAD}"
     done
     exit 0
 fi
@@ -349,11 +374,15 @@ run_cell() {
     if [ -z "$tool_so" ] && ! is_fortran "$src" && in_list "$MPI_NAME" "${FORCED[@]+"${FORCED[@]}"}"; then
         modes+=(ipc chunks)
     fi
+    [ "$H_NCCL" = yes ] && ! is_fortran "$src" && modes+=(nccl)
 
     for np in "${H_RANKS[@]}"; do
         sfx=
         [ ${#H_RANKS[@]} -gt 1 ] && sfx=-np$np
         for mode in "${modes[@]}"; do
+            if [ "$mode" = nccl ] && [ ${#H_NCCL_RANKS[@]} -gt 0 ] && ! in_list "$np" "${H_NCCL_RANKS[@]}"; then
+                continue
+            fi
             local log=$logdir/$name.$mode$sfx.log exe=$bin
             export CMTEST_MODE=$mode
             case $mode in
@@ -363,6 +392,7 @@ run_cell() {
             tool-last) preload=$SHIM:$tool_so ;;
             link) preload=$tool_so exe=$bin.link ;;
             ipc | chunks) preload=$SHIM ;;
+            nccl) preload=${tool_so:+$tool_so:}$SHIM ;;
             esac
             if [ "$mode" = noshim ]; then
                 launch "$log" "$np" "$H_TIMEOUT" "$preload" CMTEST_MPI CMTEST_MODE "${envfwd[@]+"${envfwd[@]}"}" -- "$exe"
@@ -373,17 +403,27 @@ run_cell() {
                     return
                 fi
                 local force=() modefwd=("${fwd[@]+"${fwd[@]}"}")
-                case $mode in ipc) force=("${FORCE_ipc[@]}") ;; chunks) force=("${FORCE_chunks[@]}") ;; esac
+                case $mode in
+                ipc) force=("${FORCE_ipc[@]}") ;;
+                chunks) force=("${FORCE_chunks[@]}") ;;
+                nccl) force=("${FORCE_nccl[@]}") ;;
+                esac
                 for e in "${force[@]+"${force[@]}"}"; do
                     in_list "${e%%=*}" "${envfwd[@]+"${envfwd[@]}"}" && continue
                     in_list "${e%%=*}" "${modefwd[@]}" || modefwd+=("${e%%=*}")
                 done
-                (
-                    for e in "${force[@]+"${force[@]}"}"; do
-                        in_list "${e%%=*}" "${envfwd[@]+"${envfwd[@]}"}" || export "${e%%=*}=${e#*=}"
-                    done
-                    launch "$log" "$np" "$H_TIMEOUT" "$preload" CMTEST_MPI CMTEST_MODE "${modefwd[@]}" -- "$exe"
-                )
+                if [ "$mode" = nccl ] && [ ! -f "$FIXTURE_NCCL" ] &&
+                    ! in_list CUDAMPI_NCCL_LIB "${envfwd[@]+"${envfwd[@]}"}"; then
+                    echo "run-matrix: mode nccl needs the stand-in NCCL $FIXTURE_NCCL, which does not exist (make fixture builds it)" >"$log"
+                    (exit 1)
+                else
+                    (
+                        for e in "${force[@]+"${force[@]}"}"; do
+                            in_list "${e%%=*}" "${envfwd[@]+"${envfwd[@]}"}" || export "${e%%=*}=${e#*=}"
+                        done
+                        launch "$log" "$np" "$H_TIMEOUT" "$preload" CMTEST_MPI CMTEST_MODE "${modefwd[@]}" -- "$exe"
+                    )
+                fi
             fi
             rc=$?
             # every mode runs even after a failure (which ones failed tells fixture problems

@@ -25,7 +25,7 @@ pub static CHUNKED_BYTES_SENT: AtomicU64 = AtomicU64::new(0);
 pub static CHUNKED_BYTES_RECEIVED: AtomicU64 = AtomicU64::new(0);
 /// Runs of datatype blocks copied by cudampi's pack kernel (`cuda::pack`).
 pub static KERNEL_RUNS: AtomicU64 = AtomicU64::new(0);
-/// Device collectives NCCL ran, and the bytes this rank contributed to them.
+/// Device collectives NCCL ran, and the bytes of the largest buffer this rank passed to each.
 pub static NCCL_CALLS: AtomicU64 = AtomicU64::new(0);
 pub static NCCL_BYTES: AtomicU64 = AtomicU64::new(0);
 /// Of `BYTES_TO_DEVICE`, the bytes written by stream memory writes or set by a memset instead

@@ -49,7 +49,7 @@ pub struct CudampiStats {
     pub kernel_runs: u64,
     /// Device collectives NCCL ran (on unless `CUDAMPI_NCCL=0`, where every rank of the
     /// communicator passed device memory and NCCL carries the operation and datatype), and the
-    /// bytes this rank contributed to them.
+    /// bytes of the largest buffer this rank passed to each, summed.
     pub nccl_calls: u64,
     pub nccl_bytes: u64,
 }

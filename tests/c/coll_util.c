@@ -27,7 +27,10 @@
  * Reductions use integer-valued data (MPI_INT, MPI_DOUBLE: |v| <= 8191, so sums and products
  * of up to four values are exact in any order) and two user-defined ops: a NON-commutative
  * composition of affine maps x -> a*x+b (mod 2^32) on a contiguous 2 x uint32 type, and a
- * commutative lexicographic max over a struct {int32 key; (hole); double val} type.
+ * commutative lexicographic max over a struct {int32 key; (hole); double val} type. The
+ * numeric value kinds VT_I8 ... VT_F64 and VT_2INT (with a range flag: see VT_R_SUM) give
+ * every C integer and floating type its own values, exact in any order too, for the predefined
+ * ops including the bitwise, logical and MINLOC/MAXLOC ones (coll_nccl.c).
  *
  * coll_quirk() lists the bugs of the plain MPIs (seen on host buffers without the shim) that
  * some cases would hit; tests leave those cases out with a note naming them.
@@ -42,9 +45,22 @@
 /* test types: an MPI datatype plus the byte layout of one element                            */
 
 enum { VT_BYTES, VT_INT, VT_DOUBLE, VT_AFFINE, VT_MAXS };
-enum { OP_SUM, OP_PROD, OP_MAX, OP_MIN, OP_BXOR, OP_AFFINE, OP_MAXS, OP_NONE, OP_N };
+/* Numeric value kinds: the C types int8_t ... double, and VT_2INT, the {int val; int loc} pair
+ * of MPI_2INT (MINLOC/MAXLOC). OR one range flag in to pick values that no reduction of up to 4
+ * contributors overflows or rounds:
+ *   (none)      the whole range of the type (MIN, MAX, bitwise and logical ops; floats: as SUM)
+ *   VT_R_SUM    |v| < max/4 (sums of up to 4 values)
+ *   VT_R_PROD   integers -3..3 (unsigned 0..3), floats k/4 with |k| <= 12 (products of 4)
+ * About one value in 16 is zero; float values are multiples of 1/4 (exact in any order). */
+enum { VT_I8 = 16, VT_U8, VT_I16, VT_U16, VT_I32, VT_U32, VT_I64, VT_U64, VT_F32, VT_F64, VT_2INT };
+#define VT_R_SUM 0x100
+#define VT_R_PROD 0x200
+#define VT_BASE(vt) ((vt) & 0xff)
+enum { OP_SUM, OP_PROD, OP_MAX, OP_MIN, OP_BXOR, OP_AFFINE, OP_MAXS, OP_NONE, OP_BAND, OP_BOR,
+       OP_LAND, OP_LOR, OP_LXOR, OP_MINLOC, OP_MAXLOC, OP_USUM, OP_N };
 static const char *op_name_tab[OP_N] = {"SUM", "PROD", "MAX", "MIN", "BXOR", "user-affine(noncommutative)",
-                                        "user-maxstruct", "-"};
+                                        "user-maxstruct", "-", "BAND", "BOR", "LAND", "LOR", "LXOR",
+                                        "MINLOC", "MAXLOC", "user-sum(commutative)"};
 
 struct ttype {
     MPI_Datatype dt;
@@ -184,8 +200,16 @@ T_UNUSED static MPI_Op op_handle(int opid)
     case OP_MAX: return MPI_MAX;
     case OP_MIN: return MPI_MIN;
     case OP_BXOR: return MPI_BXOR;
+    case OP_BAND: return MPI_BAND;
+    case OP_BOR: return MPI_BOR;
+    case OP_LAND: return MPI_LAND;
+    case OP_LOR: return MPI_LOR;
+    case OP_LXOR: return MPI_LXOR;
+    case OP_MINLOC: return MPI_MINLOC;
+    case OP_MAXLOC: return MPI_MAXLOC;
     case OP_AFFINE:
-    case OP_MAXS: return t_user_op[opid];
+    case OP_MAXS:
+    case OP_USUM: return t_user_op[opid]; /* OP_USUM: created by the test that uses it */
     }
     return MPI_OP_NULL;
 }
@@ -222,8 +246,122 @@ T_UNUSED static int quirk_mpich40_reduce_inplace(void)
 /* ------------------------------------------------------------------------------------------ */
 /* data streams                                                                               */
 
+/* numeric kinds: bytes of one value, signed, floating */
+static int vt_num(int vt, int *is_signed, int *is_float)
+{
+    static const signed char w[] = {1, 1, 2, 2, 4, 4, 8, 8, 4, 8, 8};
+    int b = VT_BASE(vt);
+    if (b < VT_I8 || b > VT_2INT) return 0;
+    if (is_signed) *is_signed = b == VT_I8 || b == VT_I16 || b == VT_I32 || b == VT_I64;
+    if (is_float) *is_float = b == VT_F32 || b == VT_F64;
+    return w[b - VT_I8];
+}
+
+/* the first bytes / size values of numeric stream (id, s) (see VT_R_SUM) */
+static void num_gen(unsigned char *out, int vt, int id, int s, size_t bytes)
+{
+    int sg = 0, fl = 0, es = vt_num(vt, &sg, &fl), b = VT_BASE(vt);
+    uint64_t k = t_mix64(((uint64_t)(uint32_t)id << 32) ^ (uint32_t)s ^ (0x4E554Dull << 40));
+    for (size_t e = 0; e < bytes / (size_t)es; e++) {
+        uint64_t h = t_mix64(k + e);
+        int zero = ((h >> 52) & 0xf) == 0;
+        unsigned char *o = out + e * (size_t)es;
+        if (b == VT_2INT) {
+            int32_t v[2] = {(int32_t)(h % 9) - 4, (int32_t)((h >> 32) % 2001) - 1000}; /* ties */
+            memcpy(o, v, 8);
+        } else if (fl) {
+            int64_t q = (vt & VT_R_PROD) ? (int64_t)(h % 25) - 12 : (int64_t)h >> (b == VT_F32 ? 42 : 13);
+            if (zero) q = 0;
+            if (b == VT_F32) {
+                float f = (float)q / 4.0f;
+                memcpy(o, &f, 4);
+            } else {
+                double d = (double)q / 4.0;
+                memcpy(o, &d, 8);
+            }
+        } else {
+            int w = 8 * es;
+            uint64_t raw = h;
+            if (vt & VT_R_PROD) raw = sg ? (uint64_t)((int64_t)(h % 7) - 3) : h % 4;
+            else if (vt & VT_R_SUM) raw = sg ? (uint64_t)((int64_t)h >> (66 - w)) : h >> (66 - w);
+            if (zero) raw = 0;
+            memcpy(o, &raw, (size_t)es); /* the low bytes (little-endian) */
+        }
+    }
+}
+
+/* acc = acc op b on numeric values; integers wrap as in two's complement */
+static void num_combine(int vt, int opid, unsigned char *acc, const unsigned char *bb, size_t count)
+{
+    int sg = 0, fl = 0, es = vt_num(vt, &sg, &fl), b = VT_BASE(vt);
+    if (opid == OP_USUM) opid = OP_SUM;
+    for (size_t e = 0; e < count; e++) {
+        unsigned char *x = acc + e * (size_t)es;
+        const unsigned char *y = bb + e * (size_t)es;
+        if (b == VT_2INT) {
+            int32_t p[2], q[2];
+            memcpy(p, x, 8);
+            memcpy(q, y, 8);
+            if (opid != OP_MINLOC && opid != OP_MAXLOC) DIE("op %s on a pair type", op_name_tab[opid]);
+            int better = opid == OP_MINLOC ? q[0] < p[0] : q[0] > p[0];
+            if (better) p[0] = q[0], p[1] = q[1];
+            else if (q[0] == p[0] && q[1] < p[1]) p[1] = q[1];
+            memcpy(x, p, 8);
+        } else if (fl) {
+            double p, q, r = 0;
+            if (b == VT_F32) {
+                float pf, qf;
+                memcpy(&pf, x, 4);
+                memcpy(&qf, y, 4);
+                p = pf, q = qf;
+            } else {
+                memcpy(&p, x, 8);
+                memcpy(&q, y, 8);
+            }
+            switch (opid) {
+            case OP_SUM: r = p + q; break;
+            case OP_PROD: r = p * q; break;
+            case OP_MAX: r = p > q ? p : q; break;
+            case OP_MIN: r = p < q ? p : q; break;
+            default: DIE("op %s on a floating type", op_name_tab[opid]);
+            }
+            if (b == VT_F32) {
+                float rf = (float)r;
+                memcpy(x, &rf, 4);
+            } else {
+                memcpy(x, &r, 8);
+            }
+        } else {
+            uint64_t p = 0, q = 0, r = 0;
+            memcpy(&p, x, (size_t)es);
+            memcpy(&q, y, (size_t)es);
+            int64_t ps = (int64_t)p, qs = (int64_t)q;
+            if (sg && es < 8) { /* sign-extend */
+                int sh = 64 - 8 * es;
+                ps = (int64_t)(p << sh) >> sh;
+                qs = (int64_t)(q << sh) >> sh;
+            }
+            switch (opid) {
+            case OP_SUM: r = p + q; break;
+            case OP_PROD: r = p * q; break;
+            case OP_MAX: r = sg ? (ps > qs ? p : q) : (p > q ? p : q); break;
+            case OP_MIN: r = sg ? (ps < qs ? p : q) : (p < q ? p : q); break;
+            case OP_BAND: r = p & q; break;
+            case OP_BOR: r = p | q; break;
+            case OP_BXOR: r = p ^ q; break;
+            case OP_LAND: r = p && q; break;
+            case OP_LOR: r = p || q; break;
+            case OP_LXOR: r = !p != !q; break;
+            default: DIE("op %s on an integer type", op_name_tab[opid]);
+            }
+            memcpy(x, &r, (size_t)es);
+        }
+    }
+}
+
 static size_t vt_esize(int vt)
 {
+    if (vt_num(vt, NULL, NULL)) return (size_t)vt_num(vt, NULL, NULL);
     switch (vt) {
     case VT_INT: return 4;
     case VT_DOUBLE: return 8;
@@ -238,6 +376,10 @@ static size_t vt_esize(int vt)
 static void stream_gen(unsigned char *out, int vt, int id, int seed, int blk, size_t bytes)
 {
     int s = seed * 64 + blk;
+    if (vt_num(vt, NULL, NULL)) {
+        num_gen(out, vt, id, s, bytes);
+        return;
+    }
     if (vt == VT_BYTES) {
         pattern_fill(out, bytes, id, s);
         return;
@@ -276,6 +418,10 @@ static void stream_gen(unsigned char *out, int vt, int id, int seed, int blk, si
 /* acc = acc op b, elementwise on packed value streams (acc is the earlier operand). */
 static void elem_combine(int vt, int opid, unsigned char *acc, const unsigned char *b, size_t count)
 {
+    if (vt_num(vt, NULL, NULL)) {
+        num_combine(vt, opid, acc, b, count);
+        return;
+    }
     size_t es = vt_esize(vt);
     for (size_t e = 0; e < count; e++) {
         unsigned char *x = acc + e * es;
