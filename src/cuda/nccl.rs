@@ -73,7 +73,6 @@ nccl_api! {
     get_version = "ncclGetVersion": fn(*mut c_int);
     get_unique_id = "ncclGetUniqueId": fn(*mut ncclUniqueId);
     comm_init_rank = "ncclCommInitRank": fn(*mut ncclComm_t, c_int, ncclUniqueId, c_int);
-    comm_destroy = "ncclCommDestroy": fn(ncclComm_t);
     comm_abort = "ncclCommAbort": fn(ncclComm_t);
     comm_get_async_error = "ncclCommGetAsyncError": fn(ncclComm_t, *mut NcclResult);
     all_reduce = "ncclAllReduce": fn(*const c_void, *mut c_void, usize, DataType, RedOp, ncclComm_t, Stream);
@@ -374,8 +373,8 @@ impl Comm {
         }
     }
 
-    /// Frees the communicator, its stream and events. Every rank frees its own when the MPI
-    /// communicator goes.
+    /// Frees the communicator, its stream and events, on this rank alone. Every rank frees its
+    /// own when the MPI communicator goes.
     pub fn destroy(mut self) {
         self.release();
     }
@@ -387,9 +386,12 @@ impl Comm {
         unsafe {
             if !self.comm.is_null() {
                 if !self.broken {
+                    // Nothing is in flight (every collective is waited for), and ncclCommDestroy
+                    // is an intra-node collective that ranks freeing their communicators in
+                    // different orders could hang in: ncclCommAbort is local.
                     (d.stream_synchronize)(self.stream);
                     if let Some(n) = get() {
-                        (n.comm_destroy)(self.comm);
+                        (n.comm_abort)(self.comm);
                     }
                 }
                 self.comm = std::ptr::null_mut();

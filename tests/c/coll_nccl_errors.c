@@ -7,8 +7,9 @@
  * The stand-in NCCL fails on request (tests/fixture/fakenccl.c): FAKENCCL_FAIL=N makes the N-th
  * NCCL operation of the process fail asynchronously (its peers then see a remote error), and
  * FAKENCCL_FAIL_INIT=1 makes ncclCommInitRank fail on every rank; both are read at each call,
- * so the test sets them with setenv at the point it wants. Outside mode nccl (no NCCL loaded)
- * every call must succeed with the right bytes and nothing runs on NCCL.
+ * so the test sets them with setenv at the point it wants. Outside mode nccl every call must
+ * succeed with the right bytes (no NCCL is loaded in CI; on a GPU machine a real one may be,
+ * which fails nothing), and the counter is not looked at.
  * Checks, 2 and 3 ranks: 1. an Allreduce of 4 KiB of ints on device memory runs (on NCCL in
  * mode nccl); 2. rank 0's next NCCL operation fails: every rank's Allreduce returns an error of
  * class MPI_ERR_OTHER (mode nccl) or succeeds (other modes); 3. the next Allreduce and Bcast on
@@ -85,8 +86,7 @@ int main(int argc, char **argv)
 
     unsigned long long before = nccl_calls(get);
     CHECK(allreduce(comm, 1, "first") == MPI_SUCCESS, "first Allreduce failed");
-    CHECK(nccl_calls(get) - before == (unsigned long long)nccl, "first Allreduce: %llu NCCL calls, expected %d",
-          nccl_calls(get) - before, nccl);
+    CHECK(!nccl || nccl_calls(get) - before == 1, "first Allreduce: %llu NCCL calls, expected 1", nccl_calls(get) - before);
 
     /* Rank 0's next NCCL operation fails: the process has made exactly one so far (the first
      * Allreduce), so the next is operation 2. */
@@ -101,14 +101,14 @@ int main(int argc, char **argv)
     } else {
         CHECK(rc == MPI_SUCCESS, "Allreduce returned %d without NCCL", rc);
     }
-    CHECK(nccl_calls(get) == before, "failing Allreduce counted as run on NCCL");
+    CHECK(!nccl || nccl_calls(get) == before, "failing Allreduce counted as run on NCCL");
     unsetenv("FAKENCCL_FAIL");
 
     /* The communicator goes on, staged, with the right bytes. */
     before = nccl_calls(get);
     CHECK(allreduce(comm, 3, "after the failure") == MPI_SUCCESS, "Allreduce after the failure failed");
     bcast(comm, 4, "after the failure");
-    CHECK(nccl_calls(get) == before, "%llu NCCL calls after the failure, expected none", nccl_calls(get) - before);
+    CHECK(!nccl || nccl_calls(get) == before, "%llu NCCL calls after the failure, expected none", nccl_calls(get) - before);
 
     /* NCCL fails to start on a new communicator: staged, correct. */
     setenv("FAKENCCL_FAIL_INIT", "1", 1);
@@ -118,7 +118,7 @@ int main(int argc, char **argv)
     before = nccl_calls(get);
     CHECK(allreduce(c2, 5, "NCCL failed to start") == MPI_SUCCESS, "Allreduce where NCCL failed to start failed");
     CHECK(allreduce(c2, 6, "NCCL failed to start, again") == MPI_SUCCESS, "second Allreduce where NCCL failed to start failed");
-    CHECK(nccl_calls(get) == before, "NCCL counted where it failed to start");
+    CHECK(!nccl || nccl_calls(get) == before, "NCCL counted where it failed to start");
     unsetenv("FAKENCCL_FAIL_INIT");
     MPI_Comm_free(&c2);
 
@@ -128,8 +128,7 @@ int main(int argc, char **argv)
     before = nccl_calls(get);
     CHECK(allreduce(c3, 7, "fresh communicator") == MPI_SUCCESS, "Allreduce on a fresh communicator failed");
     bcast(c3, 8, "fresh communicator");
-    CHECK(nccl_calls(get) - before == (unsigned long long)(2 * nccl), "fresh communicator: %llu NCCL calls, expected %d",
-          nccl_calls(get) - before, 2 * nccl);
+    CHECK(!nccl || nccl_calls(get) - before == 2, "fresh communicator: %llu NCCL calls, expected 2", nccl_calls(get) - before);
     MPI_Comm_free(&c3);
     MPI_Comm_free(&comm);
     return report_and_finalize();
