@@ -9,8 +9,8 @@
 //! each have a GPU of their own, a reduction's operation and datatype are in `kinds`, and every
 //! rank passes device memory of its GPU, without gaps, for every buffer significant on it.
 //!
-//! This layer uses `base`, `cuda`, `mpi` and `fastpath` (the node and GPU names); only the
-//! handlers use it.
+//! This layer uses `base`, `cuda`, `mpi` and `fastpath` (the node and GPU names); the handlers
+//! use it, and the Fortran entry points keep their calls off it ([`staged`]).
 
 mod agreement;
 mod jobs;
@@ -31,7 +31,22 @@ use jobs::gapless;
 /// Whether NCCL may serve collectives at all: the same answer on every rank.
 #[inline]
 pub fn on() -> bool {
-    config::get().nccl
+    config::get().nccl && !STAGED.get()
+}
+
+thread_local! {
+    /// Inside a call that must not ask ([`staged`]).
+    static STAGED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with every collective in it staged, never asking the other ranks: for the Fortran
+/// entry points, whose calls with host buffers go to the library's own routine and so never
+/// reach the agreement.
+pub fn staged<R>(f: impl FnOnce() -> R) -> R {
+    let was = STAGED.replace(true);
+    let r = f();
+    STAGED.set(was);
+    r
 }
 
 impl Job {
@@ -90,7 +105,7 @@ fn local(job: &Job, rank: c_int) -> Local {
 /// anything was done. `Some(rc)`: served, `rc` is the call's result.
 pub fn run(name: &'static str, comm: Handle, job: &Job) -> Option<c_int> {
     let cfg = config::get();
-    if !cfg.nccl {
+    if !on() {
         return None;
     }
     // What every rank decides alike comes first: most calls stop here without a lock, small

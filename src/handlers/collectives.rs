@@ -656,9 +656,3 @@ pub fn ncoll1(
     }
     coll1(name, comm, mode, buffer, plan, call)
 }
-
-/// Whether NCCL may serve collectives: then every rank takes part in each large collective's
-/// agreement, so the Fortran entry points serve those calls whatever their buffers.
-pub fn nccl_on() -> bool {
-    engine::on()
-}

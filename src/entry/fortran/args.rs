@@ -27,8 +27,6 @@ pub struct Gate {
     pub veto: bool,
     /// An attribute whose value the library's routine gives as cudampi would.
     attribute: bool,
-    /// A collective whose engine the ranks agree on (`engine`).
-    pub engine: bool,
 }
 
 impl Gate {
@@ -39,7 +37,7 @@ impl Gate {
     pub fn serve(&self) -> bool {
         if self.veto || self.attribute {
             false
-        } else if self.indices || self.engine {
+        } else if self.indices {
             true
         } else if self.buffers {
             self.device

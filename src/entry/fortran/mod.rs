@@ -177,7 +177,7 @@ macro_rules! fortran_export {
 
 macro_rules! fortran_entry {
     ([] $($rest:tt)*) => {};
-    ([($stem:ident, $STEM:ident $(, $ts:ident $(, $types:ident)?)?)] $name:ident $pname:ident $handler:ident ($($arg:ident : $ty:ty),*)) => {
+    ([($stem:ident, $STEM:ident $(, $ts:ident $(, $types:ident)?)?)] $name:ident $pname:ident ($($arg:ident : $ty:ty),*)) => {
         const _: () = {
             use std::ffi::{c_int, c_void};
             use $crate::entry::fortran::{args, Arg, Ctx, Entry, Gate, View, FORWARDED};
@@ -196,9 +196,6 @@ macro_rules! fortran_entry {
                 ierr: *mut c_int,
             ) -> c_int {
                 let mut gate = Gate::default();
-                // A collective NCCL may run is always served: whether it does is agreed by all
-                // ranks (`engine`), so a rank with host buffers must take part too.
-                gate.engine = matches!(stringify!($handler), "ncoll" | "ncoll1") && $crate::handlers::collectives::nccl_on();
                 // SAFETY (this block): the arguments are the caller's, by reference, as the
                 // binding declares them.
                 unsafe {
@@ -220,7 +217,10 @@ macro_rules! fortran_entry {
                     if let Some(rc) = ctx.failed {
                         return rc;
                     }
-                    let rc = c($( Arg::<V>::c(&mut $arg) as $ty ),*);
+                    // A Fortran rank with host buffers goes to the library's routine, past the
+                    // agreement on NCCL, so a served Fortran call never asks either: its
+                    // collectives are staged on every rank alike.
+                    let rc = $crate::engine::staged(|| c($( Arg::<V>::c(&mut $arg) as $ty ),*));
                     $( Arg::<V>::after($arg, rc, &mut ctx); )*
                     rc
                 }
@@ -252,7 +252,7 @@ macro_rules! fortran_ts {
 
 macro_rules! define_fortran {
     ($( $name:ident, $pname:ident $(or $base:ident, $pbase:ident $(via $family:ident)?)? $(starts $start:ident)? $(fortran $fortran:tt)? ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*); )*) => {
-        $( fortran_entry!([$($fortran)?] $name $pname $handler ($($arg : $ty),*)); )*
+        $( fortran_entry!([$($fortran)?] $name $pname ($($arg : $ty),*)); )*
     };
 }
 
