@@ -11,8 +11,8 @@
 //! (its significant buffers are device memory of one GPU, without gaps, and NCCL loaded),
 //! whether it passed device memory at all, whether it has device memory but no NCCL (then the
 //! communicator never asks again), and its largest buffer, for the calls whose counts differ
-//! by rank (`MPI_Gatherv`, `MPI_Scatterv`, `MPI_Alltoallv`). NCCL runs when every rank can; otherwise every rank
-//! stages, as before.
+//! by rank (`MPI_Gatherv`, `MPI_Scatterv`, `MPI_Alltoallv`). NCCL runs when every rank can;
+//! otherwise every rank stages, as before.
 //!
 //! Why it cannot hang: the agreement is a collective on the same communicator as the
 //! program's call, made by every rank at the same point of its sequence of collectives on it
