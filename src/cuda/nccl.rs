@@ -93,6 +93,11 @@ pub fn get() -> Option<&'static Nccl> {
     NCCL.get_or_init(load).as_ref()
 }
 
+/// [`get`] for the calls that need the library: its absence is an error (`ncclSystemError`).
+fn loaded() -> Result<&'static Nccl, Error> {
+    get().ok_or(Error::Nccl { call: "dlopen", code: 2 })
+}
+
 fn load() -> Option<Nccl> {
     let cfg = config::get();
     if !cfg.nccl {
@@ -179,7 +184,7 @@ const _: () = assert!(std::mem::size_of::<UniqueId>() == std::mem::size_of::<ncc
 
 impl UniqueId {
     pub fn new() -> Result<UniqueId, Error> {
-        let n = get().ok_or(Error::Nccl { call: "dlopen", code: 2 })?;
+        let n = loaded()?;
         let mut id = UniqueId([0; 128]);
         // SAFETY: UniqueId has ncclUniqueId's size and layout (128 bytes).
         nccl_check("ncclGetUniqueId", unsafe { (n.get_unique_id)((&mut id as *mut UniqueId).cast()) })?;
@@ -223,7 +228,7 @@ impl Comm {
     /// Joins the communicator `id` names as rank `rank` of `ranks`, on the GPU of `dev`.
     /// Collective: every rank of the communicator must call it, or it waits for them.
     pub fn create(dev: &Device, ranks: c_int, rank: c_int, id: &UniqueId) -> Result<Comm, Error> {
-        let n = get().ok_or(Error::Nccl { call: "dlopen", code: 2 })?;
+        let n = loaded()?;
         let ctx = InContext::enter(dev)?;
         let d = ctx.driver();
         let mut c = Comm { comm: std::ptr::null_mut(), stream: std::ptr::null_mut(), ready: std::ptr::null_mut(), done: std::ptr::null_mut(), dev: *dev, broken: false };
@@ -260,7 +265,7 @@ impl Comm {
     /// Queues `ops` as one group on the stream, after the program's earlier work (see the
     /// module's comment). Returns once queued; [`Comm::wait`] waits for them.
     pub fn run(&mut self, ops: &[Op]) -> Result<(), Error> {
-        let n = get().ok_or(Error::Nccl { call: "dlopen", code: 2 })?;
+        let n = loaded()?;
         if self.broken {
             return Err(Error::Nccl { call: "ncclGroupEnd", code: 5 });
         }
@@ -311,7 +316,7 @@ impl Comm {
     /// after `patience` without completion, or on an error, aborts the communicator (its
     /// later use fails at once) and says why.
     pub fn wait(&mut self, patience: Duration) -> Result<(), Error> {
-        let n = get().ok_or(Error::Nccl { call: "dlopen", code: 2 })?;
+        let n = loaded()?;
         let ctx = InContext::enter(&self.dev)?;
         let d = ctx.driver();
         let start = Instant::now();

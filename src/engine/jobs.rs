@@ -66,7 +66,7 @@ fn size_of(datatype: Handle) -> Option<i64> {
 pub fn gapless(datatype: Handle) -> bool {
     match datatype::size_packed(datatype) {
         Some((_, true)) => true,
-        Some(_) => datatype::query(datatype).is_ok_and(|t| t.size == t.extent && t.true_lb == 0 && t.true_extent == t.size),
+        Some(_) => datatype::query(datatype).is_ok_and(|t| t.packed() && t.true_extent == t.size),
         None => false,
     }
 }

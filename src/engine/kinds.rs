@@ -82,27 +82,25 @@ pub fn reducible(datatype: Handle) -> Option<DataType> {
     if h == datatype && h != 0 {
         return t;
     }
-    let t = reducible_asked(datatype);
-    if crate::mpi::datatype::query(datatype).is_ok_and(|i| i.named) {
+    let (t, named) = asked(datatype);
+    if named {
         LAST.set((datatype, t));
     }
     t
 }
 
-fn reducible_asked(datatype: Handle) -> Option<DataType> {
+/// [`reducible`]'s answer, and whether the datatype is predefined (only those are remembered:
+/// a derived handle may be freed and reused for another type).
+fn asked(datatype: Handle) -> (Option<DataType>, bool) {
     let seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(&(_, t)) = seen.iter().find(|(h, _)| *h == datatype) {
-        return t;
+        return (t, true);
     }
     drop(seen);
-    let info = crate::mpi::datatype::query(datatype).ok()?;
-    if !info.named {
-        // A derived handle may be freed and reused for another type: never remembered.
-        return None;
-    }
+    let Some(info) = crate::mpi::datatype::query(datatype).ok().filter(|i| i.named) else { return (None, false) };
     let t = name_of(datatype).and_then(|name| NUMBERS.iter().find(|(n, _)| *n == name)).and_then(|&(_, number)| nccl_type(number, info.size));
     SEEN.lock().unwrap_or_else(|e| e.into_inner()).push((datatype, t));
-    t
+    (t, true)
 }
 
 fn name_of(datatype: Handle) -> Option<String> {

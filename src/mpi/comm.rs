@@ -19,14 +19,11 @@ pub struct Group {
 }
 
 pub fn group(comm: Handle) -> Result<Group, c_int> {
+    let (rank, size) = rank_size(comm)?;
     let p = real::pmpi().ok_or(abi::get().err_intern)?;
-    let (mut rank, mut size, mut inter) = (0, 0, 0);
-    // SAFETY: valid out-pointers; the communicator is the caller's.
-    unsafe {
-        check((p.comm_rank)(comm, &mut rank))?;
-        check((p.comm_size)(comm, &mut size))?;
-        check((p.comm_test_inter)(comm, &mut inter))?;
-    }
+    let mut inter = 0;
+    // SAFETY: a valid out-pointer; the communicator is the caller's.
+    check(unsafe { (p.comm_test_inter)(comm, &mut inter) })?;
     let mut peers = size;
     if inter != 0 {
         // SAFETY: as above.

@@ -187,7 +187,7 @@ fn ask(datatype: Handle) -> Result<TypeInfo, c_int> {
 impl TypeInfo {
     /// Without gaps or offset, so that `n` bytes of a predefined datatype's elements lie at the
     /// buffer's address as they would packed.
-    fn packed(&self) -> bool {
+    pub fn packed(&self) -> bool {
         self.size == self.extent && self.true_lb == 0
     }
 
