@@ -7,9 +7,10 @@
                                             NCCL, ranks) to every JSON of bench/coll in DIR as
                                             its member "gpu_nccl", with the run's label and
                                             settings
-    bench/nccl_table.py DIR --markdown      print the tables as markdown (for the README)
- bench/nccl_table.py DIR --update FILE  replace FILE's block between <!-- nccl:begin --> and
-                                            <!-- nccl:end --> with the markdown tables and plot
+    bench/nccl_table.py DIR --markdown      print the short table as markdown
+    bench/nccl_table.py DIR --update FILE   replace FILE's block between <!-- nccl:begin --> and
+                                            <!-- nccl:end --> with a short table (a row per
+                                            collective), a link to the full one and the plot
     bench/nccl_table.py DIR --plot          also draw DIR/nccl.png (needs matplotlib): per
                                             collective, time against size for NCCL, cudampi,
                                             cudampi staged and the host MPI
@@ -276,6 +277,27 @@ def short_rows(rows):
     return [r for r in rows if r["size"] in sizes_of(r["collective"])]
 
 
+# the README's table: one row per collective, cudampi's time as a multiple of NCCL's at these sizes
+WIDE_SIZES = [32 << 10, 2 << 20, 64 << 20]
+
+
+def wide_table(rows):
+    """Markdown, a row per collective: cudampi/NCCL at WIDE_SIZES, then NCCL's and the staged
+    path's times at the largest of them."""
+    big = WIDE_SIZES[-1]
+    head = ["collective"] + ["cudampi/NCCL %s" % human(z) for z in WIDE_SIZES] + \
+           ["NCCL us %s" % human(big), "cudampi us %s" % human(big), "staged us %s" % human(big)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for c in COLLECTIVES:
+        at = {r["size"]: r for r in rows if r["collective"] == c}
+        if not at:
+            continue
+        cells = [title(c)] + [fmt_x(at.get(z, {}).get("cudampi_over_nccl")) for z in WIDE_SIZES]
+        cells += [fmt_us(at.get(big, {}).get(k)) for k in ("nccl_us", "cudampi_us", "staged_us")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def annotate(folder, meta):
     """Adds meta (and the run's label and settings) to every bench/coll JSON of the folder."""
     for stem, label, settings in RUNS:
@@ -350,7 +372,10 @@ def main():
     if a.markdown or a.update:
         out = ["Measured %s on %s x %s, %s ranks (one GPU each), %s, NCCL %s, %s." % (
             h["date_utc"], h["gpus"], h["gpu"], h["nranks"], h["mpi"], h["nccl"], h["shim"]), ""]
-        out += md_table(SHORT_COLS, short_rows(rows))
+        out += wide_table(rows) if a.update else md_table(SHORT_COLS, short_rows(rows))
+        if a.update:
+            out += ["", "Every size and collective: [summary.txt](%s/summary.txt)." % os.path.relpath(
+                a.folder, os.path.dirname(os.path.abspath(a.update)) or ".")]
         if cross_lines:
             out += ["", "From which size on cudampi with NCCL at every size (`CUDAMPI_NCCL_BYTES=0`) is at least as "
                     "fast as its staged path (`CUDAMPI_NCCL=0`) at every larger size too: " +
