@@ -207,6 +207,51 @@ pub enum Op {
     Copy { dst: *mut c_void, src: *const c_void, bytes: usize },
 }
 
+/// Bytes of one element of `t`.
+pub fn type_bytes(t: DataType) -> usize {
+    use DataType::*;
+    match t {
+        ncclInt8 | ncclUint8 => 1,
+        ncclInt32 | ncclUint32 | ncclFloat32 => 4,
+        ncclInt64 | ncclUint64 | ncclFloat64 => 8,
+        _ => 2,
+    }
+}
+
+impl Op {
+    /// The memory the operation touches on a communicator of `ranks`: (address, bytes,
+    /// written), read side first.
+    pub fn buffers(&self, ranks: usize) -> [Option<(*const c_void, usize, bool)>; 2] {
+        let b = |count: usize, t: DataType| count * type_bytes(t);
+        let two = |send: *const c_void, sb: usize, recv: *mut c_void, rb: usize| [Some((send, sb, false)), Some((recv.cast_const(), rb, true))];
+        match *self {
+            Op::AllReduce { send, recv, count, dtype, .. } | Op::Reduce { send, recv, count, dtype, .. } | Op::Broadcast { send, recv, count, dtype, .. } => {
+                two(send, b(count, dtype), recv, b(count, dtype))
+            }
+            Op::AllGather { send, recv, count, dtype } => two(send, b(count, dtype), recv, b(count, dtype) * ranks),
+            Op::ReduceScatter { send, recv, count, dtype, .. } => two(send, b(count, dtype) * ranks, recv, b(count, dtype)),
+            Op::Send { buf, count, dtype, .. } => [Some((buf, b(count, dtype), false)), None],
+            Op::Recv { buf, count, dtype, .. } => [Some((buf.cast_const(), b(count, dtype), true)), None],
+            Op::Copy { dst, src, bytes } => two(src, bytes, dst, bytes),
+        }
+    }
+
+    /// The same operation on memory moved by `to` (each address the operation names).
+    pub fn moved(self, to: impl Fn(*const c_void) -> *const c_void) -> Op {
+        let m = |p: *mut c_void| to(p.cast_const()).cast_mut();
+        match self {
+            Op::AllReduce { send, recv, count, dtype, op } => Op::AllReduce { send: to(send), recv: m(recv), count, dtype, op },
+            Op::Reduce { send, recv, count, dtype, op, root } => Op::Reduce { send: to(send), recv: m(recv), count, dtype, op, root },
+            Op::Broadcast { send, recv, count, dtype, root } => Op::Broadcast { send: to(send), recv: m(recv), count, dtype, root },
+            Op::AllGather { send, recv, count, dtype } => Op::AllGather { send: to(send), recv: m(recv), count, dtype },
+            Op::ReduceScatter { send, recv, count, dtype, op } => Op::ReduceScatter { send: to(send), recv: m(recv), count, dtype, op },
+            Op::Send { buf, count, dtype, peer } => Op::Send { buf: to(buf), count, dtype, peer },
+            Op::Recv { buf, count, dtype, peer } => Op::Recv { buf: m(buf), count, dtype, peer },
+            Op::Copy { dst, src, bytes } => Op::Copy { dst: m(dst), src: to(src), bytes },
+        }
+    }
+}
+
 /// One NCCL communicator, on one GPU, with the stream its collectives run on.
 pub struct Comm {
     comm: ncclComm_t,
@@ -249,6 +294,11 @@ impl Comm {
 
     pub fn ordinal(&self) -> i32 {
         self.dev.ordinal
+    }
+
+    /// The GPU the communicator runs on.
+    pub fn device(&self) -> Device {
+        self.dev
     }
 
     /// False once an error aborted the communicator.
@@ -316,6 +366,48 @@ impl Comm {
     /// after `patience` without completion, or on an error, aborts the communicator (its
     /// later use fails at once) and says why.
     pub fn wait(&mut self, patience: Duration) -> Result<(), Error> {
+        let done = self.done;
+        self.wait_on(done, patience)
+    }
+
+    /// Marks the work queued so far, for a caller that waits for it later ([`Comm::wait_for`],
+    /// [`Comm::reached`]) while other work is queued behind it.
+    pub fn mark(&mut self) -> Result<Event, Error> {
+        let ctx = InContext::enter(&self.dev)?;
+        let d = ctx.driver();
+        let mut ev = Event { ev: std::ptr::null_mut(), dev: self.dev };
+        // SAFETY: a valid out-pointer; a live stream of this context.
+        unsafe {
+            check("cuEventCreate", (d.event_create)(&mut ev.ev, EVENT_NO_TIMING))?;
+            check("cuEventRecord", (d.event_record)(ev.ev, self.stream))?;
+        }
+        Ok(ev)
+    }
+
+    /// Whether the work `ev` marks is done, without waiting; an error as [`Comm::wait`] gives.
+    pub fn reached(&mut self, ev: &Event) -> Result<bool, Error> {
+        let n = loaded()?;
+        let ctx = InContext::enter(&self.dev)?;
+        // SAFETY: a live event of this context.
+        match unsafe { (ctx.driver().event_query)(ev.ev) } {
+            0 => self.async_error(n).map(|()| true),
+            NOT_READY => self.async_error(n).map(|()| false),
+            code => {
+                self.abort();
+                Err(Error::Cuda(CudaError { call: "cuEventQuery", code }))
+            }
+        }
+    }
+
+    /// [`Comm::wait`] for the work `ev` marks.
+    pub fn wait_for(&mut self, ev: &Event, patience: Duration) -> Result<(), Error> {
+        self.wait_on(ev.ev, patience)
+    }
+
+    fn wait_on(&mut self, event: *mut c_void, patience: Duration) -> Result<(), Error> {
+        if self.broken {
+            return Err(Error::Nccl { call: "an NCCL collective", code: 5 });
+        }
         let n = loaded()?;
         let ctx = InContext::enter(&self.dev)?;
         let d = ctx.driver();
@@ -323,7 +415,7 @@ impl Comm {
         let mut spins: u32 = 0;
         loop {
             // SAFETY: a live event of this context.
-            match unsafe { (d.event_query)(self.done) } {
+            match unsafe { (d.event_query)(event) } {
                 // A failed collective may still let its stream go on: NCCL's own word decides.
                 0 => return self.async_error(n),
                 NOT_READY => (),
@@ -418,5 +510,23 @@ impl Comm {
 impl Drop for Comm {
     fn drop(&mut self) {
         self.release();
+    }
+}
+
+/// A point of a communicator's stream ([`Comm::mark`]).
+pub struct Event {
+    ev: *mut c_void,
+    dev: Device,
+}
+
+// SAFETY: an event handle the driver accepts from any thread.
+unsafe impl Send for Event {}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        if let Ok(ctx) = InContext::enter(&self.dev) {
+            // SAFETY: made in `Comm::mark`, destroyed once.
+            unsafe { (ctx.driver().event_destroy)(self.ev) };
+        }
     }
 }

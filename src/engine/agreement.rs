@@ -30,8 +30,8 @@
 //! staged as before, whatever their buffers.
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::cuda::nccl;
 use crate::mpi::abi::Handle;
@@ -49,8 +49,16 @@ pub struct State {
     /// Never NCCL here: an intercommunicator, two ranks on one GPU, a rank without NCCL, or
     /// NCCL failed to start.
     pub never: bool,
-    /// This rank's NCCL communicator, made at the first collective every rank could run on it.
-    pub nccl: Option<nccl::Comm>,
+    /// This rank's NCCL communicator, made at the first collective every rank could run on it;
+    /// shared with the nonblocking collectives still running on it.
+    pub nccl: Option<Shared>,
+}
+
+/// An NCCL communicator as the communicator's state and its collectives in flight hold it.
+pub type Shared = Arc<Mutex<nccl::Comm>>;
+
+pub fn lock(c: &Shared) -> MutexGuard<'_, nccl::Comm> {
+    c.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// `Slot::skip` of a communicator that never asks.
@@ -61,6 +69,9 @@ const NEVER: u32 = u32::MAX;
 /// agreement are kept outside the lock: most calls of a host program only count down.
 pub struct Slot {
     skip: AtomicU32,
+    /// The last agreement ran its call on NCCL: the nonblocking collectives that follow, which
+    /// cannot ask, run there too (`engine::start`).
+    on_nccl: AtomicBool,
     state: Mutex<State>,
 }
 
@@ -99,6 +110,19 @@ impl Slot {
     pub fn never(&self, st: &mut State) {
         st.never = true;
         self.skip.store(NEVER, Ordering::Relaxed);
+        self.on_nccl.store(false, Ordering::Relaxed);
+    }
+
+    /// What the last agreement chose: NCCL (every rank could run the call there) or staging.
+    pub fn chose(&self, nccl: bool) {
+        self.on_nccl.store(nccl, Ordering::Relaxed);
+    }
+
+    /// Whether the last agreement chose NCCL: the same answer on every rank, since agreements
+    /// come at the same points of every rank's sequence of collectives on the communicator.
+    #[inline]
+    pub fn on_nccl(&self) -> bool {
+        self.on_nccl.load(Ordering::Relaxed)
     }
 }
 
@@ -182,7 +206,7 @@ fn lookup(comm: Handle) -> Option<&'static Slot> {
     let g = crate::mpi::comm::group(comm).ok()?;
     let state = State { host_streak: 0, never: g.inter, nccl: None };
     let skip = AtomicU32::new(if g.inter { NEVER } else { 0 });
-    let slot = Box::into_raw(Box::new(Slot { skip, state: Mutex::new(state) }));
+    let slot = Box::into_raw(Box::new(Slot { skip, on_nccl: AtomicBool::new(false), state: Mutex::new(state) }));
     // SAFETY: a live communicator and keyval; the value is the slot's address.
     if unsafe { (p.comm_set_attr)(comm, key, slot.cast()) } != 0 {
         // SAFETY: not handed to MPI; freed once.
@@ -214,8 +238,9 @@ pub fn finalize() {
         // SAFETY: a live slot (deleted ones leave LIVE first).
         let slot = unsafe { &*(s as *const Slot) };
         let mut st = slot.lock();
-        if let Some(c) = st.nccl.take() {
-            c.destroy();
+        // Collectives still in flight hold their own reference; the last one frees it.
+        if let Some(c) = st.nccl.take().and_then(|c| Arc::try_unwrap(c).ok()) {
+            c.into_inner().unwrap_or_else(|e| e.into_inner()).destroy();
         }
         slot.never(&mut st);
     }

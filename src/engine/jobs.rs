@@ -20,7 +20,7 @@ pub enum PerRank {
     V(Ints, Ints),
 }
 
-/// A blocking collective NCCL can run, with the program's arguments.
+/// A collective NCCL can run, with the program's arguments.
 pub enum Job {
     Allreduce { send: *const c_void, recv: *mut c_void, count: i64, datatype: Handle, op: Handle },
     Reduce { send: *const c_void, recv: *mut c_void, count: i64, datatype: Handle, op: Handle, root: c_int },
@@ -177,6 +177,23 @@ impl Job {
                 count >= 0 && datatype::size_known(datatype).is_some_and(|s| (count as u64).saturating_mul(s as u64) < threshold as u64)
             }
             _ => false,
+        }
+    }
+
+    /// The buffer the call only reads (`MPI_IN_PLACE` or a root's argument where it has one).
+    pub fn send(&self) -> *const c_void {
+        match *self {
+            Job::Bcast { .. } => std::ptr::null(),
+            Job::Allreduce { send, .. }
+            | Job::Reduce { send, .. }
+            | Job::Allgather { send, .. }
+            | Job::Allgatherv { send, .. }
+            | Job::ReduceScatterBlock { send, .. }
+            | Job::ReduceScatter { send, .. }
+            | Job::Alltoall { send, .. }
+            | Job::Alltoallv { send, .. }
+            | Job::Gather { send, .. }
+            | Job::Scatter { send, .. } => send,
         }
     }
 

@@ -13,6 +13,7 @@
 //! use it, and the Fortran entry points keep their calls off it ([`staged`]).
 
 mod agreement;
+mod flight;
 mod jobs;
 mod kinds;
 
@@ -25,6 +26,7 @@ use crate::cuda::{self, Device, Location};
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::{errors, real};
 
+pub use flight::{start, InFlight, Planned};
 pub use jobs::{Job, PerRank};
 use jobs::gapless;
 
@@ -101,51 +103,99 @@ fn local(job: &Job, rank: c_int) -> Local {
     out
 }
 
+/// What the ranks agreed for one call.
+enum Agreed {
+    Staged,
+    /// The agreement itself failed: the call's result.
+    Raised(c_int),
+    /// NCCL, with this rank's operations, on the communicator's NCCL communicator.
+    Nccl { nccl: agreement::Shared, ops: Vec<nccl::Op>, bytes: usize },
+}
+
 /// Runs `job` on NCCL if every rank of `comm` can; `None` when it is to be staged, before
 /// anything was done. `Some(rc)`: served, `rc` is the call's result.
 pub fn run(name: &'static str, comm: Handle, job: &Job) -> Option<c_int> {
+    let (nccl, ops, bytes) = match agree_on(name, comm, job) {
+        Agreed::Staged => return None,
+        Agreed::Raised(rc) => return Some(rc),
+        Agreed::Nccl { nccl, ops, bytes } => (nccl, ops, bytes),
+    };
+    let patience = Duration::from_secs(config::get().handshake_wait_s);
+    let mut c = agreement::lock(&nccl);
+    if let Err(e) = c.run(&ops).and_then(|()| c.wait(patience)) {
+        log::error(format_args!("{name}: {e}"));
+        return Some(errors::raise(Some(comm), abi::get().err_other));
+    }
+    counted(name, bytes, c.ordinal());
+    Some(0)
+}
+
+/// A persistent collective's initialization (`MPI_Allreduce_init` and the like), which MPI
+/// lets synchronise the ranks as a blocking collective may (MPI-4.1 section 6.13: the
+/// initialization calls are non-local): the ranks agree once, for every start. `None`: staged.
+pub fn plan(name: &'static str, comm: Handle, job: &Job) -> Option<Result<Planned, c_int>> {
+    match agree_on(name, comm, job) {
+        Agreed::Staged => None,
+        Agreed::Raised(rc) => Some(Err(rc)),
+        Agreed::Nccl { nccl, ops, bytes } => Some(Ok(Planned { name, comm, nccl, ops, bytes })),
+    }
+}
+
+/// Counts one call served on NCCL.
+fn counted(name: &'static str, bytes: usize, ordinal: i32) {
+    stats::device_call(name);
+    stats::NCCL_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    stats::NCCL_BYTES.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
+    if config::get().debug {
+        log::debug(format_args!("{name}: {bytes} bytes on NCCL, GPU {ordinal}"));
+    }
+}
+
+fn agree_on(name: &'static str, comm: Handle, job: &Job) -> Agreed {
     let cfg = config::get();
     if !on() {
-        return None;
+        return Agreed::Staged;
     }
     // What every rank decides alike comes first: most calls stop here without a lock, small
     // ones before any question to MPI.
     let threshold = cfg.nccl_bytes.max(1);
     if job.bytes_here().is_some_and(|b| (b as usize) < threshold) {
-        return None;
+        return Agreed::Staged;
     }
     // The communicator's schedule ticks at every such call on every rank alike, so a
     // program that never passes device memory pays for little more than this lookup.
-    let slot = agreement::slot(comm)?;
+    let Some(slot) = agreement::slot(comm) else { return Agreed::Staged };
     if slot.skips() {
-        return None;
+        return Agreed::Staged;
     }
     let mut st = slot.lock();
-    let (rank, size) = crate::mpi::comm::rank_size(comm).ok()?;
-    let shape = job.shape(rank, size).filter(|s| !s.common || s.bytes >= threshold)?;
+    let Ok((rank, size)) = crate::mpi::comm::rank_size(comm) else { return Agreed::Staged };
+    let Some(shape) = job.shape(rank, size).filter(|s| !s.common || s.bytes >= threshold) else { return Agreed::Staged };
     let mut me = local(job, rank);
     me.ready &= shape.ok;
     if let (Some(d), Some(c)) = (me.device, st.nccl.as_ref()) {
+        let c = agreement::lock(c);
         me.ready &= d.ordinal == c.ordinal() && c.usable();
     }
     let flags = [!me.ready as i64, me.any_device as i64, me.no_nccl as i64, shape.bytes as i64];
     let agreed = match agreement::agree(comm, flags) {
         Ok(a) => a,
-        Err(rc) => return Some(errors::raise(Some(comm), rc)),
+        Err(rc) => return Agreed::Raised(errors::raise(Some(comm), rc)),
     };
     // A rank without NCCL stays without it: the communicator stops asking.
     if agreed[2] != 0 {
         slot.never(&mut st);
     }
     slot.agreed(&mut st, agreed[1] != 0);
+    slot.chose(false);
     // Where the sizes differ by rank, the largest decides, alike everywhere.
     if agreed[0] != 0 || (agreed[3] as usize) < threshold {
-        return None;
+        return Agreed::Staged;
     }
-    let dev = me.device?;
+    let Some(dev) = me.device else { return Agreed::Staged };
     if st.nccl.is_none() {
-        match start(comm, &dev, rank, size) {
-            Ok(c) => st.nccl = Some(c),
+        match open(comm, &dev, rank, size) {
+            Ok(c) => st.nccl = Some(std::sync::Arc::new(std::sync::Mutex::new(c))),
             Err(why) => {
                 slot.never(&mut st);
                 // Ranks sharing a GPU are an ordinary setup (NCCL refuses them); a failure is not.
@@ -157,24 +207,13 @@ pub fn run(name: &'static str, comm: Handle, job: &Job) -> Option<c_int> {
                     }
                     NoStart::Failed(_) => (),
                 }
-                return None;
+                return Agreed::Staged;
             }
         }
     }
-    let comm_nccl = st.nccl.as_mut()?;
-    let ops = job.ops(&shape, rank, size);
-    let patience = Duration::from_secs(cfg.handshake_wait_s);
-    if let Err(e) = comm_nccl.run(&ops).and_then(|()| comm_nccl.wait(patience)) {
-        log::error(format_args!("{name}: {e}"));
-        return Some(errors::raise(Some(comm), abi::get().err_other));
-    }
-    stats::device_call(name);
-    stats::NCCL_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    stats::NCCL_BYTES.fetch_add(shape.bytes as u64, std::sync::atomic::Ordering::Relaxed);
-    if cfg.debug {
-        log::debug(format_args!("{name}: {} bytes on NCCL, GPU {}", shape.bytes, dev.ordinal));
-    }
-    Some(0)
+    let Some(nccl) = st.nccl.clone() else { return Agreed::Staged };
+    slot.chose(true);
+    Agreed::Nccl { nccl, ops: job.ops(&shape, rank, size), bytes: shape.bytes }
 }
 
 /// Why a communicator has no NCCL communicator.
@@ -186,7 +225,7 @@ enum NoStart {
 /// Makes the communicator's NCCL communicator; every rank of it calls this at the same
 /// collective. The same answer on every rank: two ranks on one GPU (NCCL refuses them) or a
 /// rank whose NCCL failed leave every rank staging.
-fn start(comm: Handle, dev: &Device, rank: c_int, size: c_int) -> Result<nccl::Comm, NoStart> {
+fn open(comm: Handle, dev: &Device, rank: c_int, size: c_int) -> Result<nccl::Comm, NoStart> {
     let p = real::pmpi().ok_or(NoStart::Failed("no MPI".into()))?;
     let abi = abi::get();
     // Each rank's GPU, named node-wide as the fast path names them.

@@ -22,6 +22,7 @@ use crate::mpi::comm::{group, neighbors};
 use crate::mpi::datatype::{self, Span, TypeInfo};
 use crate::mpi::errors;
 use crate::mpi::typemap;
+use crate::requests::on_gpu::Gpu;
 use crate::requests::{self, Entry, Kind};
 use crate::staging::stage::{self, Back, Runs, Staged};
 
@@ -610,8 +611,28 @@ pub fn coll1(
     finish(name, comm, mode, staging, rc)
 }
 
-/// A blocking collective NCCL may run (`engine`): asked first, then staged as [`coll`] does
-/// when the ranks did not agree on NCCL. Other modes go to [`coll`] at once.
+/// The collective on NCCL (`engine`) if it runs there, in any mode: `Some(rc)` when served.
+/// A nonblocking or persistent one leaves its request to `requests::on_gpu`.
+fn on_nccl(name: &'static str, comm: Handle, mode: Mode, job: impl FnOnce() -> Job) -> Option<c_int> {
+    let (request, gpu, kind) = match mode {
+        Mode::Blocking => return engine::run(name, comm, &job()),
+        Mode::Nonblocking(request) => {
+            let started = engine::start(name, comm, &job())?;
+            (request, started.and_then(|f| Gpu::started(request, f)), Kind::Once)
+        }
+        Mode::Persistent(request) => {
+            let planned = engine::plan(name, comm, &job())?;
+            (request, planned.and_then(|p| Gpu::planned(request, p)), Kind::Persistent)
+        }
+    };
+    Some(match gpu.and_then(|g| requests::insert(request, Entry::on_gpu(name, Some(comm), g, kind))) {
+        Ok(()) => 0,
+        Err(rc) => rc,
+    })
+}
+
+/// A collective NCCL may run (`engine`): asked first, then staged as [`coll`] does when the
+/// ranks did not choose NCCL.
 pub fn ncoll(
     name: &'static str,
     comm: Option<Handle>,
@@ -622,10 +643,8 @@ pub fn ncoll(
     plan: impl FnOnce() -> Result<Plan, c_int>,
     call: impl FnOnce(*const c_void, *mut c_void) -> c_int,
 ) -> c_int {
-    if let (Mode::Blocking, Some(c), true) = (mode, comm, engine::on()) {
-        if let Some(rc) = engine::run(name, c, &job()) {
-            return rc;
-        }
+    if let Some(rc) = comm.filter(|_| engine::on()).and_then(|c| on_nccl(name, c, mode, job)) {
+        return rc;
     }
     // Host buffers that only had to tick the agreements' schedule go to MPI at once.
     if cuda::plainly_host(sendbuf) && cuda::plainly_host(recvbuf) {
@@ -645,10 +664,8 @@ pub fn ncoll1(
     plan: impl FnOnce() -> Result<Plan, c_int>,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
-    if let (Mode::Blocking, Some(c), true) = (mode, comm, engine::on()) {
-        if let Some(rc) = engine::run(name, c, &job()) {
-            return rc;
-        }
+    if let Some(rc) = comm.filter(|_| engine::on()).and_then(|c| on_nccl(name, c, mode, job)) {
+        return rc;
     }
     if cuda::plainly_host(buffer) {
         stats::host_call();

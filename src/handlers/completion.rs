@@ -212,15 +212,167 @@ impl Nulls {
 }
 
 /// The status of request `k` if it is the one a single-completion call reported as `index`.
+/// Runs a completion call after settling the collectives on NCCL among its requests
+/// (`requests::gate`): the waiting calls wait for them, the others look once. A collective
+/// that failed is the call's error; its request completes in the call all the same.
+#[inline(always)]
+fn gated(reqs: *const c_void, n: c_int, block: bool, call: impl FnOnce() -> c_int) -> c_int {
+    if !requests::on_gpu::any() {
+        return call();
+    }
+    let found = requests::gate(reqs, n, block);
+    let rc = call();
+    found.error.unwrap_or(rc)
+}
+
+pub fn wait(name: &'static str, request: *mut c_void, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+    gated(request, 1, true, || wait_tracked(name, request, status, call))
+}
+
+pub fn test(name: &'static str, request: *mut c_void, flag: *mut c_int, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+    gated(request, 1, false, || test_tracked(name, request, flag, status, call))
+}
+
+pub fn waitall(name: &'static str, count: c_int, requests: *mut c_void, statuses: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+    gated(requests, count, true, || waitall_tracked(name, count, requests, statuses, call))
+}
+
+pub fn testall(
+    name: &'static str,
+    count: c_int,
+    requests: *mut c_void,
+    flag: *mut c_int,
+    statuses: *mut c_void,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
+    gated(requests, count, false, || testall_tracked(name, count, requests, flag, statuses, call))
+}
+
+pub fn testany(
+    name: &'static str,
+    count: c_int,
+    requests: *mut c_void,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut c_void,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
+    gated(requests, count, false, || testany_tracked(name, count, requests, index, flag, status, call))
+}
+
+/// While a collective on NCCL among the requests runs, MPI must not wait (it would wait for
+/// the empty message that only its end sends): the call tests until one request completes.
+pub fn waitany(
+    name: &'static str,
+    count: c_int,
+    requests: *mut c_void,
+    index: *mut c_int,
+    status: *mut c_void,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
+    let p = crate::mpi::real::pmpi();
+    while requests::on_gpu::any() {
+        let found = requests::gate(requests, count, false);
+        if let Some(e) = found.error {
+            return e;
+        }
+        let Some(p) = p.filter(|_| found.left > 0) else { break };
+        let mut flag: c_int = 0;
+        let flag_at: *mut c_int = &mut flag;
+        // SAFETY: the caller's arguments, and our flag.
+        let rc = testany_tracked(name, count, requests, index, flag_at, status, |st| unsafe { (p.testany)(count, requests, index, flag_at, st) });
+        if rc != 0 || flag != 0 {
+            return rc;
+        }
+        std::thread::yield_now();
+    }
+    waitany_tracked(name, count, requests, index, status, call)
+}
+
+/// `MPI_Waitsome` and `MPI_Testsome`; see [`waitany`].
+pub fn some(
+    name: &'static str,
+    incount: c_int,
+    requests: *mut c_void,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut c_void,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
+    let testing = name.as_bytes().windows(8).any(|w| w.eq_ignore_ascii_case(b"testsome"));
+    if testing {
+        return gated(requests, incount, false, || some_tracked(name, incount, requests, outcount, indices, statuses, call));
+    }
+    let p = crate::mpi::real::pmpi();
+    while requests::on_gpu::any() {
+        let found = requests::gate(requests, incount, false);
+        if let Some(e) = found.error {
+            return e;
+        }
+        let Some(p) = p.filter(|_| found.left > 0) else { break };
+        // SAFETY: the caller's arguments.
+        let rc = some_tracked("MPI_Testsome", incount, requests, outcount, indices, statuses, |st| unsafe { (p.testsome)(incount, requests, outcount, indices, st) });
+        // SAFETY: the caller's output argument, which MPI wrote.
+        if rc != 0 || (!outcount.is_null() && unsafe { *outcount } != 0) {
+            return rc;
+        }
+        std::thread::yield_now();
+    }
+    some_tracked(name, incount, requests, outcount, indices, statuses, call)
+}
+
+pub fn request_get_status(name: &'static str, request: Handle, flag: *mut c_int, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+    let one = [request];
+    gated(one.as_ptr().cast(), 1, false, || request_get_status_tracked(name, request, flag, status, call))
+}
+
+/// MPI-4.1 `MPI_Request_get_status_any`.
+pub fn request_get_status_any(
+    name: &'static str,
+    count: c_int,
+    requests: *mut c_void,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut c_void,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
+    gated(requests, count, false, || request_get_status_any_tracked(name, count, requests, index, flag, status, call))
+}
+
+/// MPI-4.1 `MPI_Request_get_status_all`.
+pub fn request_get_status_all(
+    name: &'static str,
+    count: c_int,
+    requests: *mut c_void,
+    flag: *mut c_int,
+    statuses: *mut c_void,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
+    gated(requests, count, false, || request_get_status_all_tracked(name, count, requests, flag, statuses, call))
+}
+
+/// MPI-4.1 `MPI_Request_get_status_some`.
+pub fn request_get_status_some(
+    name: &'static str,
+    incount: c_int,
+    requests: *mut c_void,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut c_void,
+    call: impl FnOnce(*mut c_void) -> c_int,
+) -> c_int {
+    gated(requests, incount, false, || request_get_status_some_tracked(name, incount, requests, outcount, indices, statuses, call))
+}
+
 fn if_index(index: c_int, st: &Statuses, k: usize) -> Option<*mut c_void> {
     (index >= 0 && k == index as usize).then(|| st.at(0))
 }
 
-pub fn wait(_name: &'static str, request: *mut c_void, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+fn wait_tracked(_name: &'static str, request: *mut c_void, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
     complete(request, 1, status, false, Statuses::single, call, |_, st, _| Some(st.at(0)))
 }
 
-pub fn test(_name: &'static str, request: *mut c_void, flag: *mut c_int, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+fn test_tracked(_name: &'static str, request: *mut c_void, flag: *mut c_int, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
     if not_yet(request, 1) {
         put(flag, 0);
         return 0;
@@ -279,7 +431,7 @@ fn report_one(requests: *const c_void, count: c_int, index: *mut c_int, flag: *m
     Some(s.rc)
 }
 
-pub fn waitany(
+fn waitany_tracked(
     _name: &'static str,
     count: c_int,
     requests: *mut c_void,
@@ -293,7 +445,7 @@ pub fn waitany(
     complete(requests, count, status, false, Statuses::single, call, |_, st, k| if_index(out(index, UNDEFINED), st, k))
 }
 
-pub fn testany(
+fn testany_tracked(
     _name: &'static str,
     count: c_int,
     requests: *mut c_void,
@@ -326,7 +478,7 @@ fn all_done(rc: c_int, st: &Statuses, k: usize) -> Option<*mut c_void> {
     (errors::class(rc) == abi.err_in_status && !pending).then(|| st.at(k))
 }
 
-pub fn waitall(name: &'static str, count: c_int, requests: *mut c_void, statuses: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+fn waitall_tracked(name: &'static str, count: c_int, requests: *mut c_void, statuses: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
     if requests::any_enveloped() && !requests.is_null() && count > 1 {
         return waitall_in_order(name, count, requests, statuses, call);
     }
@@ -420,7 +572,7 @@ fn waitall_in_order(_name: &'static str, count: c_int, reqs: *mut c_void, caller
     abi.err_in_status
 }
 
-pub fn testall(
+fn testall_tracked(
     _name: &'static str,
     count: c_int,
     requests: *mut c_void,
@@ -443,7 +595,7 @@ pub fn testall(
 }
 
 /// `MPI_Waitsome` and `MPI_Testsome`.
-pub fn some(
+fn some_tracked(
     name: &'static str,
     incount: c_int,
     requests: *mut c_void,
@@ -526,7 +678,7 @@ fn inspect(
     outcome(rc, result)
 }
 
-pub fn request_get_status(_name: &'static str, request: Handle, flag: *mut c_int, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+fn request_get_status_tracked(_name: &'static str, request: Handle, flag: *mut c_int, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
     if !requests::served_idle([request].as_ptr().cast(), 1).is_empty() {
         if let Some(s) = requests::complete_served(request, true) {
             put(flag, 1);
@@ -545,7 +697,7 @@ pub fn request_get_status(_name: &'static str, request: Handle, flag: *mut c_int
 }
 
 /// MPI-4.1 `MPI_Request_get_status_any`.
-pub fn request_get_status_any(
+fn request_get_status_any_tracked(
     _name: &'static str,
     count: c_int,
     requests: *mut c_void,
@@ -564,7 +716,7 @@ pub fn request_get_status_any(
 }
 
 /// MPI-4.1 `MPI_Request_get_status_all`.
-pub fn request_get_status_all(
+fn request_get_status_all_tracked(
     _name: &'static str,
     count: c_int,
     requests: *mut c_void,
@@ -580,7 +732,7 @@ pub fn request_get_status_all(
 }
 
 /// MPI-4.1 `MPI_Request_get_status_some`.
-pub fn request_get_status_some(
+fn request_get_status_some_tracked(
     _name: &'static str,
     incount: c_int,
     requests: *mut c_void,

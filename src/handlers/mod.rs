@@ -19,7 +19,7 @@ pub mod rma;
 pub mod windows;
 
 pub use crate::fastpath::held::{improbe, iprobe, mprobe, probe};
-pub use crate::handlers::collectives::{coll, coll1, ncoll, ncoll1};
+pub use crate::handlers::collectives::{coll, ncoll, ncoll1};
 pub use crate::handlers::io::{file_begin_read, file_begin_write, file_end_read, file_end_write, file_iread, file_iwrite, file_read, file_write};
 pub use crate::handlers::lifecycle::{finalize, get_info, gpu_query_support, info_env, init, query_cuda_support, type_free};
 pub use crate::handlers::packing::{pack, unpack};

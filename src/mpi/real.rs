@@ -170,6 +170,9 @@ define_pmpi! {
     group_free = "PMPI_Group_free": fn(*mut Handle);
     isend = "PMPI_Isend": fn(*const c_void, c_int, Handle, c_int, c_int, Handle, *mut Handle);
     irecv = "PMPI_Irecv": fn(*mut c_void, c_int, Handle, c_int, c_int, Handle, *mut Handle);
+    recv_init = "PMPI_Recv_init": fn(*mut c_void, c_int, Handle, c_int, c_int, Handle, *mut Handle);
+    testany = "PMPI_Testany": fn(c_int, *mut c_void, *mut c_int, *mut c_int, *mut c_void);
+    testsome = "PMPI_Testsome": fn(c_int, *mut c_void, *mut c_int, *mut c_int, *mut c_void);
     cancel = "PMPI_Cancel": fn(*mut c_void);
     barrier = "PMPI_Barrier": fn(Handle);
     abort = "PMPI_Abort": fn(Handle, c_int);

@@ -18,6 +18,7 @@
 //! This layer may use `fastpath` (a receive that got an envelope, the envelope a send still
 //! reads), `staging`, `mpi` and `base`; the handlers and cudampi's C API use it.
 
+pub mod on_gpu;
 pub mod watch;
 
 use std::collections::BTreeMap;
@@ -129,6 +130,8 @@ pub struct Entry {
     pub matching: Option<RecvArgs>,
     /// What the completion reports when cudampi served the receive itself.
     served: Option<Served>,
+    /// A collective running on NCCL (`on_gpu`).
+    pub gpu: Option<on_gpu::Gpu>,
     /// Made after every entry with a smaller number.
     number: u64,
     /// A point-to-point receive that an envelope may reach: into host memory, or into device
@@ -197,6 +200,7 @@ impl Entry {
             _copy: None,
             matching: None,
             served: None,
+            gpu: None,
             number,
             enveloped,
         }
@@ -251,6 +255,13 @@ impl Entry {
         e
     }
 
+    /// The entry of a nonblocking or persistent collective that runs on NCCL.
+    pub fn on_gpu(name: &'static str, comm: Option<Handle>, gpu: on_gpu::Gpu, kind: Kind) -> Entry {
+        let mut e = Entry::collective(name, comm, None, None, kind);
+        e.gpu = Some(gpu);
+        e
+    }
+
     /// Names the entry among all made: a handle MPI hands out again gets a new number.
     pub fn number(&self) -> u64 {
         self.number
@@ -283,6 +294,9 @@ impl Entry {
     /// active.
     pub fn start(&mut self) -> Result<(), c_int> {
         self.fill()?;
+        if let Some(g) = &mut self.gpu {
+            g.start()?;
+        }
         if let Kind::Partitioned(p) = &mut self.kind {
             p.delivered.iter_mut().for_each(|d| *d = false);
         }
@@ -438,6 +452,46 @@ pub fn insert(request: *const c_void, mut entry: Entry) -> Result<(), c_int> {
     let old = table().insert(h, entry);
     drop(old);
     Ok(())
+}
+
+/// What [`gate`] found among a completion call's requests.
+#[derive(Default)]
+pub struct Gated {
+    /// Collectives still running.
+    pub left: usize,
+    /// The first that failed: the call's error.
+    pub error: Option<c_int>,
+}
+
+/// Settles the collectives on NCCL among `n` requests before a completion call looks at them
+/// (`on_gpu`): waits for each (`block`) or looks once. Each one found done has its results in
+/// place and its request complete in MPI.
+pub fn gate(reqs: *const c_void, n: c_int, block: bool) -> Gated {
+    let mut out = Gated::default();
+    if !on_gpu::any() || reqs.is_null() || n <= 0 {
+        return out;
+    }
+    let abi = abi::get();
+    for i in 0..n as usize {
+        // SAFETY: the caller passes n requests.
+        let h = abi.key(unsafe { abi.request_at(reqs, i) });
+        // Out of the table while it is waited for: no lock is held across the wait, and only
+        // the thread completing a request settles it.
+        let Some(mut e) = table().remove(&h) else { continue };
+        let settled = match &mut e.gpu {
+            Some(g) if g.in_flight() => g.settle(block),
+            _ => Ok(true),
+        };
+        table().insert(h, e);
+        match settled {
+            Ok(true) => (),
+            Ok(false) => out.left += 1,
+            Err(rc) => {
+                out.error.get_or_insert(rc);
+            }
+        }
+    }
+    out
 }
 
 /// Runs `f` on the entry of a handle with the table locked; `f` must not copy or call MPI.
@@ -796,7 +850,14 @@ pub fn progress_orphans() {
     };
     let Some(p) = real::pmpi() else { return };
     let mut left = Vec::new();
-    for (h, e) in list {
+    for (h, mut e) in list {
+        if let Some(g) = &mut e.gpu {
+            // Nobody is left to hear of an error; the failure was reported on its own line.
+            if !matches!(g.settle(false), Ok(true) | Err(_)) {
+                left.push((h, e));
+                continue;
+            }
+        }
         let mut req = h;
         let mut flag: c_int = 0;
         let mut status = abi::Status::zeroed();
@@ -838,7 +899,10 @@ pub fn finish_orphans() {
         std::mem::take(&mut *o)
     };
     let Some(p) = real::pmpi() else { return };
-    for (h, e) in list {
+    for (h, mut e) in list {
+        if let Some(g) = &mut e.gpu {
+            let _ = g.settle(true);
+        }
         let mut req = h;
         let mut status = abi::Status::zeroed();
         // SAFETY: a live request of this process (see progress_orphans).
