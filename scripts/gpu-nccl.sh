@@ -12,7 +12,7 @@
 #
 # Steps, in this order (a run never outlasts the limit: each gets at most the time left, and a
 # step that finds no time left is SKIPPED, so the summary is always printed):
-#   tests    tests/c/coll_nccl.c (skipped with a note while it does not exist) and
+#   tests    tests/c/coll_nccl_nb.c, tests/c/coll_nccl.c and
 #            tests/c/coll_blocking.c, built against the real CUDA, run with the shim preloaded,
 #            CUDAMPI_NCCL_LIB set, CUDAMPI_NCCL_BYTES=0 (NCCL at every size) and CMTEST_MODE=nccl
 #            (coll_nccl checks cudampi_stats.nccl_calls exactly), on NRANKS ranks and on 2; the
@@ -49,7 +49,8 @@
 # Environment: GPU_NCCL_LIMIT (seconds, default 560), GPU_NCCL_STEPS (default "tests check
 # figures"), GPU_NCCL_TIMEOUT (cap of one test run, default 150; a test's timeout= header wins
 # when smaller), GPU_NCCL_TESTS_SHARE (default 40), GPU_NCCL_SOCKET_MIN (default 32k), NRANKS,
-# GPU_NCCL_MAX (largest size of the figures, default 64M), GPU_NCCL_QUICK=1 (small sizes, few
+# GPU_NCCL_MAX (largest size of the figures, default 64M), GPU_NCCL_FIGURES (which figure runs,
+# default "nccl staged every socket host"), GPU_NCCL_QUICK=1 (small sizes, few
 # iterations, one round), SHIM, CUDA_HOME, MPICC, MPIRUN, FIXTURE_LIB, FIXTURE_INC and
 # FIXTURE_NCCL (the stand-in CUDA and NCCL instead of the real ones; FAKECUDA_DEVICES GPUs,
 # default 2), CUDAMPI_* (passed to every run, except CUDAMPI_NCCL, CUDAMPI_NCCL_BYTES and
@@ -246,10 +247,10 @@ check() {
 hdr() { head -n 10 "$1" | grep -m1 'cudampi-test:' | grep -o "$2=[^ ]*" | sed "s/^$2=//"; }
 if step tests; then
     TESTS_END=$(($(el) + LIMIT * ${GPU_NCCL_TESTS_SHARE:-40} / 100))
-    say "tests: coll_nccl and coll_blocking, NCCL at every size (CMTEST_MODE=nccl), one GPU per rank (until ${TESTS_END}s)"
+    say "tests: coll_nccl_nb, coll_nccl and coll_blocking, NCCL at every size (CMTEST_MODE=nccl), one GPU per rank (until ${TESTS_END}s)"
     nps=("$N")
     [ "$N" != 2 ] && nps+=(2)
-    for t in coll_nccl coll_blocking; do
+    for t in coll_nccl_nb coll_nccl coll_blocking; do
         src=tests/c/$t.c
         if [ ! -f "$src" ]; then
             record SKIP "$t" 0 "$src does not exist (yet)"
@@ -339,15 +340,20 @@ print("none" if not s else "%d %d %s" % (sum(1 for v in s if v >= 1), len(s),
 fi
 
 if [ $BENCH_OK = 1 ] && step figures; then
-    say "figures: bench/coll -m 8:$MAX -r $ROUNDS, $N ranks"
-    bench coll-nccl -- -m 8:"$MAX" -r $ROUNDS "${ITER[@]+"${ITER[@]}"}"
-    bench coll-staged CUDAMPI_NCCL=0 -- -m 8:"$MAX" -r $ROUNDS "${ITER[@]+"${ITER[@]}"}"
-    bench coll-nccl-every CUDAMPI_NCCL_BYTES=0 -- -m 8:"$MAX" -r $ROUNDS "${ITER[@]+"${ITER[@]}"}"
+    FIG=" ${GPU_NCCL_FIGURES:-nccl staged every socket host} "
+    say "figures: bench/coll -m 8:$MAX -r $ROUNDS, $N ranks (${FIG# })"
+    [[ $FIG == *" nccl "* ]] && bench coll-nccl -- -m 8:"$MAX" -r $ROUNDS "${ITER[@]+"${ITER[@]}"}"
+    [[ $FIG == *" staged "* ]] && bench coll-staged CUDAMPI_NCCL=0 -- -m 8:"$MAX" -r $ROUNDS "${ITER[@]+"${ITER[@]}"}"
+    [[ $FIG == *" every "* ]] && bench coll-nccl-every CUDAMPI_NCCL_BYTES=0 -- -m 8:"$MAX" -r $ROUNDS "${ITER[@]+"${ITER[@]}"}"
     smin=${GPU_NCCL_SOCKET_MIN:-32k}
-    say "figures: NCCL over sockets (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1), $smin:$MAX"
-    bench coll-socket NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 -- -m "$smin":"$MAX" -r $ROUNDS "${ITER[@]+"${ITER[@]}"}"
-    say "figures: host buffers through cudampi (-d host), 8:$MAX -r $HOST_ROUNDS"
-    bench coll-host -- -d host -m 8:"$MAX" -r $HOST_ROUNDS "${ITER[@]+"${ITER[@]}"}"
+    if [[ $FIG == *" socket "* ]]; then
+        say "figures: NCCL over sockets (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1), $smin:$MAX"
+        bench coll-socket NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 -- -m "$smin":"$MAX" -r $ROUNDS "${ITER[@]+"${ITER[@]}"}"
+    fi
+    if [[ $FIG == *" host "* ]]; then
+        say "figures: host buffers through cudampi (-d host), 8:$MAX -r $HOST_ROUNDS"
+        bench coll-host -- -d host -m 8:"$MAX" -r $HOST_ROUNDS "${ITER[@]+"${ITER[@]}"}"
+    fi
 fi
 
 # ---- the tables and the summary -----------------------------------------------------------------------

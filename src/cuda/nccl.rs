@@ -104,6 +104,14 @@ fn load() -> Option<Nccl> {
         return None;
     }
     let name = cfg.nccl_lib.as_deref().unwrap_or("libnccl.so.2");
+    // NCCL 2.22 and later connect a communicator's rings and trees at its first collective of
+    // each kind, in the host call that queues it, which waits for the other ranks' calls: two
+    // communicators whose nonblocking collectives ranks start in opposite orders (which MPI
+    // allows) would wait for each other there. Connected at creation instead, which every rank
+    // makes at one agreement (`Comm::create` also connects the point-to-point channels). The
+    // program's own setting wins.
+    // SAFETY: NUL-terminated strings; set once, before NCCL is loaded.
+    unsafe { libc::setenv(c"NCCL_RUNTIME_CONNECT".as_ptr(), c"0".as_ptr(), 0) };
     // SAFETY: loading NCCL runs its constructors, which only set up its own state.
     let lib = match unsafe { Library::open(Some(name), libc::RTLD_NOW | libc::RTLD_LOCAL) } {
         Ok(lib) => lib,
@@ -277,10 +285,14 @@ impl Comm {
         let ctx = InContext::enter(dev)?;
         let d = ctx.driver();
         let mut c = Comm { comm: std::ptr::null_mut(), stream: std::ptr::null_mut(), ready: std::ptr::null_mut(), done: std::ptr::null_mut(), dev: *dev, broken: false };
-        // SAFETY: valid out-pointers in a current context; flags 0 makes a stream that the
-        // legacy default stream synchronises with, as the program's own streams by default.
+        // SAFETY: valid out-pointers in a current context. The stream does not synchronise with
+        // the legacy default stream (CU_STREAM_NON_BLOCKING): its collectives follow the
+        // program's earlier work through the `ready` event alone. A blocking stream would also
+        // wait, through that event's record, for every other communicator's collectives queued
+        // before, and two communicators whose nonblocking collectives ranks start in opposite
+        // orders would each wait for the other's (measured: a stall on 2 and 4 H100s).
         unsafe {
-            check("cuStreamCreate", (d.stream_create)(&mut c.stream, 0))?;
+            check("cuStreamCreate", (d.stream_create)(&mut c.stream, 1))?;
             check("cuEventCreate", (d.event_create)(&mut c.ready, EVENT_NO_TIMING))?;
             check("cuEventCreate", (d.event_create)(&mut c.done, EVENT_NO_TIMING))?;
         }
@@ -289,7 +301,34 @@ impl Comm {
         let rc = unsafe { (n.comm_init_rank)(&mut comm, ranks, std::mem::transmute::<UniqueId, ncclUniqueId>(*id), rank) };
         nccl_check("ncclCommInitRank", rc)?;
         c.comm = comm;
+        c.connect(ranks, rank)?;
         Ok(c)
+    }
+
+    /// Opens the point-to-point channels to every other rank now (one byte each way), while
+    /// every rank is at the collective that made the communicator: NCCL opens them at their
+    /// first use otherwise, in the host call that queues it, waiting for the peer's.
+    fn connect(&mut self, ranks: c_int, rank: c_int) -> Result<(), Error> {
+        if ranks < 2 {
+            return Ok(());
+        }
+        let ctx = InContext::enter(&self.dev)?;
+        let d = ctx.driver();
+        let mut buf: u64 = 0;
+        // SAFETY: a valid out-pointer in the GPU's context.
+        check("cuMemAlloc", unsafe { (d.mem_alloc)(&mut buf, 2 * ranks as usize) })?;
+        let at = |i: c_int| (buf as usize + i as usize) as *mut c_void;
+        let ops: Vec<Op> = (0..ranks)
+            .filter(|&p| p != rank)
+            .flat_map(|p| {
+                [Op::Send { buf: at(rank).cast_const(), count: 1, dtype: DataType::ncclUint8, peer: p }, Op::Recv { buf: at(ranks + p), count: 1, dtype: DataType::ncclUint8, peer: p }]
+            })
+            .collect();
+        let patience = Duration::from_secs(config::get().handshake_wait_s);
+        let r = self.run(&ops).and_then(|()| self.wait(patience));
+        // SAFETY: allocated above; the stream is done with it (or the communicator aborted).
+        unsafe { (d.mem_free)(buf) };
+        r
     }
 
     pub fn ordinal(&self) -> i32 {

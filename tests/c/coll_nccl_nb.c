@@ -411,6 +411,11 @@ static void between_send_and_wait(MPI_Comm comm, MPI_Comm hcomm)
     free(got);
 }
 
+static void section(const char *what)
+{
+    if (getenv("COLL_DEBUG") && t_rank == 0) note("section: %s", what);
+}
+
 int main(int argc, char **argv)
 {
     test_init(&argc, &argv);
@@ -423,6 +428,7 @@ int main(int argc, char **argv)
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &hcomm));
 
     /* 1. no agreement yet: staged */
+    section("1 before any agreement");
     unsigned long long before = nccl_calls();
     struct run *r = prepare(K_ALLREDUCE, 50000, 0, 3);
     MPI_CHECK(issue(&r->c, NONBLOCKING, r->sbuf, r->rbuf, comm, &r->req));
@@ -432,21 +438,27 @@ int main(int argc, char **argv)
     expect_calls(before, 0, "Iallreduce before any agreement");
 
     /* 2. every kind on NCCL after an agreement that chose it */
+    section("2 every kind");
     agree(comm, hcomm, 0, "agreement on NCCL");
     all_kinds(comm, hcomm, 0, 1, "device buffers");
     /* 3. */
+    section("3 completion calls");
     completions(comm, hcomm);
     /* 4. rank 0 on the host: still NCCL everywhere */
+    section("4 rank 0 on the host");
     all_kinds(comm, hcomm, 1, 1, "rank 0 with host buffers");
 #ifdef HAVE_COLL_INIT
     /* 5. */
+    section("5 persistent");
     persistent(comm, hcomm, 0, "persistent, device buffers");
     persistent(comm, hcomm, 1, "persistent, rank 0 on the host");
 #endif
     /* 6. back to staging */
+    section("6 back to staging");
     agree(comm, hcomm, 1, "agreement on staging");
     all_kinds(comm, hcomm, 0, 0, "after an agreement on staging");
     /* 7. */
+    section("7 two communicators, send and wait");
     two_comms(hcomm);
     agree(comm, hcomm, 0, "agreement on NCCL again");
     between_send_and_wait(comm, hcomm);
