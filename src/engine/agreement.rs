@@ -41,11 +41,19 @@ use crate::mpi::real;
 pub const MAX_INTERVAL: u32 = 64;
 /// Agreements without device memory after which a communicator starts asking less often.
 pub const HOST_STREAK: u32 = 8;
+/// Agreements on NCCL after which a communicator's reductions start asking less often.
+pub const NCCL_STREAK: u32 = 8;
 
 /// What one communicator's ranks have agreed, the same on each of them.
 pub struct State {
     /// Agreements in a row that found no device memory on any rank.
     host_streak: u32,
+    /// Agreements in a row that chose NCCL, with no rank having gone through scratch memory
+    /// since.
+    nccl_streak: u32,
+    /// This rank ran a collective on NCCL through scratch memory (host buffers, say) since the
+    /// last agreement: it says so at the next, which then starts the streak afresh.
+    pub strayed: bool,
     /// Never NCCL here: an intercommunicator, two ranks on one GPU, a rank without NCCL, or
     /// NCCL failed to start.
     pub never: bool,
@@ -69,6 +77,8 @@ const NEVER: u32 = u32::MAX;
 /// agreement are kept outside the lock: most calls of a host program only count down.
 pub struct Slot {
     skip: AtomicU32,
+    /// Reductions left that follow the last agreement's choice of NCCL without asking.
+    follow: AtomicU32,
     /// The last agreement ran its call on NCCL: the nonblocking collectives that follow, which
     /// cannot ask, run there too (`engine::start`).
     on_nccl: AtomicBool,
@@ -110,12 +120,34 @@ impl Slot {
     pub fn never(&self, st: &mut State) {
         st.never = true;
         self.skip.store(NEVER, Ordering::Relaxed);
+        self.follow.store(0, Ordering::Relaxed);
         self.on_nccl.store(false, Ordering::Relaxed);
     }
 
-    /// What the last agreement chose: NCCL (every rank could run the call there) or staging.
-    pub fn chose(&self, nccl: bool) {
+    /// What the last agreement chose: NCCL (every rank could run the call there) or staging;
+    /// `strayed`: a rank went through scratch memory since the one before. After
+    /// `NCCL_STREAK` choices of NCCL in a row, the reductions that follow go to NCCL without
+    /// asking, in gaps that double up to `MAX_INTERVAL` calls (`Slot::follows`).
+    pub fn chose(&self, st: &mut State, nccl: bool, strayed: bool) {
+        st.nccl_streak = if nccl && !strayed { st.nccl_streak.saturating_add(1) } else { 0 };
+        let doublings = st.nccl_streak.saturating_sub(NCCL_STREAK);
+        let gap = if doublings == 0 { 0 } else { (1u32 << doublings.min(6)).min(MAX_INTERVAL) - 1 };
+        self.follow.store(if nccl { gap } else { 0 }, Ordering::Relaxed);
         self.on_nccl.store(nccl, Ordering::Relaxed);
+    }
+
+    /// Whether this reduction goes to NCCL without asking (a gap of the schedule `chose`
+    /// sets). MPI orders the collectives of one communicator, so no two threads count down at
+    /// once.
+    #[inline]
+    pub fn follows(&self) -> bool {
+        match self.follow.load(Ordering::Relaxed) {
+            0 => false,
+            n => {
+                self.follow.store(n - 1, Ordering::Relaxed);
+                true
+            }
+        }
     }
 
     /// Whether the last agreement chose NCCL: the same answer on every rank, since agreements
@@ -204,9 +236,9 @@ fn lookup(comm: Handle) -> Option<&'static Slot> {
         return Some(unsafe { &*(value as *const Slot) });
     }
     let g = crate::mpi::comm::group(comm).ok()?;
-    let state = State { host_streak: 0, never: g.inter, nccl: None };
+    let state = State { host_streak: 0, nccl_streak: 0, strayed: false, never: g.inter, nccl: None };
     let skip = AtomicU32::new(if g.inter { NEVER } else { 0 });
-    let slot = Box::into_raw(Box::new(Slot { skip, on_nccl: AtomicBool::new(false), state: Mutex::new(state) }));
+    let slot = Box::into_raw(Box::new(Slot { skip, follow: AtomicU32::new(0), on_nccl: AtomicBool::new(false), state: Mutex::new(state) }));
     // SAFETY: a live communicator and keyval; the value is the slot's address.
     if unsafe { (p.comm_set_attr)(comm, key, slot.cast()) } != 0 {
         // SAFETY: not handed to MPI; freed once.
@@ -218,13 +250,18 @@ fn lookup(comm: Handle) -> Option<&'static Slot> {
     Some(unsafe { &*slot })
 }
 
+/// What each rank says at an agreement: whether it cannot run the call on NCCL, whether it
+/// passed device memory, whether it has device memory but no NCCL, its largest buffer, and
+/// whether it went through scratch memory since the last agreement.
+pub const FLAGS: usize = 5;
+
 /// The agreement itself: the maximum over the ranks of each of `flags`.
-pub fn agree(comm: Handle, flags: [i64; 4]) -> Result<[i64; 4], c_int> {
+pub fn agree(comm: Handle, flags: [i64; FLAGS]) -> Result<[i64; FLAGS], c_int> {
     let p = real::pmpi().ok_or(crate::mpi::abi::get().err_intern)?;
     let (long_long, max) = super::kinds::agreement_type_and_op();
-    let mut out = [0i64; 4];
-    // SAFETY: four 64-bit integers each way, with the library's own handles.
-    match unsafe { (p.allreduce)(flags.as_ptr().cast(), out.as_mut_ptr().cast(), 4, long_long, max, comm) } {
+    let mut out = [0i64; FLAGS];
+    // SAFETY: FLAGS 64-bit integers each way, with the library's own handles.
+    match unsafe { (p.allreduce)(flags.as_ptr().cast(), out.as_mut_ptr().cast(), FLAGS as c_int, long_long, max, comm) } {
         0 => Ok(out),
         rc => Err(rc),
     }

@@ -104,6 +104,32 @@ impl InFlight {
 /// Starts a nonblocking collective on NCCL where the communicator's last agreement chose it;
 /// `None`: staged, as before.
 pub fn start(name: &'static str, comm: Handle, job: &Job) -> Option<Result<InFlight, c_int>> {
+    let slot = chosen(comm, job)?;
+    if !slot.on_nccl() {
+        return None;
+    }
+    begin(name, comm, job, slot)
+}
+
+/// A blocking reduction in a gap of the schedule `agreement::Slot::chose` sets: on NCCL
+/// without asking, as a nonblocking start goes; `None`: the agreement decides.
+pub fn follow(name: &'static str, comm: Handle, job: &Job) -> Option<c_int> {
+    if !job.reduces() {
+        return None;
+    }
+    let slot = chosen(comm, job)?;
+    if !slot.follows() {
+        return None;
+    }
+    Some(match begin(name, comm, job, slot)? {
+        Ok(mut f) => f.wait().map_or_else(|rc| rc, |()| 0),
+        Err(rc) => rc,
+    })
+}
+
+/// The communicator's state, for a call that NCCL may run and that is not below the threshold
+/// by what every rank knows alike.
+fn chosen(comm: Handle, job: &Job) -> Option<&'static agreement::Slot> {
     if !on() {
         return None;
     }
@@ -111,10 +137,13 @@ pub fn start(name: &'static str, comm: Handle, job: &Job) -> Option<Result<InFli
     if job.bytes_here().is_some_and(|b| (b as usize) < threshold) {
         return None;
     }
-    let slot = agreement::slot(comm)?;
-    if !slot.on_nccl() {
-        return None;
-    }
+    agreement::slot(comm)
+}
+
+/// Queues `job` on the communicator's NCCL communicator, which the last agreement chose; every
+/// rank does, whatever its buffers.
+fn begin(name: &'static str, comm: Handle, job: &Job, slot: &agreement::Slot) -> Option<Result<InFlight, c_int>> {
+    let threshold = config::get().nccl_bytes.max(1);
     let shared = slot.lock().nccl.clone()?;
     let (rank, size) = crate::mpi::comm::rank_size(comm).ok()?;
     // Where the sizes differ by rank, no rank knows the others': such a call runs on NCCL at
@@ -137,6 +166,9 @@ pub fn start(name: &'static str, comm: Handle, job: &Job) -> Option<Result<InFli
         Ok(x) => x,
         Err(e) => return fail(&format!("{} failed with {}", e.call, e.name())),
     };
+    if !scratch.is_empty() {
+        slot.lock().strayed = true;
+    }
     Some(launch(name, comm, &shared, &ops, shape.bytes, scratch))
 }
 

@@ -180,6 +180,12 @@ impl Job {
         }
     }
 
+    /// A reduction: its datatype is the same on every rank (MPI requires it), so whether NCCL
+    /// can take it is the same everywhere.
+    pub fn reduces(&self) -> bool {
+        matches!(self, Job::Allreduce { .. } | Job::Reduce { .. } | Job::ReduceScatterBlock { .. } | Job::ReduceScatter { .. })
+    }
+
     /// The buffer the call only reads (`MPI_IN_PLACE` or a root's argument where it has one).
     pub fn send(&self) -> *const c_void {
         match *self {

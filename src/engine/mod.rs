@@ -115,6 +115,9 @@ enum Agreed {
 /// Runs `job` on NCCL if every rank of `comm` can; `None` when it is to be staged, before
 /// anything was done. `Some(rc)`: served, `rc` is the call's result.
 pub fn run(name: &'static str, comm: Handle, job: &Job) -> Option<c_int> {
+    if let Some(rc) = flight::follow(name, comm, job) {
+        return Some(rc);
+    }
     let (nccl, ops, bytes) = match agree_on(name, comm, job) {
         Agreed::Staged => return None,
         Agreed::Raised(rc) => return Some(rc),
@@ -177,7 +180,7 @@ fn agree_on(name: &'static str, comm: Handle, job: &Job) -> Agreed {
         let c = agreement::lock(c);
         me.ready &= d.ordinal == c.ordinal() && c.usable();
     }
-    let flags = [!me.ready as i64, me.any_device as i64, me.no_nccl as i64, shape.bytes as i64];
+    let flags = [!me.ready as i64, me.any_device as i64, me.no_nccl as i64, shape.bytes as i64, std::mem::take(&mut st.strayed) as i64];
     let agreed = match agreement::agree(comm, flags) {
         Ok(a) => a,
         Err(rc) => return Agreed::Raised(errors::raise(Some(comm), rc)),
@@ -187,12 +190,11 @@ fn agree_on(name: &'static str, comm: Handle, job: &Job) -> Agreed {
         slot.never(&mut st);
     }
     slot.agreed(&mut st, agreed[1] != 0);
-    slot.chose(false);
     // Where the sizes differ by rank, the largest decides, alike everywhere.
-    if agreed[0] != 0 || (agreed[3] as usize) < threshold {
+    let Some(dev) = me.device.filter(|_| agreed[0] == 0 && (agreed[3] as usize) >= threshold) else {
+        slot.chose(&mut st, false, false);
         return Agreed::Staged;
-    }
-    let Some(dev) = me.device else { return Agreed::Staged };
+    };
     if st.nccl.is_none() {
         match open(comm, &dev, rank, size) {
             Ok(c) => st.nccl = Some(std::sync::Arc::new(std::sync::Mutex::new(c))),
@@ -212,7 +214,7 @@ fn agree_on(name: &'static str, comm: Handle, job: &Job) -> Agreed {
         }
     }
     let Some(nccl) = st.nccl.clone() else { return Agreed::Staged };
-    slot.chose(true);
+    slot.chose(&mut st, true, agreed[4] != 0);
     Agreed::Nccl { nccl, ops: job.ops(&shape, rank, size), bytes: shape.bytes }
 }
 
@@ -260,7 +262,7 @@ fn open(comm: Handle, dev: &Device, rank: c_int, size: c_int) -> Result<nccl::Co
     let mut u = nccl::UniqueId([0; 128]);
     u.0.copy_from_slice(&id[1..]);
     let made = nccl::Comm::create(dev, size, rank, &u);
-    let failed = agreement::agree(comm, [made.is_err() as i64, 0, 0, 0]).map_or(true, |a| a[0] != 0);
+    let failed = agreement::agree(comm, [made.is_err() as i64, 0, 0, 0, 0]).map_or(true, |a| a[0] != 0);
     match made {
         Ok(c) if !failed => Ok(c),
         Ok(c) => {

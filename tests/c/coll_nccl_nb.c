@@ -28,7 +28,11 @@
  *     nonblocking collectives back on the staged path;
  *  7. two communicators whose MPI_Iallreduce the ranks start in opposite orders, one
  *     MPI_Waitall; and a nonblocking collective between an MPI_Isend of device memory and its
- *     MPI_Wait, whose receiver runs the collective first. */
+ *     MPI_Wait, whose receiver runs the collective first;
+ *  8. the schedule of blocking reductions: after 9 agreements on NCCL in a row (a fresh
+ *     communicator), the next MPI_Allreduce goes to NCCL without asking, even with rank 0's
+ *     buffers on the host (through scratch memory); the next asks, and rank 0's detour starts
+ *     the streak afresh, so an MPI_Allreduce with rank 0 on the host after it is staged. */
 #include "common.h"
 #include "ipc_stats.h"
 
@@ -416,6 +420,30 @@ static void section(const char *what)
     if (getenv("COLL_DEBUG") && t_rank == 0) note("section: %s", what);
 }
 
+/* Section 8. */
+static void schedule(MPI_Comm hcomm)
+{
+    MPI_Comm z;
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &z));
+    static const struct { int host0, calls; const char *what; } steps[] = {
+        {0, 1, "agreement 1"}, {0, 1, "agreement 2"}, {0, 1, "agreement 3"}, {0, 1, "agreement 4"},
+        {0, 1, "agreement 5"}, {0, 1, "agreement 6"}, {0, 1, "agreement 7"}, {0, 1, "agreement 8"},
+        {0, 1, "agreement 9"},
+        {1, 1, "in the gap after 9 agreements, rank 0 on the host"},
+        {0, 1, "the agreement after the gap"},
+        {1, 0, "rank 0 on the host after the streak started afresh"},
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        unsigned long long before = nccl_calls();
+        struct run *r = prepare(K_ALLREDUCE, 30000, steps[i].host0 && me == 0, 300 + (int)i);
+        MPI_CHECK(issue(&r->c, BLOCKING, r->sbuf, r->rbuf, z, NULL));
+        verify(r, hcomm, steps[i].what);
+        expect_calls(before, (unsigned long long)steps[i].calls, steps[i].what);
+        release(r);
+    }
+    MPI_Comm_free(&z);
+}
+
 int main(int argc, char **argv)
 {
     test_init(&argc, &argv);
@@ -462,6 +490,8 @@ int main(int argc, char **argv)
     two_comms(hcomm);
     agree(comm, hcomm, 0, "agreement on NCCL again");
     between_send_and_wait(comm, hcomm);
+    section("8 the schedule of blocking reductions");
+    schedule(hcomm);
 
     MPI_Comm_free(&comm);
     MPI_Comm_free(&hcomm);
