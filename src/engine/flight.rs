@@ -113,12 +113,8 @@ pub fn start(name: &'static str, comm: Handle, job: &Job) -> Option<Result<InFli
 
 /// A blocking reduction in a gap of the schedule `agreement::Slot::chose` sets: on NCCL
 /// without asking, as a nonblocking start goes; `None`: the agreement decides.
-pub fn follow(name: &'static str, comm: Handle, job: &Job) -> Option<c_int> {
-    if !job.reduces() {
-        return None;
-    }
-    let slot = chosen(comm, job)?;
-    if !slot.follows() {
+pub fn follow(name: &'static str, comm: Handle, job: &Job, slot: &agreement::Slot) -> Option<c_int> {
+    if !job.reduces() || !slot.follows() {
         return None;
     }
     Some(match begin(name, comm, job, slot)? {
@@ -127,9 +123,10 @@ pub fn follow(name: &'static str, comm: Handle, job: &Job) -> Option<c_int> {
     })
 }
 
-/// The communicator's state, for a call that NCCL may run and that is not below the threshold
-/// by what every rank knows alike.
-fn chosen(comm: Handle, job: &Job) -> Option<&'static agreement::Slot> {
+/// The communicator's state, for a call NCCL may run that is not below the threshold by what
+/// every rank knows alike; `None`: staged.
+#[inline]
+pub fn chosen(comm: Handle, job: &Job) -> Option<&'static agreement::Slot> {
     if !on() {
         return None;
     }

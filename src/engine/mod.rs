@@ -115,10 +115,11 @@ enum Agreed {
 /// Runs `job` on NCCL if every rank of `comm` can; `None` when it is to be staged, before
 /// anything was done. `Some(rc)`: served, `rc` is the call's result.
 pub fn run(name: &'static str, comm: Handle, job: &Job) -> Option<c_int> {
-    if let Some(rc) = flight::follow(name, comm, job) {
+    let slot = flight::chosen(comm, job)?;
+    if let Some(rc) = flight::follow(name, comm, job, slot) {
         return Some(rc);
     }
-    let (nccl, ops, bytes) = match agree_on(name, comm, job) {
+    let (nccl, ops, bytes) = match agree_on(name, comm, job, slot) {
         Agreed::Staged => return None,
         Agreed::Raised(rc) => return Some(rc),
         Agreed::Nccl { nccl, ops, bytes } => (nccl, ops, bytes),
@@ -137,7 +138,7 @@ pub fn run(name: &'static str, comm: Handle, job: &Job) -> Option<c_int> {
 /// lets synchronise the ranks as a blocking collective may (MPI-4.1 section 6.13: the
 /// initialization calls are non-local): the ranks agree once, for every start. `None`: staged.
 pub fn plan(name: &'static str, comm: Handle, job: &Job) -> Option<Result<Planned, c_int>> {
-    match agree_on(name, comm, job) {
+    match agree_on(name, comm, job, flight::chosen(comm, job)?) {
         Agreed::Staged => None,
         Agreed::Raised(rc) => Some(Err(rc)),
         Agreed::Nccl { nccl, ops, bytes } => Some(Ok(Planned { name, comm, nccl, ops, bytes })),
@@ -154,20 +155,14 @@ fn counted(name: &'static str, bytes: usize, ordinal: i32) {
     }
 }
 
-fn agree_on(name: &'static str, comm: Handle, job: &Job) -> Agreed {
+/// The agreement for one call on `slot`'s communicator, which [`flight::chosen`] found: what
+/// every rank decides alike comes first, so that most calls stop before any lock, small ones
+/// before any question to MPI.
+fn agree_on(name: &'static str, comm: Handle, job: &Job, slot: &agreement::Slot) -> Agreed {
     let cfg = config::get();
-    if !on() {
-        return Agreed::Staged;
-    }
-    // What every rank decides alike comes first: most calls stop here without a lock, small
-    // ones before any question to MPI.
     let threshold = cfg.nccl_bytes.max(1);
-    if job.bytes_here().is_some_and(|b| (b as usize) < threshold) {
-        return Agreed::Staged;
-    }
     // The communicator's schedule ticks at every such call on every rank alike, so a
-    // program that never passes device memory pays for little more than this lookup.
-    let Some(slot) = agreement::slot(comm) else { return Agreed::Staged };
+    // program that never passes device memory pays for little more than the lookup.
     if slot.skips() {
         return Agreed::Staged;
     }
