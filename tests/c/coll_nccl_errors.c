@@ -4,8 +4,8 @@
  * rank, after one cudampi line), nothing hangs, and the communicator goes on with correct
  * results on the staged path; a communicator whose NCCL fails to start stays staged, correct.
  *
- * The stand-in NCCL fails on request (tests/fixture/fakenccl.c): FAKENCCL_FAIL=N makes the N-th
- * NCCL operation of the process fail asynchronously (its peers then see a remote error), and
+ * The stand-in NCCL fails on request (tests/fixture/fakenccl.c): FAKENCCL_FAIL=cN makes the N-th
+ * NCCL collective of the process fail asynchronously (its peers then see a remote error), and
  * FAKENCCL_FAIL_INIT=1 makes ncclCommInitRank fail on every rank; both are read at each call,
  * so the test sets them with setenv at the point it wants. Outside mode nccl every call must
  * succeed with the right bytes (no NCCL is loaded in CI; on a GPU machine a real one may be,
@@ -88,9 +88,9 @@ int main(int argc, char **argv)
     CHECK(allreduce(comm, 1, "first") == MPI_SUCCESS, "first Allreduce failed");
     CHECK(!nccl || nccl_calls(get) - before == 1, "first Allreduce: %llu NCCL calls, expected 1", nccl_calls(get) - before);
 
-    /* Rank 0's next NCCL operation fails: the process has made exactly one so far (the first
-     * Allreduce), so the next is operation 2. */
-    if (t_rank == 0) setenv("FAKENCCL_FAIL", "2", 1);
+    /* Rank 0's next NCCL collective fails: the process has made exactly one so far (the first
+     * Allreduce; the sends and receives that connect a new communicator are not counted). */
+    if (t_rank == 0) setenv("FAKENCCL_FAIL", "c2", 1);
     before = nccl_calls(get);
     int rc = allreduce(comm, 2, "failing");
     if (nccl) {
