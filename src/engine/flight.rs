@@ -42,7 +42,7 @@ unsafe impl Send for Planned {}
 impl Planned {
     /// One start: queues the operations after the program's earlier work.
     pub fn start(&self) -> Result<InFlight, c_int> {
-        launch(self.name, self.comm, &self.nccl, &self.ops, self.bytes, Vec::new())
+        launch(self.name, self.comm, &self.nccl, &self.ops, self.bytes, Vec::new(), true)
     }
 }
 
@@ -51,7 +51,9 @@ pub struct InFlight {
     name: &'static str,
     comm: Handle,
     nccl: Shared,
-    event: nccl::Event,
+    /// Where the collective ends on the stream; `None`: the end of the work queued last (a
+    /// blocking call, waited for before anything else is queued).
+    event: Option<nccl::Event>,
     scratch: Vec<Scratch>,
     bytes: usize,
 }
@@ -63,7 +65,8 @@ impl InFlight {
     /// Whether the collective is done, without waiting; when it is, its results are in the
     /// program's buffers.
     pub fn poll(&mut self) -> Result<bool, c_int> {
-        let reached = agreement::lock(&self.nccl).reached(&self.event);
+        let Some(event) = &self.event else { return self.wait().map(|()| true) };
+        let reached = agreement::lock(&self.nccl).reached(event);
         match reached {
             Ok(true) => self.deliver().map(|()| true),
             Ok(false) => Ok(false),
@@ -75,7 +78,12 @@ impl InFlight {
     /// the program's buffers.
     pub fn wait(&mut self) -> Result<(), c_int> {
         let patience = Duration::from_secs(config::get().handshake_wait_s);
-        let waited = agreement::lock(&self.nccl).wait_for(&self.event, patience);
+        let mut c = agreement::lock(&self.nccl);
+        let waited = match &self.event {
+            Some(event) => c.wait_for(event, patience),
+            None => c.wait(patience),
+        };
+        drop(c);
         match waited {
             Ok(()) => self.deliver(),
             Err(e) => Err(self.failed(e)),
@@ -108,7 +116,7 @@ pub fn start(name: &'static str, comm: Handle, job: &Job) -> Option<Result<InFli
     if !slot.on_nccl() {
         return None;
     }
-    begin(name, comm, job, slot)
+    begin(name, comm, job, slot, true)
 }
 
 /// A blocking reduction in a gap of the schedule `agreement::Slot::chose` sets: on NCCL
@@ -117,7 +125,7 @@ pub fn follow(name: &'static str, comm: Handle, job: &Job, slot: &agreement::Slo
     if !job.reduces() || !slot.follows() {
         return None;
     }
-    Some(match begin(name, comm, job, slot)? {
+    Some(match begin(name, comm, job, slot, false)? {
         Ok(mut f) => f.wait().map_or_else(|rc| rc, |()| 0),
         Err(rc) => rc,
     })
@@ -139,7 +147,7 @@ pub fn chosen(comm: Handle, job: &Job) -> Option<&'static agreement::Slot> {
 
 /// Queues `job` on the communicator's NCCL communicator, which the last agreement chose; every
 /// rank does, whatever its buffers.
-fn begin(name: &'static str, comm: Handle, job: &Job, slot: &agreement::Slot) -> Option<Result<InFlight, c_int>> {
+fn begin(name: &'static str, comm: Handle, job: &Job, slot: &agreement::Slot, mark: bool) -> Option<Result<InFlight, c_int>> {
     let threshold = config::get().nccl_bytes.max(1);
     let shared = slot.lock().nccl.clone()?;
     let (rank, size) = crate::mpi::comm::rank_size(comm).ok()?;
@@ -166,12 +174,13 @@ fn begin(name: &'static str, comm: Handle, job: &Job, slot: &agreement::Slot) ->
     if !scratch.is_empty() {
         slot.lock().strayed = true;
     }
-    Some(launch(name, comm, &shared, &ops, shape.bytes, scratch))
+    Some(launch(name, comm, &shared, &ops, shape.bytes, scratch, mark))
 }
 
-fn launch(name: &'static str, comm: Handle, shared: &Shared, ops: &[Op], bytes: usize, scratch: Vec<Scratch>) -> Result<InFlight, c_int> {
+/// Queues `ops`; `mark`: for a completion that comes later, with other work queued behind.
+fn launch(name: &'static str, comm: Handle, shared: &Shared, ops: &[Op], bytes: usize, scratch: Vec<Scratch>, mark: bool) -> Result<InFlight, c_int> {
     let mut c = agreement::lock(shared);
-    match c.run(ops).and_then(|()| c.mark()) {
+    match c.run(ops).and_then(|()| if mark { c.mark().map(Some) } else { Ok(None) }) {
         Ok(event) => Ok(InFlight { name, comm, nccl: shared.clone(), event, scratch, bytes }),
         Err(e) => {
             log::error(format_args!("{name}: {e}"));
@@ -238,13 +247,16 @@ impl Drop for Scratch {
 /// operations touch of it: the program's bytes copied in (so a receive's gaps between blocks
 /// keep their values), and copied back if an operation writes it, unless it is the send buffer.
 fn through_scratch(dev: &Device, bases: &[(*const c_void, Handle)], send: *const c_void, ops: Vec<Op>, ranks: usize) -> Result<(Vec<Op>, Vec<Scratch>), CudaError> {
-    let direct = |b: *const c_void| matches!(cuda::locate(b), Location::Device(d) if !d.managed && d.ordinal == dev.ordinal);
+    // Each buffer located once (a driver query), not once per operation on it.
+    let located: Vec<(usize, bool)> =
+        bases.iter().map(|&(b, _)| (b as usize, matches!(cuda::locate(b), Location::Device(d) if !d.managed && d.ordinal == dev.ordinal))).collect();
+    let direct = |b: usize| located.iter().any(|&(x, on)| x == b && on);
     let mut moved: Vec<(usize, usize, usize, bool)> = Vec::new(); // (base, low, high, written)
     let base_of = |p: usize| bases.iter().map(|&(b, _)| b as usize).filter(|&b| b <= p).max();
     for op in &ops {
         for (p, len, writes) in op.buffers(ranks).into_iter().flatten() {
             let Some(b) = base_of(p as usize) else { continue };
-            if direct(b as *const c_void) {
+            if direct(b) {
                 continue;
             }
             let (lo, hi) = (p as usize - b, p as usize - b + len);
