@@ -6,28 +6,33 @@
 //! count and datatype of a collective match on every rank), whether NCCL carries its operation
 //! and datatype, and the communicator's state below, which changes only at agreements and so
 //! identically on every rank. Only a call that passes these asks the other ranks: one
-//! `MPI_Allreduce` (`MPI_MAX` of four integers) on the program's own communicator, inside the
+//! `MPI_Allreduce` (`MPI_MAX` of `FLAGS` integers) on the program's own communicator, inside the
 //! program's own blocking collective on it, saying whether each rank can run its part on NCCL
 //! (its significant buffers are device memory of one GPU, without gaps, and NCCL loaded),
 //! whether it passed device memory at all, whether it has device memory but no NCCL (then the
-//! communicator never asks again), and its largest buffer, for the calls whose counts differ
-//! by rank (`MPI_Gatherv`, `MPI_Scatterv`, `MPI_Alltoallv`). NCCL runs when every rank can;
-//! otherwise every rank stages, as before.
+//! communicator never asks again), its largest buffer, for the calls whose counts differ by
+//! rank (`MPI_Gatherv`, `MPI_Scatterv`, `MPI_Alltoallv`), and whether it went through scratch
+//! memory since the last agreement. NCCL runs when every rank can; otherwise every rank
+//! stages, as before.
 //!
 //! Why it cannot hang: the agreement is a collective on the same communicator as the
 //! program's call, made by every rank at the same point of its sequence of collectives on it
 //! (the state that decides whether to ask is the same on every rank), so it matches exactly as
 //! the program's call would; and a blocking collective may synchronise the ranks in any
 //! correct MPI program (MPI-4.1 section 6.14). After it, every rank queues its part on NCCL
-//! before waiting for its own, so NCCL's collective always finds all its ranks. Nonblocking and
-//! persistent collectives never ask: their starts must not wait for other ranks.
+//! before waiting for its own, so NCCL's collective always finds all its ranks. Nonblocking
+//! collectives never ask, since their starts must not wait for other ranks: they follow the
+//! last agreement (`flight`). Persistent collectives ask at their initialization, which may
+//! wait.
 //!
 //! What it costs: a program that never passes device memory asks at its first 8 large
 //! collectives on a communicator (`HOST_STREAK`), then after gaps of 1, 3, 7 ... calls, and
 //! from then on at every 64th (`MAX_INTERVAL`); each ask is one small host allreduce. A
 //! communicator that saw device memory in one of its last 8 agreements asks at every call,
 //! which is what lets mixed host and device calls each take their best path. Calls in a gap are
-//! staged as before, whatever their buffers.
+//! staged as before, whatever their buffers. After `NCCL_STREAK` agreements in a row that
+//! chose NCCL, the reductions (whose datatype and operation match on every rank) stop asking
+//! in gaps of the same shape, and go to NCCL as a nonblocking start does (`Slot::chose`).
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};

@@ -1,7 +1,8 @@
-//! Which engine runs a blocking collective that may carry device memory: NCCL, where every
-//! rank of the communicator can run its part there (`agreement`), or the staged path of
-//! `handlers::collectives`, as before. The collectives handler asks [`run`] first; `None`
-//! means "stage it".
+//! Which engine runs a collective that may carry device memory: NCCL, where every rank of the
+//! communicator can run its part there (`agreement`), or the staged path of
+//! `handlers::collectives`, as before. The collectives handler asks first: [`run`] for a
+//! blocking call, [`plan`] at a persistent one's initialization, [`start`] for a nonblocking
+//! one (`flight`); `None` means "stage it".
 //!
 //! NCCL runs a call when: `CUDAMPI_NCCL` is on (every rank alike: the handshake checks it),
 //! the call is one of [`Job`]'s, its largest buffer is at least `CUDAMPI_NCCL_BYTES` (below it,

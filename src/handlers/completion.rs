@@ -594,7 +594,7 @@ fn testall_tracked(
     })
 }
 
-/// `MPI_Waitsome` and `MPI_Testsome`.
+/// [`some`] once the collectives on NCCL are settled.
 fn some_tracked(
     name: &'static str,
     incount: c_int,
@@ -696,7 +696,7 @@ fn request_get_status_tracked(_name: &'static str, request: Handle, flag: *mut c
     inspect(one.as_ptr().cast(), 1, status, Statuses::single, call, |rc, st, _| (rc == 0 && out(flag, 0) != 0).then(|| st.at(0)))
 }
 
-/// MPI-4.1 `MPI_Request_get_status_any`.
+/// [`request_get_status_any`] once the collectives on NCCL are settled.
 fn request_get_status_any_tracked(
     _name: &'static str,
     count: c_int,
@@ -715,7 +715,7 @@ fn request_get_status_any_tracked(
     inspect(requests, count, status, Statuses::single, call, |rc, st, k| if_index(reported(rc), st, k))
 }
 
-/// MPI-4.1 `MPI_Request_get_status_all`.
+/// [`request_get_status_all`] once the collectives on NCCL are settled.
 fn request_get_status_all_tracked(
     _name: &'static str,
     count: c_int,
@@ -731,7 +731,7 @@ fn request_get_status_all_tracked(
     inspect(requests, count, statuses, |c| Statuses::array(c, count), call, |rc, st, k| (rc == 0 && out(flag, 0) != 0).then(|| st.at(k)))
 }
 
-/// MPI-4.1 `MPI_Request_get_status_some`.
+/// [`request_get_status_some`] once the collectives on NCCL are settled.
 fn request_get_status_some_tracked(
     _name: &'static str,
     incount: c_int,
