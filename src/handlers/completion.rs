@@ -261,7 +261,27 @@ pub fn testany(
 }
 
 /// While a collective on NCCL among the requests runs, MPI must not wait (it would wait for
-/// the empty message that only its end sends): the call tests until one request completes.
+/// the empty message that only its end sends): the waiting calls test (`test`, one test call:
+/// `Some(rc)` once it completed something) until a request completes. `None` once no such
+/// collective is left among them: MPI's own wait may then wait.
+fn test_while_gated(reqs: *const c_void, n: c_int, mut test: impl FnMut(&crate::mpi::real::Pmpi) -> Option<c_int>) -> Option<c_int> {
+    let p = crate::mpi::real::pmpi()?;
+    while requests::on_gpu::any() {
+        let found = requests::gate(reqs, n, false);
+        if found.error.is_some() {
+            return found.error;
+        }
+        if found.left == 0 {
+            break;
+        }
+        if let Some(rc) = test(p) {
+            return Some(rc);
+        }
+        std::thread::yield_now();
+    }
+    None
+}
+
 pub fn waitany(
     name: &'static str,
     count: c_int,
@@ -270,26 +290,17 @@ pub fn waitany(
     status: *mut c_void,
     call: impl FnOnce(*mut c_void) -> c_int,
 ) -> c_int {
-    let p = crate::mpi::real::pmpi();
-    while requests::on_gpu::any() {
-        let found = requests::gate(requests, count, false);
-        if let Some(e) = found.error {
-            return e;
-        }
-        let Some(p) = p.filter(|_| found.left > 0) else { break };
+    let tested = test_while_gated(requests, count, |p| {
         let mut flag: c_int = 0;
         let flag_at: *mut c_int = &mut flag;
         // SAFETY: the caller's arguments, and our flag.
         let rc = testany_tracked(name, count, requests, index, flag_at, status, |st| unsafe { (p.testany)(count, requests, index, flag_at, st) });
-        if rc != 0 || flag != 0 {
-            return rc;
-        }
-        std::thread::yield_now();
-    }
-    waitany_tracked(name, count, requests, index, status, call)
+        (rc != 0 || flag != 0).then_some(rc)
+    });
+    tested.unwrap_or_else(|| waitany_tracked(name, count, requests, index, status, call))
 }
 
-/// `MPI_Waitsome` and `MPI_Testsome`; see [`waitany`].
+/// `MPI_Waitsome` and `MPI_Testsome`; see [`test_while_gated`].
 pub fn some(
     name: &'static str,
     incount: c_int,
@@ -303,22 +314,13 @@ pub fn some(
     if testing {
         return gated(requests, incount, false, || some_tracked(name, incount, requests, outcount, indices, statuses, call));
     }
-    let p = crate::mpi::real::pmpi();
-    while requests::on_gpu::any() {
-        let found = requests::gate(requests, incount, false);
-        if let Some(e) = found.error {
-            return e;
-        }
-        let Some(p) = p.filter(|_| found.left > 0) else { break };
+    let tested = test_while_gated(requests, incount, |p| {
         // SAFETY: the caller's arguments.
         let rc = some_tracked("MPI_Testsome", incount, requests, outcount, indices, statuses, |st| unsafe { (p.testsome)(incount, requests, outcount, indices, st) });
         // SAFETY: the caller's output argument, which MPI wrote.
-        if rc != 0 || (!outcount.is_null() && unsafe { *outcount } != 0) {
-            return rc;
-        }
-        std::thread::yield_now();
-    }
-    some_tracked(name, incount, requests, outcount, indices, statuses, call)
+        (rc != 0 || (!outcount.is_null() && unsafe { *outcount } != 0)).then_some(rc)
+    });
+    tested.unwrap_or_else(|| some_tracked(name, incount, requests, outcount, indices, statuses, call))
 }
 
 pub fn request_get_status(name: &'static str, request: Handle, flag: *mut c_int, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {

@@ -475,12 +475,15 @@ pub fn gate(reqs: *const c_void, n: c_int, block: bool) -> Gated {
     for i in 0..n as usize {
         // SAFETY: the caller passes n requests.
         let h = abi.key(unsafe { abi.request_at(reqs, i) });
+        if !table().get(&h).is_some_and(|e| e.gpu.as_ref().is_some_and(|g| g.in_flight())) {
+            continue;
+        }
         // Out of the table while it is waited for: no lock is held across the wait, and only
         // the thread completing a request settles it.
         let Some(mut e) = table().remove(&h) else { continue };
         let settled = match &mut e.gpu {
-            Some(g) if g.in_flight() => g.settle(block),
-            _ => Ok(true),
+            Some(g) => g.settle(block),
+            None => Ok(true),
         };
         table().insert(h, e);
         match settled {
@@ -730,8 +733,14 @@ impl Later {
 pub fn deliver_early(h: Handle, status: *mut c_void) -> Result<(), c_int> {
     let Some(d) = with(h, Entry::take_delivery).flatten() else { return Ok(()) };
     let r = d.run(status);
+    // Only a receive's status counts what arrived: a collective's says nothing (Open MPI 4.1
+    // leaves its count as it found it), and reporting that again would fail the completion.
     if let Some(n) = stage::received_bytes(status) {
-        with(h, |e| e.arrived = Some(n));
+        with(h, |e| {
+            if e.p2p {
+                e.arrived = Some(n)
+            }
+        });
     }
     r
 }

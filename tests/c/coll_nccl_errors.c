@@ -15,7 +15,9 @@
  * class MPI_ERR_OTHER (mode nccl) or succeeds (other modes); 3. the next Allreduce and Bcast on
  * the same communicator succeed with the right bytes, staged (nccl_calls unchanged); 4. a new
  * communicator whose NCCL fails to start: correct and staged; 5. a further new communicator,
- * failures off: on NCCL again (mode nccl). */
+ * failures off: on NCCL again (mode nccl); 6. on it, an MPI_Iallreduce whose NCCL operation
+ * fails: MPI_Wait returns MPI_ERR_OTHER on every rank, and the Allreduce and Iallreduce after
+ * it succeed, staged. */
 #include "common.h"
 #include "ipc_stats.h"
 
@@ -48,6 +50,37 @@ static int allreduce(MPI_Comm comm, int seed, const char *what)
     if (rc == MPI_SUCCESS) {
         mem_get(out, drecv, N * sizeof(int));
         check_bytes(out, want, N * sizeof(int), "%s: Allreduce result", what);
+    }
+    mem_free(dsend);
+    mem_free(drecv);
+    free(in);
+    free(out);
+    free(want);
+    return rc;
+}
+
+/* allreduce() as MPI_Iallreduce and MPI_Wait: MPI_Wait's return code. */
+static int iallreduce(MPI_Comm comm, int seed, const char *what)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    int *in = xmalloc(N * sizeof(int)), *out = xmalloc(N * sizeof(int)), *want = xmalloc(N * sizeof(int));
+    for (int i = 0; i < N; i++) {
+        in[i] = seed + 5 * rank + 3 * i;
+        want[i] = 0;
+        for (int r = 0; r < size; r++) want[i] += seed + 5 * r + 3 * i;
+    }
+    int *dsend = mem_alloc(MEM_DEVICE, N * sizeof(int)), *drecv = mem_alloc(MEM_DEVICE, N * sizeof(int));
+    mem_put(dsend, in, N * sizeof(int));
+    mem_poison(drecv, N * sizeof(int));
+    MPI_Request req;
+    int rc = MPI_Iallreduce(dsend, drecv, N, MPI_INT, MPI_SUM, comm, &req);
+    CHECK(rc == MPI_SUCCESS, "%s: MPI_Iallreduce returned %d", what, rc);
+    if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS) {
+        mem_get(out, drecv, N * sizeof(int));
+        check_bytes(out, want, N * sizeof(int), "%s: Iallreduce result", what);
     }
     mem_free(dsend);
     mem_free(drecv);
@@ -125,10 +158,30 @@ int main(int argc, char **argv)
     /* A new communicator with nothing failing: NCCL again. */
     MPI_Comm c3;
     MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c3));
+    MPI_CHECK(MPI_Comm_set_errhandler(c3, MPI_ERRORS_RETURN));
     before = nccl_calls(get);
     CHECK(allreduce(c3, 7, "fresh communicator") == MPI_SUCCESS, "Allreduce on a fresh communicator failed");
     bcast(c3, 8, "fresh communicator");
     CHECK(!nccl || nccl_calls(get) - before == 2, "fresh communicator: %llu NCCL calls, expected 2", nccl_calls(get) - before);
+
+    /* 6. A nonblocking collective whose NCCL operation fails (rank 0's fifth collective: two
+     * on comm, Allreduce and Bcast on c3, then this one): MPI_Wait reports it on every rank;
+     * the communicator's next agreement stages, and so does the nonblocking call after it. */
+    if (t_rank == 0) setenv("FAKENCCL_FAIL", "c5", 1);
+    rc = iallreduce(c3, 9, "failing nonblocking");
+    unsetenv("FAKENCCL_FAIL");
+    if (nccl) {
+        int cls = MPI_SUCCESS;
+        if (rc != MPI_SUCCESS) MPI_Error_class(rc, &cls);
+        CHECK(rc != MPI_SUCCESS && cls == MPI_ERR_OTHER, "failing Iallreduce: MPI_Wait returned %d (class %d), expected MPI_ERR_OTHER",
+              rc, cls);
+    } else {
+        CHECK(rc == MPI_SUCCESS, "Iallreduce returned %d without NCCL", rc);
+    }
+    before = nccl_calls(get);
+    CHECK(allreduce(c3, 10, "after the failing Iallreduce") == MPI_SUCCESS, "Allreduce after the failing Iallreduce failed");
+    CHECK(iallreduce(c3, 11, "after the failing Iallreduce") == MPI_SUCCESS, "Iallreduce after the failing one failed");
+    CHECK(!nccl || nccl_calls(get) == before, "%llu NCCL calls after the failing Iallreduce, expected none", nccl_calls(get) - before);
     MPI_Comm_free(&c3);
     MPI_Comm_free(&comm);
     return report_and_finalize();
