@@ -90,6 +90,17 @@ impl InFlight {
         }
     }
 
+    /// Waits for the collective without reporting anything (its request is gone: MPI may be
+    /// finalized), so that its scratch memory is freed only once the GPU is done with it.
+    pub fn abandon(self) {
+        let patience = Duration::from_secs(config::get().handshake_wait_s);
+        let mut c = agreement::lock(&self.nccl);
+        let _ = match &self.event {
+            Some(event) => c.wait_for(event, patience),
+            None => c.wait(patience),
+        };
+    }
+
     fn deliver(&mut self) -> Result<(), c_int> {
         for s in self.scratch.iter().filter(|s| s.back) {
             if let Err(e) = s.copy_back() {

@@ -120,9 +120,9 @@ impl Drop for Gpu {
     fn drop(&mut self) {
         // Only at MPI_Finalize's clearing or a request MPI could not post: nobody is left
         // waiting, and the scratch memory goes once the GPU is done with it.
-        if let Some(mut f) = self.flight.take() {
+        if let Some(f) = self.flight.take() {
             IN_FLIGHT.fetch_sub(1, Relaxed);
-            let _ = f.wait();
+            f.abandon();
         }
     }
 }
