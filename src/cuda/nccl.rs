@@ -301,14 +301,14 @@ impl Comm {
         let rc = unsafe { (n.comm_init_rank)(&mut comm, ranks, std::mem::transmute::<UniqueId, ncclUniqueId>(*id), rank) };
         nccl_check("ncclCommInitRank", rc)?;
         c.comm = comm;
-        c.connect(ranks, rank)?;
         Ok(c)
     }
 
     /// Opens the point-to-point channels to every other rank now (one byte each way), while
     /// every rank is at the collective that made the communicator: NCCL opens them at their
     /// first use otherwise, in the host call that queues it, waiting for the peer's.
-    fn connect(&mut self, ranks: c_int, rank: c_int) -> Result<(), Error> {
+    /// Collective, as [`Comm::create`].
+    pub fn connect(&mut self, ranks: c_int, rank: c_int) -> Result<(), Error> {
         if ranks < 2 {
             return Ok(());
         }

@@ -258,14 +258,30 @@ fn open(comm: Handle, dev: &Device, rank: c_int, size: c_int) -> Result<nccl::Co
     let mut u = nccl::UniqueId([0; 128]);
     u.0.copy_from_slice(&id[1..]);
     let made = nccl::Comm::create(dev, size, rank, &u);
-    let failed = agreement::agree(comm, [made.is_err() as i64, 0, 0, 0, 0]).map_or(true, |a| a[0] != 0);
-    match made {
-        Ok(c) if !failed => Ok(c),
+    let failed = |ok: bool| agreement::agree(comm, [!ok as i64, 0, 0, 0, 0]).map_or(true, |a| a[0] != 0);
+    let mut c = match made {
+        Ok(c) if !failed(true) => c,
         Ok(c) => {
             c.abandon();
-            Err(NoStart::Failed("NCCL failed to start on another rank".into()))
+            return Err(NoStart::Failed("NCCL failed to start on another rank".into()));
         }
-        Err(e) => Err(NoStart::Failed(e.to_string())),
+        Err(e) => {
+            failed(false);
+            return Err(NoStart::Failed(e.to_string()));
+        }
+    };
+    // Only once every rank has joined: a rank connecting alone would wait for the others.
+    let connected = c.connect(size, rank);
+    match (connected, failed(connected.is_ok())) {
+        (Ok(()), false) => Ok(c),
+        (Ok(()), true) => {
+            c.abandon();
+            Err(NoStart::Failed("NCCL failed to connect on another rank".into()))
+        }
+        (Err(e), _) => {
+            c.abandon();
+            Err(NoStart::Failed(e.to_string()))
+        }
     }
 }
 
