@@ -30,9 +30,9 @@ static unsigned long long nccl_calls(stats_fn get)
     return get && get(&s) == 0 ? s.nccl_calls : 0;
 }
 
-/* An Allreduce (MPI_SUM of ints) on device buffers: its return code; the result is checked
- * when it succeeded. */
-static int allreduce(MPI_Comm comm, int seed, const char *what)
+/* An Allreduce (MPI_SUM of ints) on device buffers, blocking or (`nb`) MPI_Iallreduce and
+ * MPI_Wait: its return code (MPI_Wait's); the result is checked when it succeeded. */
+static int allreduce_as(MPI_Comm comm, int seed, const char *what, int nb)
 {
     int rank, size;
     MPI_Comm_rank(comm, &rank);
@@ -46,10 +46,18 @@ static int allreduce(MPI_Comm comm, int seed, const char *what)
     int *dsend = mem_alloc(MEM_DEVICE, N * sizeof(int)), *drecv = mem_alloc(MEM_DEVICE, N * sizeof(int));
     mem_put(dsend, in, N * sizeof(int));
     mem_poison(drecv, N * sizeof(int));
-    int rc = MPI_Allreduce(dsend, drecv, N, MPI_INT, MPI_SUM, comm);
+    int rc;
+    if (nb) {
+        MPI_Request req;
+        rc = MPI_Iallreduce(dsend, drecv, N, MPI_INT, MPI_SUM, comm, &req);
+        CHECK(rc == MPI_SUCCESS, "%s: MPI_Iallreduce returned %d", what, rc);
+        if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
+    } else {
+        rc = MPI_Allreduce(dsend, drecv, N, MPI_INT, MPI_SUM, comm);
+    }
     if (rc == MPI_SUCCESS) {
         mem_get(out, drecv, N * sizeof(int));
-        check_bytes(out, want, N * sizeof(int), "%s: Allreduce result", what);
+        check_bytes(out, want, N * sizeof(int), "%s: %s result", what, nb ? "Iallreduce" : "Allreduce");
     }
     mem_free(dsend);
     mem_free(drecv);
@@ -59,36 +67,8 @@ static int allreduce(MPI_Comm comm, int seed, const char *what)
     return rc;
 }
 
-/* allreduce() as MPI_Iallreduce and MPI_Wait: MPI_Wait's return code. */
-static int iallreduce(MPI_Comm comm, int seed, const char *what)
-{
-    int rank, size;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &size);
-    int *in = xmalloc(N * sizeof(int)), *out = xmalloc(N * sizeof(int)), *want = xmalloc(N * sizeof(int));
-    for (int i = 0; i < N; i++) {
-        in[i] = seed + 5 * rank + 3 * i;
-        want[i] = 0;
-        for (int r = 0; r < size; r++) want[i] += seed + 5 * r + 3 * i;
-    }
-    int *dsend = mem_alloc(MEM_DEVICE, N * sizeof(int)), *drecv = mem_alloc(MEM_DEVICE, N * sizeof(int));
-    mem_put(dsend, in, N * sizeof(int));
-    mem_poison(drecv, N * sizeof(int));
-    MPI_Request req;
-    int rc = MPI_Iallreduce(dsend, drecv, N, MPI_INT, MPI_SUM, comm, &req);
-    CHECK(rc == MPI_SUCCESS, "%s: MPI_Iallreduce returned %d", what, rc);
-    if (rc == MPI_SUCCESS) rc = MPI_Wait(&req, MPI_STATUS_IGNORE);
-    if (rc == MPI_SUCCESS) {
-        mem_get(out, drecv, N * sizeof(int));
-        check_bytes(out, want, N * sizeof(int), "%s: Iallreduce result", what);
-    }
-    mem_free(dsend);
-    mem_free(drecv);
-    free(in);
-    free(out);
-    free(want);
-    return rc;
-}
+static int allreduce(MPI_Comm comm, int seed, const char *what) { return allreduce_as(comm, seed, what, 0); }
+static int iallreduce(MPI_Comm comm, int seed, const char *what) { return allreduce_as(comm, seed, what, 1); }
 
 static void bcast(MPI_Comm comm, int seed, const char *what)
 {

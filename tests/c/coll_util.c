@@ -440,17 +440,7 @@ static void elem_combine(int vt, int opid, unsigned char *acc, const unsigned ch
             }
             memcpy(x, &r, 4);
         } else if (vt == VT_DOUBLE) {
-            double p, q, r = 0;
-            memcpy(&p, x, 8);
-            memcpy(&q, y, 8);
-            switch (opid) {
-            case OP_SUM: r = p + q; break;
-            case OP_PROD: r = p * q; break;
-            case OP_MAX: r = p > q ? p : q; break;
-            case OP_MIN: r = p < q ? p : q; break;
-            default: DIE("op %d on MPI_DOUBLE", opid);
-            }
-            memcpy(x, &r, 8);
+            num_combine(VT_F64, opid, x, y, 1);
         } else if (vt == VT_AFFINE) {
             uint32_t a1, b1, a2, b2;
             memcpy(&a1, x, 4);
