@@ -27,7 +27,11 @@
 #            staging); the defaults with NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 for the ranks,
 #            32k:64M (coll-socket: NCCL's socket transport, as between nodes; from 32k rather than
 #            64k, so that its sizes, 32k * 4^k, are those of the other runs); bench/coll -d host
-#            -r 5 8:64M with the defaults (coll-host: what host buffers pay going through cudampi)
+#            -r 5 8:64M with the defaults (coll-host: what host buffers pay going through cudampi);
+#            bench/nccl_steps with the defaults (nccl-steps: what each step of a blocking
+#            collective on NCCL adds to NCCL's own call), only when GPU_NCCL_FIGURES names steps;
+#            bench/coll -n with the defaults (coll-nb: the nonblocking forms, MPI_I... then
+#            MPI_Wait at once; run after coll-nccl-every), only when GPU_NCCL_FIGURES names nb
 # At the end bench/nccl_table.py makes the tables (per collective and size: NCCL's own time,
 # cudampi with NCCL, cudampi staged, NCCL at every size, the ratios to NCCL) from the JSON files,
 # and the script prints the short table and, last, `N passed, N failed, N skipped`.
@@ -50,7 +54,7 @@
 # figures"), GPU_NCCL_TIMEOUT (cap of one test run, default 150; a test's timeout= header wins
 # when smaller), GPU_NCCL_TESTS_SHARE (default 40), GPU_NCCL_SOCKET_MIN (default 32k), NRANKS,
 # GPU_NCCL_MAX (largest size of the figures, default 64M), GPU_NCCL_FIGURES (which figure runs,
-# default "nccl staged every socket host"), GPU_NCCL_QUICK=1 (small sizes, few
+# default "nccl staged every socket host"; also nb and steps), GPU_NCCL_QUICK=1 (small sizes, few
 # iterations, one round), SHIM, CUDA_HOME, MPICC, MPIRUN, FIXTURE_LIB, FIXTURE_INC and
 # FIXTURE_NCCL (the stand-in CUDA and NCCL instead of the real ones; FAKECUDA_DEVICES GPUs,
 # default 2), CUDAMPI_* (passed to every run, except CUDAMPI_NCCL, CUDAMPI_NCCL_BYTES and
@@ -313,9 +317,9 @@ bench() {
 }
 
 if [ $QUICK = 1 ]; then
-    MAX=${GPU_NCCL_MAX:-256k} CHECK_MAX=64k ITER=(-i 5 -x 1) ROUNDS=1 HOST_ROUNDS=1
+    MAX=${GPU_NCCL_MAX:-256k} CHECK_MAX=64k ITER=(-i 5 -x 1) ROUNDS=1 HOST_ROUNDS=1 STEPS_ARGS=(-m 8:64k -i 10 -r 1)
 else
-    MAX=${GPU_NCCL_MAX:-64M} CHECK_MAX=4M ITER=() ROUNDS=3 HOST_ROUNDS=5
+    MAX=${GPU_NCCL_MAX:-64M} CHECK_MAX=4M ITER=() ROUNDS=3 HOST_ROUNDS=5 STEPS_ARGS=()
 fi
 
 if [ $BENCH_OK = 1 ] && step check; then
@@ -345,10 +349,20 @@ if [ $BENCH_OK = 1 ] && step figures; then
     [[ $FIG == *" nccl "* ]] && bench coll-nccl -- -m 8:"$MAX" -r $ROUNDS "${ITER[@]+"${ITER[@]}"}"
     [[ $FIG == *" staged "* ]] && bench coll-staged CUDAMPI_NCCL=0 -- -m 8:"$MAX" -r $ROUNDS "${ITER[@]+"${ITER[@]}"}"
     [[ $FIG == *" every "* ]] && bench coll-nccl-every CUDAMPI_NCCL_BYTES=0 -- -m 8:"$MAX" -r $ROUNDS "${ITER[@]+"${ITER[@]}"}"
+    [[ $FIG == *" nb "* ]] && bench coll-nb -- -n -m 8:"$MAX" -r $ROUNDS "${ITER[@]+"${ITER[@]}"}"
     smin=${GPU_NCCL_SOCKET_MIN:-32k}
     if [[ $FIG == *" socket "* ]]; then
         say "figures: NCCL over sockets (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1), $smin:$MAX"
         bench coll-socket NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 -- -m "$smin":"$MAX" -r $ROUNDS "${ITER[@]+"${ITER[@]}"}"
+    fi
+    if [[ $FIG == *" steps "* ]]; then
+        say "figures: bench/nccl_steps (what each step of a blocking collective on NCCL adds), $N ranks"
+        if $MPICC -O2 -Wall "${CFLAGS[@]}" -o "$BIN/nccl_steps" bench/nccl_steps.c "${LIBS[@]}" -ldl -lm >"$LOGS/nccl_steps.build.log" 2>&1; then
+            mpi_cmd "$N" -- "$BIN/nccl_steps" -o "$RES/nccl-steps.json" "${STEPS_ARGS[@]}"
+            check "bench/nccl_steps" 100000 "$RES/nccl-steps.txt" "${CMD[@]}"
+        else
+            record FAIL "bench/nccl_steps (build)" 0 "logs/nccl_steps.build.log"
+        fi
     fi
     if [[ $FIG == *" host "* ]]; then
         say "figures: host buffers through cudampi (-d host), 8:$MAX -r $HOST_ROUNDS"

@@ -213,6 +213,10 @@ pub enum Op {
     Recv { buf: *mut c_void, count: usize, dtype: DataType, peer: c_int },
     /// A copy on the communicator's stream, after the group of NCCL operations it is queued with.
     Copy { dst: *mut c_void, src: *const c_void, bytes: usize },
+    /// `bytes` from `src` copied into the communicator's own memory before the group, which
+    /// then sends from that copy wherever a send reads this range: MPI's in-place all-to-all
+    /// reads every block of the buffer its receives write.
+    Snapshot { src: *const c_void, bytes: usize },
 }
 
 /// Bytes of one element of `t`.
@@ -241,6 +245,7 @@ impl Op {
             Op::Send { buf, count, dtype, .. } => [Some((buf, b(count, dtype), false)), None],
             Op::Recv { buf, count, dtype, .. } => [Some((buf.cast_const(), b(count, dtype), true)), None],
             Op::Copy { dst, src, bytes } => two(src, bytes, dst, bytes),
+            Op::Snapshot { src, bytes } => [Some((src, bytes, false)), None],
         }
     }
 
@@ -256,6 +261,7 @@ impl Op {
             Op::Send { buf, count, dtype, peer } => Op::Send { buf: to(buf), count, dtype, peer },
             Op::Recv { buf, count, dtype, peer } => Op::Recv { buf: m(buf), count, dtype, peer },
             Op::Copy { dst, src, bytes } => Op::Copy { dst: m(dst), src: to(src), bytes },
+            Op::Snapshot { src, bytes } => Op::Snapshot { src: to(src), bytes },
         }
     }
 }
@@ -271,6 +277,9 @@ pub struct Comm {
     dev: Device,
     /// Aborted after an error: no more work may be queued.
     broken: bool,
+    /// Device memory for [`Op::Snapshot`] (address, bytes), grown as needed; one suffices, as
+    /// the communicator's collectives run one after the other on its stream.
+    snapshot: (u64, usize),
 }
 
 // SAFETY: the handles are plain values the driver and NCCL accept from any thread; the owner
@@ -284,7 +293,7 @@ impl Comm {
         let n = loaded()?;
         let ctx = InContext::enter(dev)?;
         let d = ctx.driver();
-        let mut c = Comm { comm: std::ptr::null_mut(), stream: std::ptr::null_mut(), ready: std::ptr::null_mut(), done: std::ptr::null_mut(), dev: *dev, broken: false };
+        let mut c = Comm { comm: std::ptr::null_mut(), stream: std::ptr::null_mut(), ready: std::ptr::null_mut(), done: std::ptr::null_mut(), dev: *dev, broken: false, snapshot: (0, 0) };
         // SAFETY: valid out-pointers in a current context. The stream does not synchronise with
         // the legacy default stream (CU_STREAM_NON_BLOCKING): its collectives follow the
         // program's earlier work through the `ready` event alone. A blocking stream would also
@@ -366,13 +375,20 @@ impl Comm {
             check("cuEventRecord", (d.event_record)(self.ready, std::ptr::null_mut()))?;
             check("cuStreamWaitEvent", (d.stream_wait_event)(s, self.ready, 0))?;
         }
+        let snap = self.snapshot(ops)?;
         // SAFETY: pointers are the caller's device memory of this GPU with the counts given;
         // the communicator and stream are live.
         unsafe {
             nccl_check("ncclGroupStart", (n.group_start)())?;
             let mut queued = Ok(());
             for op in ops {
-                let (call, rc) = match *op {
+                let op = match (*op, snap) {
+                    (Op::Send { buf, count, dtype, peer }, Some((src, bytes))) if (buf as usize).wrapping_sub(src) < bytes => {
+                        Op::Send { buf: (self.snapshot.0 as usize + (buf as usize - src)) as *const c_void, count, dtype, peer }
+                    }
+                    (op, _) => op,
+                };
+                let (call, rc) = match op {
                     Op::AllReduce { send, recv, count, dtype, op } => ("ncclAllReduce", (n.all_reduce)(send, recv, count, dtype, op, comm, s)),
                     Op::Reduce { send, recv, count, dtype, op, root } => ("ncclReduce", (n.reduce)(send, recv, count, dtype, op, root, comm, s)),
                     Op::Broadcast { send, recv, count, dtype, root } => ("ncclBroadcast", (n.broadcast)(send, recv, count, dtype, root, comm, s)),
@@ -380,7 +396,7 @@ impl Comm {
                     Op::ReduceScatter { send, recv, count, dtype, op } => ("ncclReduceScatter", (n.reduce_scatter)(send, recv, count, dtype, op, comm, s)),
                     Op::Send { buf, count, dtype, peer } => ("ncclSend", (n.send)(buf, count, dtype, peer, comm, s)),
                     Op::Recv { buf, count, dtype, peer } => ("ncclRecv", (n.recv)(buf, count, dtype, peer, comm, s)),
-                    Op::Copy { .. } => continue,
+                    Op::Copy { .. } | Op::Snapshot { .. } => continue,
                 };
                 if queued.is_ok() {
                     queued = nccl_check(call, rc);
@@ -399,6 +415,34 @@ impl Comm {
             check("cuEventRecord", (d.event_record)(self.done, s))?;
         }
         Ok(())
+    }
+
+    /// Queues the copy of `ops`' [`Op::Snapshot`], if any, into the communicator's own memory;
+    /// returns the range it copied (address, bytes).
+    fn snapshot(&mut self, ops: &[Op]) -> Result<Option<(usize, usize)>, Error> {
+        let Some((src, bytes)) = ops.iter().find_map(|op| match *op {
+            Op::Snapshot { src, bytes } => Some((src as usize, bytes)),
+            _ => None,
+        }) else {
+            return Ok(None);
+        };
+        let ctx = InContext::enter(&self.dev)?;
+        let d = ctx.driver();
+        // SAFETY: the stream and memory are this communicator's; the old memory is freed only
+        // once the stream is done with it; `src` is device memory of this GPU, `bytes` long.
+        unsafe {
+            if self.snapshot.1 < bytes {
+                check("cuStreamSynchronize", (d.stream_synchronize)(self.stream))?;
+                if self.snapshot.0 != 0 {
+                    (d.mem_free)(self.snapshot.0);
+                    self.snapshot = (0, 0);
+                }
+                check("cuMemAlloc", (d.mem_alloc)(&mut self.snapshot.0, bytes.max(1)))?;
+                self.snapshot.1 = bytes.max(1);
+            }
+            check("cuMemcpyDtoDAsync", (d.memcpy_dtod_async)(self.snapshot.0, src as u64, bytes, self.stream))?;
+        }
+        Ok(Some((src, bytes)))
     }
 
     /// Waits until the work queued by [`Comm::run`] is done, polling NCCL's asynchronous error;
@@ -537,6 +581,12 @@ impl Comm {
                     (d.event_destroy)(*e);
                     *e = std::ptr::null_mut();
                 }
+            }
+            // After a failure the stream may never finish with it: then it is left allocated.
+            if self.snapshot.0 != 0 && !self.broken {
+                (d.stream_synchronize)(self.stream);
+                (d.mem_free)(self.snapshot.0);
+                self.snapshot = (0, 0);
             }
             if !self.stream.is_null() {
                 (d.stream_destroy)(self.stream);

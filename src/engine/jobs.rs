@@ -88,6 +88,21 @@ fn total(counts: Ints, n: c_int) -> Option<i64> {
     (0..n.max(0) as usize).map(|i| unsafe { counts.at(i) }).try_fold(0i64, |acc, c| if c < 0 { None } else { acc.checked_add(c) })
 }
 
+/// Bytes from a buffer's start to the end of its last block (counts and displacements in
+/// elements of `datatype`); `None` for a negative count or displacement.
+fn span(counts: Ints, displs: Ints, n: c_int, datatype: Handle) -> Option<i64> {
+    if counts.is_null() || displs.is_null() {
+        return None;
+    }
+    (0..n.max(0)).try_fold(0i64, |end, p| {
+        let (c, d) = (at(counts, p), at(displs, p));
+        if c < 0 || d < 0 {
+            return None;
+        }
+        Some(if c == 0 { end } else { end.max(bytes(d.checked_add(c)?, datatype)?) })
+    })
+}
+
 /// Element `i` of a count or displacement array.
 fn at(a: Ints, i: c_int) -> i64 {
     // SAFETY: the program passes one entry per rank; callers index ranks only.
@@ -114,7 +129,7 @@ impl PerRank {
 
 impl Job {
     /// The call's size and NCCL type; `None` where NCCL cannot run it (an operation or type it
-    /// lacks, an in-place all-to-all, a bad count or root: the library answers those).
+    /// lacks, a bad count or root: the library answers those).
     pub fn shape(&self, rank: c_int, size: c_int) -> Option<Shape> {
         let n = size.max(0) as i64;
         let reduce = |count: i64, datatype: Handle, op: Handle, times: i64| -> Option<Shape> {
@@ -134,14 +149,11 @@ impl Job {
             Job::Bcast { count, datatype, root, .. } => moves(bytes(count, datatype)?, true).filter(|_| root_ok(root)),
             Job::Allgather { recvcount, recvtype, .. } => moves(bytes(recvcount, recvtype)?.checked_mul(n)?, true),
             Job::Allgatherv { counts, recvtype, .. } => moves(bytes(total(counts, size)?, recvtype)?, true),
-            // In place, every block would be read and written at once: staged.
-            Job::Alltoall { send, recvcount, recvtype, .. } if !in_place(send) => moves(bytes(recvcount, recvtype)?.checked_mul(n)?, true),
-            Job::Alltoall { .. } => None,
-            Job::Alltoallv { send, sendcounts, sendtype, recvcounts, recvtype, .. } if !in_place(send) => {
-                let out = total(sendcounts, size).and_then(|c| bytes(c, sendtype));
-                local(out.zip(total(recvcounts, size).and_then(|c| bytes(c, recvtype))).map(|(o, i)| o.max(i)))
+            Job::Alltoall { recvcount, recvtype, .. } => moves(bytes(recvcount, recvtype)?.checked_mul(n)?, true),
+            Job::Alltoallv { send, sendcounts, sendtype, recvcounts, rdispls, recvtype, .. } => {
+                let input = if in_place(send) { span(recvcounts, rdispls, size, recvtype) } else { total(sendcounts, size).and_then(|c| bytes(c, sendtype)) };
+                local(input.zip(total(recvcounts, size).and_then(|c| bytes(c, recvtype))).map(|(o, i)| o.max(i)))
             }
-            Job::Alltoallv { .. } => None,
             Job::Gather { send, sendcount, sendtype, blocks, recvtype, root, .. } if root_ok(root) => match (rank == root, blocks) {
                 // At the root, the receive side; elsewhere the send side, which matches it.
                 (true, PerRank::Same(_)) => moves(bytes(blocks.total(size)?, recvtype)?, true),
@@ -332,6 +344,13 @@ impl Job {
             }
             Job::Alltoall { send, recv, .. } => {
                 let block = (shape.bytes / size as usize) as i64;
+                // In place, the sends read a copy of the buffer taken before the receives write it.
+                let send = if in_place(send) {
+                    ops.push(Op::Snapshot { src: recv.cast_const(), bytes: shape.bytes });
+                    recv.cast_const()
+                } else {
+                    send
+                };
                 for p in 0..size {
                     let at = p as i64 * block;
                     ops.push(Op::Send { buf: send.wrapping_byte_add(at as usize), count: block as usize, dtype, peer: p });
@@ -339,6 +358,13 @@ impl Job {
                 }
             }
             Job::Alltoallv { send, sendcounts, sdispls, sendtype, recv, recvcounts, rdispls, recvtype } => {
+                // In place, the receive side's counts describe the send side too (MPI-4.1 6.8).
+                let (send, sendcounts, sdispls, sendtype) = if in_place(send) {
+                    ops.push(Op::Snapshot { src: recv.cast_const(), bytes: span(recvcounts, rdispls, size, recvtype).unwrap_or(0) as usize });
+                    (recv.cast_const(), recvcounts, rdispls, recvtype)
+                } else {
+                    (send, sendcounts, sdispls, sendtype)
+                };
                 let (ss, rs) = (sz(sendtype), sz(recvtype));
                 for p in 0..size {
                     let c = at(sendcounts, p) * ss;

@@ -18,8 +18,8 @@
  * (MPI_IN_PLACE counts as the receive buffer; Reduce's recvbuf matters only at the root, Bcast
  * has one buffer); a predefined datatype or a contiguous derived type of one; for reductions
  * MPI_SUM/PROD/MIN/MAX on a type NCCL reduces (int8, uint8, int32, uint32, long, long long,
- * int64, unsigned long, uint64, float, double under their MPI names); not an in-place
- * Alltoall(v) (staged by design: docs/design.md).
+ * int64, unsigned long, uint64, float, double under their MPI names); in place included (an
+ * in-place Alltoall(v) sends from a copy the communicator takes first).
  *
  * Sections:
  *  1. sweep on a dup of MPI_COMM_WORLD: every blocking call of NCCL_TABLE for every (op, type)
@@ -157,12 +157,6 @@ static int in_table(int coll, int form)
 }
 
 static int is_red_coll(int coll) { return coll_is_reduction(coll); }
-
-/* Calls that stay staged whatever their buffers (docs/design.md): in-place Alltoall(v). */
-static int staged_by_design(int coll, int inplace)
-{
-    return inplace && (coll == C_ALLTOALL || coll == C_ALLTOALLV);
-}
 
 /* ---- the counters ------------------------------------------------------------------------- */
 
@@ -445,7 +439,7 @@ static struct ncase *add(struct clist *l, int coll, int form, const struct ttype
     /* predefined types with holes: what lands in the holes is compared with the host run only */
     c->host_only = t == &T_DOUBLE_INT || t == &T_SHORT_INT;
     k->form = form;
-    k->cls = cls == X_NCCL && staged_by_design(coll, inplace) ? X_STAGED : cls;
+    k->cls = cls;
     char sfx[160];
     snprintf(sfx, sizeof sfx, "%s%s", form_name[form], g_section);
     t_case_suffix = sfx;
