@@ -47,6 +47,19 @@
  * returns before it is done (cudaMemcpy from pageable memory) then delays the next call's copy
  * from the device, as it does in a program's loop, instead of finishing in the barrier.
  *
+ * -n makes every MPI collective call of ways (a) to (d) the nonblocking form with the same
+ * arguments, waited for at once: MPI_Iallreduce, MPI_Ibcast, MPI_Ialltoall, MPI_Iallgather,
+ * MPI_Ireduce_scatter_block or MPI_Ireduce, then MPI_Wait. (a) and the recipes' host collective
+ * call the real library's PMPI_I... and PMPI_Wait (found as the blocking ones are; where that
+ * library lacks one of them, MPI_I... and MPI_Wait are used instead), (b) the program's MPI_I...
+ * and MPI_Wait, which the shim serves: the path of a program's nonblocking device collectives,
+ * against the host's own nonblocking calls. A nonblocking start cannot ask the other ranks
+ * whether to run on NCCL: cudampi runs it as the communicator's last blocking collective agreed,
+ * so (b) makes one untimed blocking call of the same collective and size before its warm-up
+ * (without it every nonblocking device call would be staged; via-nccl tells which ran where).
+ * (e) is unchanged (NCCL's calls are asynchronous already). The collectives keep their names in the tables and the JSON; the header says
+ * "# calls: nonblocking", the JSON's parameters "nonblocking": true.
+ *
  * -r ROUNDS (default 1) runs the ways in turn ROUNDS times at each size, the first way rotating
  * from round to round, and reports each way's median over the rounds: at small sizes the
  * device and recipe ways differ by about as much as one measurement drifts during a run. With
@@ -58,7 +71,8 @@
  * any order), and after it every rank (Reduce: the root) compares its whole result (device
  * results copied back first; the manual ways are checked in device memory, where the recipe
  * leaves them) with the host computation; mismatches are reported on stderr and the exit
- * status is 1. Filling and checking happen outside the timed calls.
+ * status is 1. Filling and checking happen outside the timed calls. -c -n checks the nonblocking
+ * calls' results the same way.
  *
  * Build (stand-in driver, no GPU):
  *   mpicc -O2 bench/coll.c -o build/coll -Itests/fixture/include \
@@ -69,7 +83,7 @@
  * Run:
  *   mpirun -np N -x LD_PRELOAD=$PWD/target/release/libcudampi.so build/coll \
  *          [-d cuda D D] [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall,allgather,reduce_scatter_block,reduce]
- *          [-i ITERS] [-x WARMUP] [-r ROUNDS] [-B] [-c] [-f] [-o out.json]
+ *          [-i ITERS] [-x WARMUP] [-r ROUNDS] [-B] [-n] [-c] [-f] [-o out.json]
  *   MPICH: LD_PRELOAD=$PWD/target/release/libcudampi.so mpirun -n N build/coll ...
  *
  * Sizes take k/M/G suffixes (powers of 1024). Defaults: 8 B .. 64 MiB by powers of 4 (-2: by
@@ -100,19 +114,36 @@ typedef int (*allreduce_fn)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI
 typedef int (*bcast_fn)(void *, int, MPI_Datatype, int, MPI_Comm);
 typedef int (*alltoall_fn)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm);
 typedef int (*reduce_fn)(const void *, void *, int, MPI_Datatype, MPI_Op, int, MPI_Comm);
+/* the nonblocking forms (-n): the same arguments and a request */
+typedef int (*iallreduce_fn)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm, MPI_Request *);
+typedef int (*ibcast_fn)(void *, int, MPI_Datatype, int, MPI_Comm, MPI_Request *);
+typedef int (*ialltoall_fn)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm, MPI_Request *);
+typedef int (*ireduce_fn)(const void *, void *, int, MPI_Datatype, MPI_Op, int, MPI_Comm, MPI_Request *);
+typedef int (*wait_fn)(MPI_Request *, MPI_Status *);
 typedef const char *(*version_fn)(void);
 
 static int rank, nranks;
+static int nonblocking; /* -n: MPI_I... then MPI_Wait at once instead of the blocking calls */
 static allreduce_fn real_allreduce;
 static bcast_fn real_bcast;
 static alltoall_fn real_alltoall;
 static alltoall_fn real_allgather;
 static allreduce_fn real_reduce_scatter_block; /* the same signature, recvcount for count */
 static reduce_fn real_reduce;
+static iallreduce_fn real_iallreduce;
+static ibcast_fn real_ibcast;
+static ialltoall_fn real_ialltoall;
+static ialltoall_fn real_iallgather;
+static iallreduce_fn real_ireduce_scatter_block;
+static ireduce_fn real_ireduce;
+static wait_fn real_wait; /* the real library's requests are waited for by the real library */
 static const char *real_lib = "(not found: MPI_* used instead)";
 
 /* The real library's PMPI functions: the library that defines MPI_Comm_rank (the shim does not
- * intercept it) opened again with RTLD_NOLOAD, then dlsym in that handle alone. */
+ * intercept it) opened again with RTLD_NOLOAD, then dlsym in that handle alone. Each set (the
+ * blocking functions; the nonblocking ones with PMPI_Wait) is taken whole or not at all, and
+ * real_lib names the library where the set that this run calls (-n: the nonblocking one) came
+ * from it. */
 static void find_real(void)
 {
     Dl_info di;
@@ -123,6 +154,13 @@ static void find_real(void)
     real_allgather = (alltoall_fn)MPI_Allgather;
     real_reduce_scatter_block = (allreduce_fn)MPI_Reduce_scatter_block;
     real_reduce = (reduce_fn)MPI_Reduce;
+    real_iallreduce = (iallreduce_fn)MPI_Iallreduce;
+    real_ibcast = (ibcast_fn)MPI_Ibcast;
+    real_ialltoall = (ialltoall_fn)MPI_Ialltoall;
+    real_iallgather = (ialltoall_fn)MPI_Iallgather;
+    real_ireduce_scatter_block = (iallreduce_fn)MPI_Ireduce_scatter_block;
+    real_ireduce = (ireduce_fn)MPI_Ireduce;
+    real_wait = (wait_fn)MPI_Wait;
     if (!sym || !dladdr(sym, &di) || !di.dli_fname) return;
     void *h = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_NOW);
     if (!h) return;
@@ -139,7 +177,24 @@ static void find_real(void)
         real_allgather = ag;
         real_reduce_scatter_block = rs;
         real_reduce = rd;
-        real_lib = di.dli_fname;
+        if (!nonblocking) real_lib = di.dli_fname;
+    }
+    iallreduce_fn iar = (iallreduce_fn)dlsym(h, "PMPI_Iallreduce");
+    ibcast_fn ibc = (ibcast_fn)dlsym(h, "PMPI_Ibcast");
+    ialltoall_fn iaa = (ialltoall_fn)dlsym(h, "PMPI_Ialltoall");
+    ialltoall_fn iag = (ialltoall_fn)dlsym(h, "PMPI_Iallgather");
+    iallreduce_fn irs = (iallreduce_fn)dlsym(h, "PMPI_Ireduce_scatter_block");
+    ireduce_fn ird = (ireduce_fn)dlsym(h, "PMPI_Ireduce");
+    wait_fn wt = (wait_fn)dlsym(h, "PMPI_Wait");
+    if (iar && ibc && iaa && iag && irs && ird && wt) {
+        real_iallreduce = iar;
+        real_ibcast = ibc;
+        real_ialltoall = iaa;
+        real_iallgather = iag;
+        real_ireduce_scatter_block = irs;
+        real_ireduce = ird;
+        real_wait = wt;
+        if (nonblocking) real_lib = di.dli_fname;
     }
 }
 
@@ -226,6 +281,67 @@ static void report(int c, int w, size_t size, int iter, size_t off, double got, 
     errors++;
 }
 
+/* The MPI calls of one_call: real (1), the real library's function (host(real) and the recipes'
+ * host collective), or (0) the program's MPI_ one (device(shim): the shim's where it is
+ * preloaded). With -n the nonblocking form with the same arguments, then MPI_Wait at once (the
+ * real library's request waited for by the real PMPI_Wait, the shim's by the shim's MPI_Wait), so
+ * that the two columns time the path a program's MPI_I... and MPI_Wait take. */
+static void wait_now(int real, MPI_Request *q) { (real ? real_wait : (wait_fn)MPI_Wait)(q, MPI_STATUS_IGNORE); }
+
+/* MPI_Allreduce, or (rsb) MPI_Reduce_scatter_block, whose recvcount is cnt: one signature */
+static void do_allreduce(int real, int rsb, const void *s, void *r, int cnt)
+{
+    MPI_Request q;
+    if (!nonblocking) {
+        allreduce_fn f = real ? (rsb ? real_reduce_scatter_block : real_allreduce)
+                              : (rsb ? (allreduce_fn)MPI_Reduce_scatter_block : (allreduce_fn)MPI_Allreduce);
+        f(s, r, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        return;
+    }
+    iallreduce_fn f = real ? (rsb ? real_ireduce_scatter_block : real_iallreduce)
+                           : (rsb ? (iallreduce_fn)MPI_Ireduce_scatter_block : (iallreduce_fn)MPI_Iallreduce);
+    f(s, r, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &q);
+    wait_now(real, &q);
+}
+
+static void do_bcast(int real, void *buf, int n)
+{
+    MPI_Request q;
+    if (!nonblocking) {
+        (real ? real_bcast : (bcast_fn)MPI_Bcast)(buf, n, MPI_CHAR, 0, MPI_COMM_WORLD);
+        return;
+    }
+    (real ? real_ibcast : (ibcast_fn)MPI_Ibcast)(buf, n, MPI_CHAR, 0, MPI_COMM_WORLD, &q);
+    wait_now(real, &q);
+}
+
+/* MPI_Alltoall, or (gather) MPI_Allgather: one signature */
+static void do_alltoall(int real, int gather, const void *s, void *r, int n)
+{
+    MPI_Request q;
+    if (!nonblocking) {
+        alltoall_fn f = real ? (gather ? real_allgather : real_alltoall)
+                             : (gather ? (alltoall_fn)MPI_Allgather : (alltoall_fn)MPI_Alltoall);
+        f(s, n, MPI_CHAR, r, n, MPI_CHAR, MPI_COMM_WORLD);
+        return;
+    }
+    ialltoall_fn f = real ? (gather ? real_iallgather : real_ialltoall)
+                          : (gather ? (ialltoall_fn)MPI_Iallgather : (ialltoall_fn)MPI_Ialltoall);
+    f(s, n, MPI_CHAR, r, n, MPI_CHAR, MPI_COMM_WORLD, &q);
+    wait_now(real, &q);
+}
+
+static void do_reduce(int real, const void *s, void *r, int cnt)
+{
+    MPI_Request q;
+    if (!nonblocking) {
+        (real ? real_reduce : (reduce_fn)MPI_Reduce)(s, r, cnt, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+        return;
+    }
+    (real ? real_ireduce : (ireduce_fn)MPI_Ireduce)(s, r, cnt, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD, &q);
+    wait_now(real, &q);
+}
+
 /* one call of collective c, way w; size in bytes per rank (see the header) */
 static void one_call(int c, int w, size_t size, struct bufs *b)
 {
@@ -259,61 +375,60 @@ static void one_call(int c, int w, size_t size, struct bufs *b)
     switch (c) {
     case C_ALLREDUCE:
         if (w == W_HOST)
-            real_allreduce(b->hsend, b->hrecv, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            do_allreduce(1, 0, b->hsend, b->hrecv, cnt);
         else if (w == W_DEVICE)
-            MPI_Allreduce(ds, dr, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            do_allreduce(0, 0, ds, dr, cnt);
         else {
             cudaMemcpy(hs, b->dsend, arb, cudaMemcpyDeviceToHost);
-            real_allreduce(hs, hr, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            do_allreduce(1, 0, hs, hr, cnt);
             cudaMemcpy(b->drecv, hr, arb, cudaMemcpyHostToDevice);
         }
         break;
     case C_BCAST: /* one buffer: the receive one */
         if (w == W_HOST)
-            real_bcast(b->hrecv, n, MPI_CHAR, 0, MPI_COMM_WORLD);
+            do_bcast(1, b->hrecv, n);
         else if (w == W_DEVICE)
-            MPI_Bcast(dr, n, MPI_CHAR, 0, MPI_COMM_WORLD);
+            do_bcast(0, dr, n);
         else {
             if (rank == 0) cudaMemcpy(hr, b->drecv, size, cudaMemcpyDeviceToHost);
-            real_bcast(hr, n, MPI_CHAR, 0, MPI_COMM_WORLD);
+            do_bcast(1, hr, n);
             if (rank != 0) cudaMemcpy(b->drecv, hr, size, cudaMemcpyHostToDevice);
         }
         break;
     case C_ALLTOALL:
     case C_ALLGATHER: { /* one signature; Alltoall sends a block to every rank, Allgather one */
-        alltoall_fn real = c == C_ALLTOALL ? real_alltoall : real_allgather;
-        alltoall_fn shim = c == C_ALLTOALL ? (alltoall_fn)MPI_Alltoall : (alltoall_fn)MPI_Allgather;
-        size_t out = c == C_ALLTOALL ? a2a : size;
+        const int gather = c == C_ALLGATHER;
+        size_t out = gather ? size : a2a;
         if (w == W_HOST)
-            real(b->hsend, n, MPI_CHAR, b->hrecv, n, MPI_CHAR, MPI_COMM_WORLD);
+            do_alltoall(1, gather, b->hsend, b->hrecv, n);
         else if (w == W_DEVICE)
-            shim(ds, n, MPI_CHAR, dr, n, MPI_CHAR, MPI_COMM_WORLD);
+            do_alltoall(0, gather, ds, dr, n);
         else {
             cudaMemcpy(hs, b->dsend, out, cudaMemcpyDeviceToHost);
-            real(hs, n, MPI_CHAR, hr, n, MPI_CHAR, MPI_COMM_WORLD);
+            do_alltoall(1, gather, hs, hr, n);
             cudaMemcpy(b->drecv, hr, a2a, cudaMemcpyHostToDevice);
         }
         break;
     }
     case C_REDUCE_SCATTER_BLOCK: /* cnt floats received, cnt * ranks sent */
         if (w == W_HOST)
-            real_reduce_scatter_block(b->hsend, b->hrecv, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            do_allreduce(1, 1, b->hsend, b->hrecv, cnt);
         else if (w == W_DEVICE)
-            MPI_Reduce_scatter_block(ds, dr, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            do_allreduce(0, 1, ds, dr, cnt);
         else {
             cudaMemcpy(hs, b->dsend, arb * (size_t)nranks, cudaMemcpyDeviceToHost);
-            real_reduce_scatter_block(hs, hr, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            do_allreduce(1, 1, hs, hr, cnt);
             cudaMemcpy(b->drecv, hr, arb, cudaMemcpyHostToDevice);
         }
         break;
     case C_REDUCE: /* the result on rank 0 only */
         if (w == W_HOST)
-            real_reduce(b->hsend, b->hrecv, cnt, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+            do_reduce(1, b->hsend, b->hrecv, cnt);
         else if (w == W_DEVICE)
-            MPI_Reduce(ds, dr, cnt, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+            do_reduce(0, ds, dr, cnt);
         else {
             cudaMemcpy(hs, b->dsend, arb, cudaMemcpyDeviceToHost);
-            real_reduce(hs, hr, cnt, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+            do_reduce(1, hs, hr, cnt);
             if (rank == 0) cudaMemcpy(b->drecv, hr, arb, cudaMemcpyHostToDevice);
         }
         break;
@@ -442,6 +557,16 @@ static double measure(int c, int w, size_t size, int iters, int warmup, int chec
 {
     double sum = 0, avg, mx = 0;
     long long n0 = 0;
+    if (nonblocking && w == W_DEVICE) {
+        /* -n: a nonblocking start cannot ask the other ranks whether to run on NCCL, so cudampi
+         * runs it as the communicator's last blocking collective agreed (src/engine/flight.rs),
+         * and the timed communicator sees no other device collective: one untimed blocking
+         * call of the same collective and size comes first, as in a program whose nonblocking
+         * collectives follow a blocking one (without it they would always be staged) */
+        nonblocking = 0;
+        one_call(c, w, size, b);
+        nonblocking = 1;
+    }
     if (back_to_back && !check) {
         avg = measure_in_a_row(c, w, size, iters, warmup, b);
         MPI_Reduce(&avg, &mx, 1, MPI_DOUBLE, MPI_MAX, 0, ctl);
@@ -518,10 +643,10 @@ static void write_json(const struct json_ctx *J, int done, long errs, int comple
     machine_json(f, J->m, J->shim, real_lib, nranks);
     fprintf(f, "  \"parameters\": {\"nranks\": %d, \"iterations\": %d, \"warmup\": %d, \"min_size\": %zu, "
                "\"max_size\": %zu, \"size_factor\": %d, \"rounds\": %d, \"bcast_root\": 0, \"reduce_root\": 0, \"check\": %s, "
-               "\"force_device\": %s, \"placement\": \"%c %c\", \"nccl\": \"%s\", \"pinned\": \"%s\", \"timing\": \"%s\", \"collectives\": [",
+               "\"force_device\": %s, \"placement\": \"%c %c\", \"nccl\": \"%s\", \"pinned\": \"%s\", \"timing\": \"%s\", \"nonblocking\": %s, \"collectives\": [",
             nranks, J->iters, J->warmup, J->minsz, J->maxsz, J->factor, J->rounds, J->check ? "true" : "false",
             J->force_dev ? "true" : "false", place[0], place[1], nccl.why, pinned_kind(),
-            back_to_back && !J->check ? "back_to_back" : "alone");
+            back_to_back && !J->check ? "back_to_back" : "alone", nonblocking ? "true" : "false");
     for (int c = 0, first = 1; c < C_N; c++)
         if (J->want[c]) {
             fprintf(f, "%s\"%s\"", first ? "" : ", ", coll_key[c]);
@@ -561,7 +686,7 @@ static void usage(void)
 {
     if (rank == 0)
         fprintf(stderr, "usage: coll [-d cuda [D|H] [D|H] | -d host] [-m MIN:MAX] [-2] [-l allreduce,bcast,alltoall,allgather,reduce_scatter_block,reduce] "
-                        "[-i ITERS] [-x WARMUP] [-r ROUNDS] [-B] [-c] [-f] [-o out.json]\n");
+                        "[-i ITERS] [-x WARMUP] [-r ROUNDS] [-B] [-n] [-c] [-f] [-o out.json]\n");
 }
 
 /* The pinned recipe's buffers: cudaMallocHost, or with COLL_PINNED=register (or
@@ -617,7 +742,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
     int opt, bad = 0;
-    while ((opt = getopt(argc, argv, "d:m:2l:i:x:r:Bcfo:h")) != -1) {
+    while ((opt = getopt(argc, argv, "d:m:2l:i:x:r:Bncfo:h")) != -1) {
         switch (opt) {
         case 'd': bad |= !parse_placement(optarg, argc, argv, place); break;
         case 'm': {
@@ -645,6 +770,7 @@ int main(int argc, char **argv)
         case 'x': warmup = atoi(optarg); break;
         case 'r': rounds = atoi(optarg); break;
         case 'B': back_to_back = 1; break;
+        case 'n': nonblocking = 1; break;
         case 'c': check = 1; break;
         case 'f': force_dev = 1; break;
         case 'o': out = optarg; break;
@@ -723,6 +849,9 @@ int main(int argc, char **argv)
         printf("# manual-pin buffers: %s (COLL_PINNED)\n", pinned_kind());
         printf("# timing: %s\n", back_to_back && !check ? "the calls back to back after one barrier, then cudaDeviceSynchronize (-B)"
                                                         : "each call alone between barriers");
+        printf("# calls: %s\n", nonblocking ? "nonblocking (MPI_I... then MPI_Wait at once, -n; device(shim) after one untimed "
+                                               "blocking call, whose agreement cudampi's nonblocking ones follow; nccl unchanged)"
+                                             : "blocking");
         printf("# device(shim) buffers: rank 0 %s, the others %s (-d); nccl: %s\n",
                place[0] == 'D' ? "device" : "host", place[1] == 'D' ? "device" : "host", nccl.why);
         printf("# environment:");

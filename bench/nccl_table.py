@@ -17,7 +17,7 @@
 
 Reads the bench/coll runs that scripts/gpu-nccl.sh writes (whichever exist):
     coll-nccl.json        the defaults: cudampi runs a device collective on NCCL from
-                          CUDAMPI_NCCL_BYTES (16 KiB) up, stages below
+                          CUDAMPI_NCCL_BYTES (8 KiB) up, stages below
     coll-staged.json      CUDAMPI_NCCL=0: cudampi's staged path alone, as before NCCL
     coll-nccl-every.json  CUDAMPI_NCCL_BYTES=0: NCCL at every size (where it crosses staging)
     coll-socket.json      the defaults with NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1: NCCL over its
@@ -38,11 +38,12 @@ COLLECTIVES = ["allreduce", "bcast", "alltoall", "allgather", "reduce_scatter_bl
 
 # (file stem, label, settings)
 RUNS = [
-    ("coll-nccl", "defaults", "cudampi's defaults (NCCL from CUDAMPI_NCCL_BYTES up, 16 KiB)"),
+    ("coll-nccl", "defaults", "cudampi's defaults (NCCL from CUDAMPI_NCCL_BYTES up, 8 KiB)"),
     ("coll-staged", "staged", "CUDAMPI_NCCL=0"),
     ("coll-nccl-every", "nccl-every-size", "CUDAMPI_NCCL_BYTES=0"),
     ("coll-socket", "socket", "cudampi's defaults; NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 for the ranks"),
     ("coll-host", "host-buffers", "cudampi's defaults, -d host (host buffers)"),
+    ("coll-nb", "nonblocking", "cudampi's defaults, -n (MPI_I... then MPI_Wait)"),
     ("check-coll", "data-check", "CUDAMPI_NCCL_BYTES=0, -c"),
 ]
 

@@ -103,10 +103,10 @@ pub const DEFAULT_IPC_SAME_GPU_BYTES: usize = 1 << 20;
 /// 1 GiB per rank: a window of 16 messages of 64 MiB in flight.
 pub const DEFAULT_IPC_POOL_BYTES: usize = 1 << 30;
 
-/// 16 KiB: NCCL's own collectives take 20-40 us at any size up to 64 KiB on 4 x H200
-/// (2026-11-27, through PyTorch), where staging a few bytes takes 12-17 us and staging 64 KiB
-/// 38-90 us.
-pub const DEFAULT_NCCL_BYTES: usize = 16 << 10;
+/// 8 KiB: NCCL's own collectives take 17-25 us at any size up to 32 KiB (2 x H100, 4 x H100,
+/// 2 x H200, NCCL 2.28, 2026-11-28); staging 2 KiB takes about as long and 8 KiB longer at 2
+/// and 4 ranks (4 ranks, `MPI_Allreduce` of 8 KiB: 29.9 us staged, 21.7 NCCL's own call).
+pub const DEFAULT_NCCL_BYTES: usize = 8 << 10;
 
 /// 60 s: ranks leave the library's `MPI_Init` at nearly the same time, but an oversubscribed
 /// node or a slow file system can hold one back for seconds.
