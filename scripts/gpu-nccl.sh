@@ -53,7 +53,8 @@
 # Environment: GPU_NCCL_LIMIT (seconds, default 560), GPU_NCCL_STEPS (default "tests check
 # figures"), GPU_NCCL_TIMEOUT (cap of one test run, default 150; a test's timeout= header wins
 # when smaller), GPU_NCCL_TESTS_SHARE (default 40), GPU_NCCL_SOCKET_MIN (default 32k), NRANKS,
-# GPU_NCCL_MAX (largest size of the figures, default 64M), GPU_NCCL_FIGURES (which figure runs,
+# GPU_NCCL_MAX (largest size of the figures, default 64M; GPU_NCCL_EVERY_MAX for coll-nccl-every
+# alone, whose point is where NCCL overtakes staging), GPU_NCCL_FIGURES (which figure runs,
 # default "nccl staged every socket host"; also nb and steps), GPU_NCCL_QUICK=1 (small sizes, few
 # iterations, one round), SHIM, CUDA_HOME, MPICC, MPIRUN, FIXTURE_LIB, FIXTURE_INC and
 # FIXTURE_NCCL (the stand-in CUDA and NCCL instead of the real ones; FAKECUDA_DEVICES GPUs,
@@ -348,7 +349,7 @@ if [ $BENCH_OK = 1 ] && step figures; then
     say "figures: bench/coll -m 8:$MAX -r $ROUNDS, $N ranks (${FIG# })"
     [[ $FIG == *" nccl "* ]] && bench coll-nccl -- -m 8:"$MAX" -r $ROUNDS "${ITER[@]+"${ITER[@]}"}"
     [[ $FIG == *" staged "* ]] && bench coll-staged CUDAMPI_NCCL=0 -- -m 8:"$MAX" -r $ROUNDS "${ITER[@]+"${ITER[@]}"}"
-    [[ $FIG == *" every "* ]] && bench coll-nccl-every CUDAMPI_NCCL_BYTES=0 -- -m 8:"$MAX" -r $ROUNDS "${ITER[@]+"${ITER[@]}"}"
+    [[ $FIG == *" every "* ]] && bench coll-nccl-every CUDAMPI_NCCL_BYTES=0 -- -m 8:"${GPU_NCCL_EVERY_MAX:-$MAX}" -r $ROUNDS "${ITER[@]+"${ITER[@]}"}"
     [[ $FIG == *" nb "* ]] && bench coll-nb -- -n -m 8:"$MAX" -r $ROUNDS "${ITER[@]+"${ITER[@]}"}"
     smin=${GPU_NCCL_SOCKET_MIN:-32k}
     if [[ $FIG == *" socket "* ]]; then
