@@ -49,7 +49,7 @@
 #   tool=PATH               a PMPI tool: built as build/tests/<mpi>/lib<base>.so and preloaded;
 #                           the with-shim run becomes two runs, tool before and tool after the
 #                           shim in LD_PRELOAD, both must pass; the no-shim run preloads the tool
-#   nccl=yes                also run in mode "nccl" on every MPI (C tests): the shim with
+#   nccl=yes                also run in mode "nccl" on every MPI (C and Fortran tests): the shim with
 #                           CUDAMPI_NCCL_LIB=$FIXTURE_NCCL, CUDAMPI_NCCL_BYTES=0,
 #                           FAKECUDA_DEVICES=4 and CUDAMPI_TEST_GPU_PER_RANK=1 (test_init puts
 #                           rank r on device r % 4; env= wins over each of them). Where the
@@ -374,7 +374,7 @@ run_cell() {
     if [ -z "$tool_so" ] && ! is_fortran "$src" && in_list "$MPI_NAME" "${FORCED[@]+"${FORCED[@]}"}"; then
         modes+=(ipc chunks)
     fi
-    [ "$H_NCCL" = yes ] && ! is_fortran "$src" && modes+=(nccl)
+    [ "$H_NCCL" = yes ] && modes+=(nccl)
 
     for np in "${H_RANKS[@]}"; do
         sfx=

@@ -7,7 +7,9 @@
 //! and datatype, and the communicator's state below, which changes only at agreements and so
 //! identically on every rank. Only a call that passes these asks the other ranks: one
 //! `MPI_Allreduce` (`MPI_MAX` of `FLAGS` integers) on the program's own communicator, inside the
-//! program's own blocking collective on it, saying whether each rank can run its part on NCCL
+//! program's own blocking collective on it (or its twin through shared memory, once the
+//! communicator's NCCL communicator exists and its ranks share a node: `board`), saying
+//! whether each rank can run its part on NCCL
 //! (its significant buffers are device memory of one GPU, without gaps, and NCCL loaded),
 //! whether it passed device memory at all, whether it has device memory but no NCCL (then the
 //! communicator never asks again), its largest buffer, for the calls whose counts differ by
@@ -65,6 +67,20 @@ pub struct State {
     /// This rank's NCCL communicator, made at the first collective every rank could run on it;
     /// shared with the nonblocking collectives still running on it.
     pub nccl: Option<Shared>,
+    /// Where the agreements go once the NCCL communicator is made, if every rank is on one
+    /// node: shared memory instead of a host collective.
+    pub board: Option<super::board::Board>,
+}
+
+impl State {
+    /// The agreement (the maximum over the ranks of each of `flags`), through the board where
+    /// the communicator has one.
+    pub fn agree(&mut self, comm: Handle, flags: [i64; FLAGS]) -> Result<[i64; FLAGS], c_int> {
+        match self.board.as_mut() {
+            Some(b) => b.agree(comm, flags),
+            None => agree(comm, flags),
+        }
+    }
 }
 
 /// An NCCL communicator as the communicator's state and its collectives in flight hold it.
@@ -241,7 +257,7 @@ fn lookup(comm: Handle) -> Option<&'static Slot> {
         return Some(unsafe { &*(value as *const Slot) });
     }
     let g = crate::mpi::comm::group(comm).ok()?;
-    let state = State { host_streak: 0, nccl_streak: 0, strayed: false, never: g.inter, nccl: None };
+    let state = State { host_streak: 0, nccl_streak: 0, strayed: false, never: g.inter, nccl: None, board: None };
     let skip = AtomicU32::new(if g.inter { NEVER } else { 0 });
     let slot = Box::into_raw(Box::new(Slot { skip, follow: AtomicU32::new(0), on_nccl: AtomicBool::new(false), state: Mutex::new(state) }));
     // SAFETY: a live communicator and keyval; the value is the slot's address.

@@ -14,6 +14,7 @@
 //! use it, and the Fortran entry points keep their calls off it ([`staged`]).
 
 mod agreement;
+mod board;
 mod flight;
 mod jobs;
 mod kinds;
@@ -177,7 +178,7 @@ fn agree_on(name: &'static str, comm: Handle, job: &Job, slot: &agreement::Slot)
         me.ready &= d.ordinal == c.ordinal() && c.usable();
     }
     let flags = [!me.ready as i64, me.any_device as i64, me.no_nccl as i64, shape.bytes as i64, std::mem::take(&mut st.strayed) as i64];
-    let agreed = match agreement::agree(comm, flags) {
+    let agreed = match st.agree(comm, flags) {
         Ok(a) => a,
         Err(rc) => return Agreed::Raised(errors::raise(Some(comm), rc)),
     };
@@ -193,7 +194,13 @@ fn agree_on(name: &'static str, comm: Handle, job: &Job, slot: &agreement::Slot)
     };
     if st.nccl.is_none() {
         match open(comm, &dev, rank, size) {
-            Ok(c) => st.nccl = Some(std::sync::Arc::new(std::sync::Mutex::new(c))),
+            Ok((c, one_node)) => {
+                st.nccl = Some(std::sync::Arc::new(std::sync::Mutex::new(c)));
+                st.board = board::Board::make(comm, rank, size, one_node);
+                if cfg.debug && st.board.is_some() {
+                    log::debug(format_args!("{name}: this communicator's agreements go through shared memory"));
+                }
+            }
             Err(why) => {
                 slot.never(&mut st);
                 // Ranks sharing a GPU are an ordinary setup (NCCL refuses them); a failure is not.
@@ -223,7 +230,7 @@ enum NoStart {
 /// Makes the communicator's NCCL communicator; every rank of it calls this at the same
 /// collective. The same answer on every rank: two ranks on one GPU (NCCL refuses them) or a
 /// rank whose NCCL failed leave every rank staging.
-fn open(comm: Handle, dev: &Device, rank: c_int, size: c_int) -> Result<nccl::Comm, NoStart> {
+fn open(comm: Handle, dev: &Device, rank: c_int, size: c_int) -> Result<(nccl::Comm, bool), NoStart> {
     let p = real::pmpi().ok_or(NoStart::Failed("no MPI".into()))?;
     let abi = abi::get();
     // Each rank's GPU, named node-wide as the fast path names them.
@@ -237,6 +244,7 @@ fn open(comm: Handle, dev: &Device, rank: c_int, size: c_int) -> Result<nccl::Co
     if rc != 0 {
         return Err(NoStart::Failed(format!("MPI_Allgather failed with {rc}")));
     }
+    let one_node = keys.chunks(KEY).all(|k| k[..8] == key[..8]);
     let mut seen: Vec<&[u8]> = keys.chunks(KEY).collect();
     seen.sort_unstable();
     if seen.windows(2).any(|w| w[0] == w[1]) {
@@ -273,7 +281,7 @@ fn open(comm: Handle, dev: &Device, rank: c_int, size: c_int) -> Result<nccl::Co
     // Only once every rank has joined: a rank connecting alone would wait for the others.
     let connected = c.connect(size, rank);
     match (connected, failed(connected.is_ok())) {
-        (Ok(()), false) => Ok(c),
+        (Ok(()), false) => Ok((c, one_node)),
         (Ok(()), true) => {
             c.abandon();
             Err(NoStart::Failed("NCCL failed to connect on another rank".into()))

@@ -1,4 +1,4 @@
-! cudampi-test: ranks=2 link=yes extra-src=tests/fortran/fhelp.c
+! cudampi-test: ranks=2 link=yes nccl=yes extra-src=tests/fortran/fhelp.c
 ! Array sections of device memory through `use mpi_f08` where the library takes them
 ! (MPI_SUBARRAYS_SUPPORTED: MPICH, whose mpi_f08 routines receive array descriptors). A
 ! contiguous 2-D array and a rank-2 contiguous section are served by cudampi's `_f08ts_` entry
@@ -114,6 +114,31 @@ program f08_sections
     want(3 + 8 * (j - 1)) = expected_of(peer, 4, 5 + 8 * (j - 1))
   end do
   call check('rows, Irecv/Isend/Waitall', want)
+
+  ! broadcasts from a strided section into a contiguous one, around one between contiguous
+  ! arrays: the library describes rank 0's section with a datatype of its own and calls the C
+  ! function, cudampi serves rank 1's array; both reach the same agreement (mode nccl: the
+  ! contiguous one runs on NCCL, the others are staged) and none waits for the other
+  do j = 1, 3
+    call fill(4 + j)
+    call poison_b()
+    if (j == 2) then
+      if (rank == 0) call MPI_Bcast(a(1:20), 20, MPI_INTEGER, 0, MPI_COMM_WORLD)
+      if (rank == 1) call MPI_Bcast(b(1:20), 20, MPI_INTEGER, 0, MPI_COMM_WORLD)
+    else
+      if (rank == 0) call MPI_Bcast(a(1:n:2), 20, MPI_INTEGER, 0, MPI_COMM_WORLD)
+      if (rank == 1) call MPI_Bcast(b(1:20), 20, MPI_INTEGER, 0, MPI_COMM_WORLD)
+    end if
+    if (rank == 1) then
+      want = poison
+      if (j == 2) then
+        want(1:20) = expected(4 + j, [(i, i = 1, 20)])
+      else
+        want(1:20) = expected(4 + j, [(1 + 2 * (i - 1), i = 1, 20)])
+      end if
+      call check('Bcast, section or array into an array', want)
+    end if
+  end do
 
   call ft_free(pa)
   call ft_free(pb)

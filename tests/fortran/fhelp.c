@@ -37,6 +37,26 @@ int ft_host_receives_watched(void)
     return !(ipc && strcmp(ipc, "0") == 0 && pipe && strcmp(pipe, "0") == 0);
 }
 
+/* Device collectives NCCL ran (cudampi_get_stats), or -1 without cudampi. */
+long long ft_nccl_calls(void)
+{
+    struct cudampi_stats s;
+    if (!stats(&s)) return -1;
+    return (long long)s.nccl_calls;
+}
+
+/* In mode nccl (the stand-in NCCL at every size, a device per rank), how many of the device
+ * run's six collectives (Allreduce, the same in place, Iallreduce, Reduce, Bcast, Alltoall) run
+ * on NCCL through binding BINDING (1 mpif.h, 2 use mpi, 3 use mpi_f08): all of them; -1 in
+ * the other modes (not checked). */
+int ft_nccl_expected(int binding)
+{
+    const char *mode = getenv("CMTEST_MODE");
+    (void)binding;
+    if (!shim_loaded() || !mode || strcmp(mode, "nccl") != 0) return -1;
+    return 6;
+}
+
 /* Whether the device run's buffers are device memory under cudampi. */
 int ft_expect_served(void) { return shim_loaded() && !host_mode(); }
 

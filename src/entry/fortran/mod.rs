@@ -177,7 +177,7 @@ macro_rules! fortran_export {
 
 macro_rules! fortran_entry {
     ([] $($rest:tt)*) => {};
-    ([($stem:ident, $STEM:ident $(, $ts:ident $(, $types:ident)?)?)] $name:ident $pname:ident ($($arg:ident : $ty:ty),*)) => {
+    ([($stem:ident, $STEM:ident $(, $ts:ident $(, $types:ident)?)?)] $handler:ident $name:ident $pname:ident ($($arg:ident : $ty:ty),*)) => {
         const _: () = {
             use std::ffi::{c_int, c_void};
             use $crate::entry::fortran::{args, Arg, Ctx, Entry, Gate, View, FORWARDED};
@@ -196,6 +196,12 @@ macro_rules! fortran_entry {
                 ierr: *mut c_int,
             ) -> c_int {
                 let mut gate = Gate::default();
+                // A collective NCCL may run reaches the agreement on every rank (`engine`):
+                // served here, through the C entry point; forwarded (host buffers, an array
+                // section only the library can describe), through the library's routine, which
+                // calls the C function (`MPI_` or `PMPI_`) that cudampi's exports take, with a
+                // datatype of its own for a section. Other calls served here never ask.
+                let engine = engine_call!($handler);
                 // SAFETY (this block): the arguments are the caller's, by reference, as the
                 // binding declares them.
                 unsafe {
@@ -217,10 +223,10 @@ macro_rules! fortran_entry {
                     if let Some(rc) = ctx.failed {
                         return rc;
                     }
-                    // A Fortran rank with host buffers goes to the library's routine, past the
-                    // agreement on NCCL, so a served Fortran call never asks either: its
-                    // collectives are staged on every rank alike.
-                    let rc = $crate::engine::staged(|| c($( Arg::<V>::c(&mut $arg) as $ty ),*));
+                    let rc = match engine {
+                        true => c($( Arg::<V>::c(&mut $arg) as $ty ),*),
+                        false => $crate::engine::staged(|| c($( Arg::<V>::c(&mut $arg) as $ty ),*)),
+                    };
                     $( Arg::<V>::after($arg, rc, &mut ctx); )*
                     rc
                 }
@@ -241,6 +247,19 @@ macro_rules! fortran_entry {
     };
 }
 
+/// Whether the table's handler is the one of the collectives NCCL may run.
+macro_rules! engine_call {
+    (ncoll) => {
+        true
+    };
+    (ncoll1) => {
+        true
+    };
+    ($other:ident) => {
+        false
+    };
+}
+
 /// MPICH's `mpi_f08` names of a function with buffers.
 macro_rules! fortran_ts {
     ([] $($rest:tt)*) => {};
@@ -252,7 +271,7 @@ macro_rules! fortran_ts {
 
 macro_rules! define_fortran {
     ($( $name:ident, $pname:ident $(or $base:ident, $pbase:ident $(via $family:ident)?)? $(starts $start:ident)? $(fortran $fortran:tt)? ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*); )*) => {
-        $( fortran_entry!([$($fortran)?] $name $pname ($($arg : $ty),*)); )*
+        $( fortran_entry!([$($fortran)?] $handler $name $pname ($($arg : $ty),*)); )*
     };
 }
 
