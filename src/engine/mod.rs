@@ -11,7 +11,7 @@
 //! rank passes device memory of its GPU, without gaps, for every buffer significant on it.
 //!
 //! This layer uses `base`, `cuda`, `mpi` and `fastpath` (the node and GPU names); the handlers
-//! use it, and the Fortran entry points keep their calls off it ([`staged`]).
+//! use it, for C and Fortran calls alike.
 
 mod agreement;
 mod board;
@@ -35,22 +35,7 @@ use jobs::gapless;
 /// Whether NCCL may serve collectives at all: the same answer on every rank.
 #[inline]
 pub fn on() -> bool {
-    config::get().nccl && !STAGED.get()
-}
-
-thread_local! {
-    /// Inside a call that must not ask ([`staged`]).
-    static STAGED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Runs `f` with every collective in it staged, never asking the other ranks: for the Fortran
-/// entry points, whose calls with host buffers go to the library's own routine and so never
-/// reach the agreement.
-pub fn staged<R>(f: impl FnOnce() -> R) -> R {
-    let was = STAGED.replace(true);
-    let r = f();
-    STAGED.set(was);
-    r
+    config::get().nccl
 }
 
 impl Job {

@@ -177,7 +177,7 @@ macro_rules! fortran_export {
 
 macro_rules! fortran_entry {
     ([] $($rest:tt)*) => {};
-    ([($stem:ident, $STEM:ident $(, $ts:ident $(, $types:ident)?)?)] $handler:ident $name:ident $pname:ident ($($arg:ident : $ty:ty),*)) => {
+    ([($stem:ident, $STEM:ident $(, $ts:ident $(, $types:ident)?)?)] $name:ident $pname:ident ($($arg:ident : $ty:ty),*)) => {
         const _: () = {
             use std::ffi::{c_int, c_void};
             use $crate::entry::fortran::{args, Arg, Ctx, Entry, Gate, View, FORWARDED};
@@ -196,12 +196,6 @@ macro_rules! fortran_entry {
                 ierr: *mut c_int,
             ) -> c_int {
                 let mut gate = Gate::default();
-                // A collective NCCL may run reaches the agreement on every rank (`engine`):
-                // served here, through the C entry point; forwarded (host buffers, an array
-                // section only the library can describe), through the library's routine, which
-                // calls the C function (`MPI_` or `PMPI_`) that cudampi's exports take, with a
-                // datatype of its own for a section. Other calls served here never ask.
-                let engine = engine_call!($handler);
                 // SAFETY (this block): the arguments are the caller's, by reference, as the
                 // binding declares them.
                 unsafe {
@@ -223,10 +217,12 @@ macro_rules! fortran_entry {
                     if let Some(rc) = ctx.failed {
                         return rc;
                     }
-                    let rc = match engine {
-                        true => c($( Arg::<V>::c(&mut $arg) as $ty ),*),
-                        false => $crate::engine::staged(|| c($( Arg::<V>::c(&mut $arg) as $ty ),*)),
-                    };
+                    // A collective NCCL may run reaches the agreement (`engine`) on every rank:
+                    // served, through the C entry point here; forwarded (host buffers, an array
+                    // section only the library can describe), through the library's routine,
+                    // which calls the C function (`MPI_` or `PMPI_`) that cudampi exports, with a
+                    // datatype of its own for a section.
+                    let rc = c($( Arg::<V>::c(&mut $arg) as $ty ),*);
                     $( Arg::<V>::after($arg, rc, &mut ctx); )*
                     rc
                 }
@@ -247,19 +243,6 @@ macro_rules! fortran_entry {
     };
 }
 
-/// Whether the table's handler is the one of the collectives NCCL may run.
-macro_rules! engine_call {
-    (ncoll) => {
-        true
-    };
-    (ncoll1) => {
-        true
-    };
-    ($other:ident) => {
-        false
-    };
-}
-
 /// MPICH's `mpi_f08` names of a function with buffers.
 macro_rules! fortran_ts {
     ([] $($rest:tt)*) => {};
@@ -271,7 +254,7 @@ macro_rules! fortran_ts {
 
 macro_rules! define_fortran {
     ($( $name:ident, $pname:ident $(or $base:ident, $pbase:ident $(via $family:ident)?)? $(starts $start:ident)? $(fortran $fortran:tt)? ( $($arg:ident : $ty:ty),* ) => $handler:ident [$($cp:ident),*] ($($harg:expr),*); )*) => {
-        $( fortran_entry!([$($fortran)?] $handler $name $pname ($($arg : $ty),*)); )*
+        $( fortran_entry!([$($fortran)?] $name $pname ($($arg : $ty),*)); )*
     };
 }
 
