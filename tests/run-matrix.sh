@@ -21,7 +21,11 @@
 # key nccl=yes runs once more on EVERY MPI, in mode "nccl" (after shim/ipc/chunks): cudampi with
 # the stand-in NCCL (CUDAMPI_NCCL_LIB=$FIXTURE_NCCL CUDAMPI_NCCL_BYTES=0: every eligible device
 # collective on NCCL) and a device per rank (FAKECUDA_DEVICES=4 CUDAMPI_TEST_GPU_PER_RANK=1);
-# again a test's env= wins.
+# again a test's env= wins. Every C test of 2 ranks or more also runs on every MPI in mode
+# "nodes": each rank a node of its own (tests/mpi/as-node.sh: a UTS namespace whose host name
+# is nodeR), so that cudampi takes its between-nodes path while the MPI still moves the bytes;
+# where `unshare -u` is refused (or CUDAMPI_TEST_NODES=0) the mode is left out, and the
+# summary says so.
 #
 # Environment: SHIM (default target/release/libcudampi.so), FIXTURE_LIB (build/fixture/lib),
 # FIXTURE_INC (tests/fixture/include), FIXTURE_NCCL (build/fixture/nccl/libnccl.so.2, the
@@ -57,6 +61,8 @@
 #                           with a line in its log saying so
 #   nccl-ranks=2,4          the rank counts of mode nccl (default: all of ranks=; a count that
 #                           ranks= lacks is ignored)
+#   nodes=no                not in mode nodes: a test of what only happens inside a node (CUDA
+#                           IPC, ranks sharing a GPU)
 #   unknown keys are ignored.
 # Build: $MPICC -O1 -g -Wall -I DIR -I tests/c -I $FIXTURE_INC -o build/tests/<mpi>/<name> <src>
 #        -L$FIXTURE_LIB -Wl,-rpath,$FIXTURE_LIB -lcudart -lcuda -lpthread -ldl -lm
@@ -70,7 +76,7 @@
 #        shim (Open MPI: forwarded with -x), CMTEST_MPI=<mpi> CMTEST_MODE=<mode> set for the
 #        program. A test passes when it exits 0; it should print what it compared on failure.
 # Logs:  build/logs/<mpi>/<name>.<mode>.log, mode: build, build-link, build-tool, noshim, shim,
-#        link, tool-first, tool-last, ipc, chunks, nccl (with "-np<N>" appended when ranks lists
+#        link, tool-first, tool-last, ipc, chunks, nccl, nodes (with "-np<N>" appended when ranks lists
 #        several counts).
 set -uo pipefail
 
@@ -94,6 +100,9 @@ read -ra FORCED <<<"${FORCED_MPIS-ompi4 mpich4}"
 FORCE_ipc=(CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 CUDAMPI_IPC_SAME_GPU_BYTES=0)
 FORCE_chunks=(CUDAMPI_IPC=0 CUDAMPI_PIPELINE=1 CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64K)
 FORCE_nccl=(CUDAMPI_NCCL_LIB="$FIXTURE_NCCL" CUDAMPI_NCCL_BYTES=0 FAKECUDA_DEVICES=4 CUDAMPI_TEST_GPU_PER_RANK=1)
+# Mode nodes: every rank a node of its own (tests/mpi/as-node.sh), where the machine allows it.
+AS_NODES=no
+[ "${CUDAMPI_TEST_NODES:-1}" != 0 ] && tests/mpi/as-node.sh --check && AS_NODES=yes
 TEST_DIRS=()
 HELLO=tests/mpi/hello.c
 want_mpi=()
@@ -142,7 +151,7 @@ in_list() { # in_list WORD LIST...
 parse_header() {
     local f=$1 line tok k v part toks parts
     H_RANKS=(2) H_NOSHIM=skip H_LINK=no H_MPIS=() H_ENV=() H_TIMEOUT=60 H_EXTRA=() H_TOOL= H_BAD=
-    H_NCCL=no H_NCCL_RANKS=()
+    H_NCCL=no H_NCCL_RANKS=() H_NODES=yes
     line=$(head -n 10 "$f" | grep -m1 'cudampi-test:') || return 1
     line=${line#*cudampi-test:}
     line=${line%%\*/*}
@@ -163,6 +172,7 @@ parse_header() {
         extra-src) IFS=, read -ra parts <<<"$v"; H_EXTRA+=("${parts[@]}") ;;
         tool) H_TOOL=$v ;;
         nccl) case $v in yes | true | 1) H_NCCL=yes ;; *) H_NCCL=no ;; esac ;;
+        nodes) case $v in no | false | 0) H_NODES=no ;; *) H_NODES=yes ;; esac ;;
         nccl-ranks)
             IFS=, read -ra H_NCCL_RANKS <<<"$v"
             for part in "${H_NCCL_RANKS[@]}"; do [[ $part =~ ^[1-9][0-9]*$ ]] || H_BAD="bad nccl-ranks=$v"; done
@@ -375,6 +385,7 @@ run_cell() {
         modes+=(ipc chunks)
     fi
     [ "$H_NCCL" = yes ] && modes+=(nccl)
+    [ -z "$tool_so" ] && ! is_fortran "$src" && [ "$AS_NODES" = yes ] && [ "$H_NODES" = yes ] && modes+=(nodes)
 
     for np in "${H_RANKS[@]}"; do
         sfx=
@@ -383,7 +394,10 @@ run_cell() {
             if [ "$mode" = nccl ] && [ ${#H_NCCL_RANKS[@]} -gt 0 ] && ! in_list "$np" "${H_NCCL_RANKS[@]}"; then
                 continue
             fi
+            [ "$mode" = nodes ] && [ "$np" = 1 ] && continue
             local log=$logdir/$name.$mode$sfx.log exe=$bin
+            local wrap=()
+            [ "$mode" = nodes ] && wrap=("$ROOT/tests/mpi/as-node.sh")
             export CMTEST_MODE=$mode
             case $mode in
             noshim) preload=$tool_so ;;
@@ -391,7 +405,7 @@ run_cell() {
             tool-first) preload=$tool_so:$SHIM ;;
             tool-last) preload=$SHIM:$tool_so ;;
             link) preload=$tool_so exe=$bin.link ;;
-            ipc | chunks) preload=$SHIM ;;
+            ipc | chunks | nodes) preload=$SHIM ;;
             nccl) preload=${tool_so:+$tool_so:}$SHIM ;;
             esac
             if [ "$mode" = noshim ]; then
@@ -421,7 +435,7 @@ run_cell() {
                         for e in "${force[@]+"${force[@]}"}"; do
                             in_list "${e%%=*}" "${envfwd[@]+"${envfwd[@]}"}" || export "${e%%=*}=${e#*=}"
                         done
-                        launch "$log" "$np" "$H_TIMEOUT" "$preload" CMTEST_MPI CMTEST_MODE "${modefwd[@]}" -- "$exe"
+                        launch "$log" "$np" "$H_TIMEOUT" "$preload" CMTEST_MPI CMTEST_MODE "${modefwd[@]}" -- "${wrap[@]+"${wrap[@]}"}" "$exe"
                     )
                 fi
             fi
@@ -545,6 +559,7 @@ if [ ${#MPIS[@]} -gt 0 ]; then
         printf '  %-10s %s\n' "$mpi" "$(cudampi_clear_mpi_env; . "build/mpi/$mpi.env"; echo "$MPI_VERSION: $MPIRUN")"
     done
     echo "shim: $SHIM"
+    [ "$AS_NODES" = yes ] || echo "mode nodes: left out (unshare -u refused here, or CUDAMPI_TEST_NODES=0)"
 else
     failed=$((failed + 1))
 fi

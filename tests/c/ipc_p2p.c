@@ -4,7 +4,8 @@
  * and MPI_Ssend; the receivers take them into poisoned device and host buffers with MPI_Recv and
  * MPI_Irecv, from MPI_ANY_SOURCE with MPI_ANY_TAG too, each followed on the same tag by a small
  * host message that must arrive after it. Every byte and status is compared with the pattern
- * the sender wrote, and cudampi_get_stats must show the bytes went over IPC. Then a receive
+ * the sender wrote, and cudampi_get_stats must show the bytes went over IPC (with each rank a
+ * node of its own, run-matrix's mode nodes: none over IPC, some in chunks). Then a receive
  * smaller than the message fails with MPI_ERR_TRUNCATE (MPI_ERRORS_RETURN) and leaves the buffer
  * unchanged, and the sender must not wait on the receiver: rank 0 sends with MPI_Isend + MPI_Wait
  * before an MPI_Barrier that the receiver reaches with its MPI_Irecv still pending. */
@@ -135,12 +136,20 @@ int main(int argc, char **argv)
     truncation();
     no_wait_on_receiver();
     memset(&z, 0, sizeof z);
+    /* Each rank a node of its own (run-matrix mode nodes): no IPC between nodes; the largest
+     * message goes in chunks instead. */
+    int nodes = strcmp(t_env("CMTEST_MODE", ""), "nodes") == 0;
     if (get && !t_host_mode) {
         get(&z);
 #ifdef CHUNKED
         unsigned long long sent = z.chunked_bytes_sent - a.chunked_bytes_sent, received = z.chunked_bytes_received - a.chunked_bytes_received;
 #else
         unsigned long long sent = z.ipc_bytes_sent - a.ipc_bytes_sent, received = z.ipc_bytes_received - a.ipc_bytes_received;
+        if (nodes) {
+            CHECK(sent == 0 && received == 0, "bytes over CUDA IPC between nodes (sent %llu, received %llu)", sent, received);
+            sent = z.chunked_bytes_sent - a.chunked_bytes_sent;
+            received = z.chunked_bytes_received - a.chunked_bytes_received;
+        }
 #endif
         if (t_rank == 0)
             CHECK(sent > 0, "no bytes took the fast path (sent %llu)", sent);

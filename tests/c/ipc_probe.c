@@ -1,4 +1,4 @@
-// cudampi-test: ranks=2 without-shim=skip env=CUDAMPI_IPC=1,CUDAMPI_IPC_BYTES=0,CUDAMPI_IPC_SAME_GPU_BYTES=0 timeout=120
+// cudampi-test: ranks=2 without-shim=skip env=CUDAMPI_IPC=1,CUDAMPI_IPC_BYTES=0,CUDAMPI_IPC_SAME_GPU_BYTES=0 timeout=120 nodes=no
 /* Probes and the receives after them when device messages cross over CUDA IPC (every device
  * message from 1056 bytes on): the probe must report the true size, and the receives that follow
  * must get the messages in MPI's order. Rank 0 sends rank 1, without waiting for it, host and

@@ -1,4 +1,4 @@
-// cudampi-test: ranks=2,3 without-shim=skip env=CUDAMPI_IPC=1 timeout=120
+// cudampi-test: ranks=2,3 without-shim=skip env=CUDAMPI_IPC=1 timeout=120 nodes=no
 /* IPC to a rank that copies on the sender's GPU waits for large messages: two processes on one
  * GPU take turns on it, and an IPC message makes them switch twice. Each rank uses GPU
  * (rank % device count), so with two GPUs ranks 0 and 2 share one and rank 1 has the other.

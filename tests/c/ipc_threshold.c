@@ -1,4 +1,4 @@
-// cudampi-test: ranks=2 without-shim=crash env=FAKECUDA_DEVICES=2,CUDAMPI_TEST_GPU_PER_RANK=1 timeout=120
+// cudampi-test: ranks=2 without-shim=crash env=FAKECUDA_DEVICES=2,CUDAMPI_TEST_GPU_PER_RANK=1 timeout=120 nodes=no
 /* Where IPC starts between ranks with GPUs of their own: rank 0 sends rank 1 device messages of
  * 1056 bytes, 8 KiB, 16 KiB - 1, 16 KiB, 16 KiB + 1 and 64 KiB, with MPI_Send and with
  * MPI_Isend, into poisoned device buffers; every byte and status is compared with the pattern

@@ -1,4 +1,4 @@
-// cudampi-test: ranks=2,3 without-shim=crash env=FAKECUDA_DEVICES=1 timeout=120
+// cudampi-test: ranks=2,3 without-shim=crash env=FAKECUDA_DEVICES=1 timeout=120 nodes=no
 /* Windows of device messages of several sizes on a node with one GPU, which every rank shares:
  * IPC between them takes messages from CUDAMPI_IPC_SAME_GPU_BYTES (1 MiB) on, and the smaller
  * ones are staged; a receiver knows this from the handshake's records and completes its smaller
