@@ -21,7 +21,8 @@
 # key nccl=yes runs once more on EVERY MPI, in mode "nccl" (after shim/ipc/chunks): cudampi with
 # the stand-in NCCL (CUDAMPI_NCCL_LIB=$FIXTURE_NCCL CUDAMPI_NCCL_BYTES=0: every eligible device
 # collective on NCCL) and a device per rank (FAKECUDA_DEVICES=4 CUDAMPI_TEST_GPU_PER_RANK=1);
-# again a test's env= wins. Every C test of 2 ranks or more also runs on every MPI in mode
+# again a test's env= wins. Every C test of 2 ranks or more also runs on Debian's Open MPI and
+# MPICH (the forced MPIs), at its smallest rank count from 2, in mode
 # "nodes": each rank a node of its own (tests/mpi/as-node.sh: a UTS namespace whose host name
 # is nodeR), so that cudampi takes its between-nodes path while the MPI still moves the bytes;
 # where `unshare -u` is refused (or CUDAMPI_TEST_NODES=0) the mode is left out, and the
@@ -385,7 +386,14 @@ run_cell() {
         modes+=(ipc chunks)
     fi
     [ "$H_NCCL" = yes ] && modes+=(nccl)
-    [ -z "$tool_so" ] && ! is_fortran "$src" && [ "$AS_NODES" = yes ] && [ "$H_NODES" = yes ] && modes+=(nodes)
+    if [ -z "$tool_so" ] && ! is_fortran "$src" && [ "$AS_NODES" = yes ] && [ "$H_NODES" = yes ] &&
+        in_list "$MPI_NAME" "${FORCED[@]+"${FORCED[@]}"}"; then
+        modes+=(nodes)
+    fi
+    # mode nodes at the smallest rank count from 2 alone: the between-nodes path is the same
+    # for more ranks, and CI's time is bounded
+    local nodes_np=
+    for np in "${H_RANKS[@]}"; do [ "$np" -ge 2 ] && { nodes_np=$np; break; }; done
 
     for np in "${H_RANKS[@]}"; do
         sfx=
@@ -394,7 +402,7 @@ run_cell() {
             if [ "$mode" = nccl ] && [ ${#H_NCCL_RANKS[@]} -gt 0 ] && ! in_list "$np" "${H_NCCL_RANKS[@]}"; then
                 continue
             fi
-            [ "$mode" = nodes ] && [ "$np" = 1 ] && continue
+            [ "$mode" = nodes ] && [ "$np" != "$nodes_np" ] && continue
             local log=$logdir/$name.$mode$sfx.log exe=$bin
             local wrap=()
             [ "$mode" = nodes ] && wrap=("$ROOT/tests/mpi/as-node.sh")
