@@ -62,8 +62,8 @@ impl Board {
         let mut made = None;
         if rank == 0 {
             let text = format!("/cudampi-board-{}-{}", std::process::id(), MADE.fetch_add(1, Ordering::Relaxed));
-            if let Some(m) = create(&text, bytes) {
-                name[..text.len()].copy_from_slice(text.as_bytes());
+            if let Some(m) = CString::new(text).ok().and_then(|n| create(&n, bytes).map(|m| (n, m))) {
+                name[..m.0.as_bytes().len()].copy_from_slice(m.0.as_bytes());
                 made = Some(m);
             }
         }
@@ -71,8 +71,8 @@ impl Board {
         if unsafe { (p.bcast)(name.as_mut_ptr().cast(), name.len() as c_int, abi.byte, 0, comm) } != 0 {
             return None;
         }
-        let lines = match (made, name[0]) {
-            (Some(m), _) => Some(m),
+        let lines = match (&made, name[0]) {
+            (Some((_, m)), _) => Some(*m),
             (None, 0) => None,
             (None, _) => {
                 let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
@@ -82,11 +82,9 @@ impl Board {
         // Every rank mapped it, or none keeps it.
         let flags = [lines.is_none() as i64, 0, 0, 0, 0];
         let all = super::agreement::agree(comm, flags).is_ok_and(|a| a[0] == 0);
-        if rank == 0 && name[0] != 0 {
-            if let Ok(n) = CString::new(name.iter().copied().take_while(|&b| b != 0).collect::<Vec<u8>>()) {
-                // SAFETY: a NUL-terminated name; every rank mapped it by now (or gave up).
-                unsafe { libc::shm_unlink(n.as_ptr()) };
-            }
+        if let Some((n, _)) = &made {
+            // SAFETY: a NUL-terminated name; every rank mapped it by now (or gave up).
+            unsafe { libc::shm_unlink(n.as_ptr()) };
         }
         let lines = lines?;
         let board = Board { lines: lines.cast(), ranks: ranks as usize, rank: rank as usize, number: 0 };
@@ -153,8 +151,7 @@ fn progress(comm: Handle) {
     unsafe { (p.iprobe)(abi.any_source, abi.any_tag, comm, &mut flag, abi.status_ignore as *mut c_void) };
 }
 
-fn create(name: &str, bytes: usize) -> Option<*mut c_void> {
-    let n = CString::new(name).ok()?;
+fn create(n: &CString, bytes: usize) -> Option<*mut c_void> {
     // SAFETY: a NUL-terminated name.
     let fd = unsafe { libc::shm_open(n.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC, 0o600) };
     if fd < 0 {
