@@ -31,7 +31,8 @@
 # default 120; a test's timeout= header wins when larger), GPU_CHECK_MPIS (default
 # "system ompi5 mpich5 mpich5abi"), GPU_CHECK_TESTS (space-separated test names, default all),
 # GPU_CHECK_PLACES (step 1 on several GPUs: "shared" both ranks on GPU 0, "per" one GPU per
-# rank; default both),
+# rank, "nodes" one GPU per rank with each rank a node of its own through tests/mpi/as-node.sh,
+# the C tests without nodes=no; default "shared per"),
 # GPU_CHECK_BENCH=0 (skip the benchmarks; =quick: bench/suite.sh --quick), GPU_CHECK_STEPS
 # (the steps to run, default "1 2 3 4 5 6"), CUDAMPI_* (passed to every run with the shim; a
 # test's env= header wins, so CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 CUDAMPI_IPC_SAME_GPU_BYTES=0
@@ -271,14 +272,18 @@ build_test() { # build_test MPI SRC OUTBIN [extra flags...]
 }
 
 # ---- step: the C tests on one MPI ------------------------------------------------------------
-run_tests() { # run_tests MPI [gpu-per-rank]
-    local m=$1 per=${2:-} src n envs tool link secs t exe pre suffix="" extra=()
+run_tests() { # run_tests MPI [per|nodes]
+    local m=$1 per=${2:-} src n envs tool link secs t exe pre suffix="" extra=() node=()
     [ -n "$per" ] && { suffix=" 1gpu/rank"; extra=(CUDAMPI_TEST_GPU_PER_RANK=1); }
+    # nodes: one GPU per rank, each rank a node of its own (tests/mpi/as-node.sh), so that the
+    # between-nodes path carries every device message; the C tests that may run so
+    [ "$per" = nodes ] && { suffix=" nodes"; node=("$ROOT/tests/mpi/as-node.sh"); extra+=(CMTEST_MODE=nodes); }
     mkdir -p "$BIN/$m"
     local srcs=(tests/c/*.c)
-    [ -n "${M_FC[$m]:-}" ] && srcs+=(tests/fortran/*.F90)
+    [ -n "${M_FC[$m]:-}" ] && [ "$per" != nodes ] && srcs+=(tests/fortran/*.F90)
     for src in "${srcs[@]}"; do
         head -n 10 "$src" | grep -q 'cudampi-test:' || continue
+        [ "$per" = nodes ] && [ "$(hdr "$src" nodes)" = no ] && continue
         n=$(basename "${src%.*}")
         if [ -n "${GPU_CHECK_TESTS:-}" ] && [[ " $GPU_CHECK_TESTS " != *" $n "* ]]; then continue; fi
         if out_of_time; then record SKIP "$n$suffix" "$m" 0 "time limit"; continue; fi
@@ -305,16 +310,17 @@ run_tests() { # run_tests MPI [gpu-per-rank]
         # shellcheck disable=SC2206
         ev+=($envs "${extra[@]}")
         local tag=${per:+.1gpu}
+        [ "$per" = nodes ] && tag=.nodes
         if [ -n "$tool" ]; then
             local tl=$BIN/$m/lib$(basename "$tool" .c).so
             [ -f "$tl" ] || "${M_CC[$m]}" -shared -fPIC -o "$tl" "$tool" >"$LOGS/$m.tool.build.log" 2>&1 ||
                 { record FAIL "$n (tool build)" "$m" 0 "$m.tool.build.log"; continue; }
-            mapfile -t cmd < <(launch "$m" 2 "${ev[@]}" "LD_PRELOAD=$tl:$SHIM" -- "$exe")
+            mapfile -t cmd < <(launch "$m" 2 "${ev[@]}" "LD_PRELOAD=$tl:$SHIM" -- "${node[@]}" "$exe")
             check "$n (tool first)$suffix" "$m" pass "$secs" "$LOGS/$m.$n$tag.tool-first.log" "${cmd[@]}"
-            mapfile -t cmd < <(launch "$m" 2 "${ev[@]}" "LD_PRELOAD=$SHIM:$tl" -- "$exe")
+            mapfile -t cmd < <(launch "$m" 2 "${ev[@]}" "LD_PRELOAD=$SHIM:$tl" -- "${node[@]}" "$exe")
             check "$n (tool last)$suffix" "$m" pass "$secs" "$LOGS/$m.$n$tag.tool-last.log" "${cmd[@]}"
         else
-            mapfile -t cmd < <(launch "$m" 2 "${ev[@]}" "LD_PRELOAD=$SHIM" -- "$exe")
+            mapfile -t cmd < <(launch "$m" 2 "${ev[@]}" "LD_PRELOAD=$SHIM" -- "${node[@]}" "$exe")
             check "$n$suffix" "$m" pass "$secs" "$LOGS/$m.$n$tag.shim.log" "${cmd[@]}"
         fi
         if [ "$link" = yes ] && [ -z "$per" ]; then
@@ -338,6 +344,14 @@ if [ -n "$first" ] && step 1; then
     if [ "$NGPU" -ge 2 ] && [[ " $PLACES " == *" per "* ]]; then
         say "1b. C tests on $first, one GPU per rank"
         run_tests "$first" per
+    fi
+    if [ "$NGPU" -ge 2 ] && [[ " $PLACES " == *" nodes "* ]]; then
+        if tests/mpi/as-node.sh --check; then
+            say "1c. C tests on $first, one GPU per rank, each rank a node of its own"
+            run_tests "$first" nodes
+        else
+            record SKIP "C tests, each rank a node" "$first" 0 "unshare -u refused"
+        fi
     fi
 fi
 

@@ -14,9 +14,10 @@
 //! receiver only while the pool is at its bound and the receiver is seen taking chunks; when
 //! none is taken for `CUDAMPI_PIPELINE_WAIT` the receiver may be elsewhere (in `MPI_Barrier`,
 //! say) until it completes its receive, and the rest of the message goes through pageable
-//! memory instead, as do later messages until a chunk is seen taken. Meanwhile the waiting
-//! send takes the chunks its peers send this process (`receive_meanwhile`): two ranks sending
-//! each other more than the pool holds would otherwise each wait for the other.
+//! memory instead, as do later messages until a chunk is seen taken. Meanwhile, and between
+//! its chunks, the send takes the chunks its peers send this process (`receive_meanwhile`):
+//! two ranks sending each other more than the pool holds would otherwise each wait for the
+//! other.
 
 use std::collections::VecDeque;
 use std::ffi::{c_int, c_void};
@@ -162,9 +163,11 @@ impl Outgoing {
             }
             queued.push_back(Copying { len, event, buffer });
             self.send_ready(&ctx, &mut queued, false, &mut failed);
-            // The peer may be sending this process chunks too, and take ours only while this
-            // process takes its own.
-            step_begun();
+            // The peer may be sending this process chunks too, its pinned buffers spent until
+            // this process takes them. Taken only while this send waited, a peer whose chunks
+            // this process never needed to take to get its own buffers back starved: both ways
+            // at once at 64 MiB, it fell back to pageable memory after every few messages.
+            receive_meanwhile();
             at += len;
         }
         self.send_ready(&ctx, &mut queued, true, &mut failed);
@@ -668,13 +671,6 @@ fn arrived(skip: impl Fn(Handle) -> bool, mut visit: impl FnMut(Handle, &Window,
         if visit(h, &win, e, status.as_mut_ptr()) {
             return;
         }
-    }
-}
-
-/// Carries on the receives begun so far, without beginning others.
-fn step_begun() {
-    if SERIAL.load(Relaxed) && any_request() {
-        step(&mut begun());
     }
 }
 
