@@ -176,10 +176,21 @@ impl Offer {
     /// direct message comes back as well, and dropping it completes the send: a blocking send
     /// drops it at once, a nonblocking one when its request completes.
     pub fn sent(self, name: &'static str, rc: c_int, comm: Handle) -> (c_int, Option<Kept>) {
+        self.sent_as(name, rc, comm, false)
+    }
+
+    /// [`Offer::sent`] for a blocking send, which drives its chunks' sends to completion
+    /// before it returns (`pipeline::Outgoing::settle`); a buffered one does not.
+    pub fn sent_blocking(self, name: &'static str, rc: c_int, comm: Handle) -> c_int {
+        let settle = !buffered(name);
+        self.sent_as(name, rc, comm, settle).0
+    }
+
+    fn sent_as(self, name: &'static str, rc: c_int, comm: Handle, settle: bool) -> (c_int, Option<Kept>) {
         match self {
             Offer::Chunks(out) if rc == 0 => {
                 let (dev, src, bytes) = out.source();
-                let (streamed, envelope) = out.stream();
+                let (streamed, envelope) = out.stream(settle);
                 let rc = match streamed {
                     Ok(()) => 0,
                     Err(e) => errors::cuda(name, Some(comm), e, src, bytes, &dev),

@@ -91,7 +91,7 @@ pub fn send<C: Count>(
         if let Some(offer) = fastpath::offer(name, buf, count, datatype, dest, comm) {
             let rc = call(offer.envelope(), C::from_i64(fastpath::ENVELOPE_BYTES as i64), abi::get().byte);
             // The send is complete: the envelope may go.
-            return offer.sent(name, rc, comm).0;
+            return offer.sent_blocking(name, rc, comm);
         }
     }
     match stage_as(name, buf, count, datatype, dest, Some(comm), Direction::Send, Shape::Payload) {
