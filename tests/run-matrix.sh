@@ -21,10 +21,12 @@
 # key nccl=yes runs once more on EVERY MPI, in mode "nccl" (after shim/ipc/chunks): cudampi with
 # the stand-in NCCL (CUDAMPI_NCCL_LIB=$FIXTURE_NCCL CUDAMPI_NCCL_BYTES=0: every eligible device
 # collective on NCCL) and a device per rank (FAKECUDA_DEVICES=4 CUDAMPI_TEST_GPU_PER_RANK=1);
-# again a test's env= wins. Every C test of 2 ranks or more also runs on Debian's Open MPI and
-# MPICH (the forced MPIs), at its smallest rank count from 2, in mode
+# again a test's env= wins. Every C test of 2 ranks or more also runs on every MPI, at its
+# smallest rank count from 2, in mode
 # "nodes": each rank a node of its own (tests/mpi/as-node.sh: a UTS namespace whose host name
-# is nodeR), so that cudampi takes its between-nodes path while the MPI still moves the bytes;
+# is nodeR), so that cudampi takes its between-nodes path while the MPI still moves the bytes
+# (Open MPI 4's shared memory without its single-copy mechanism, as over a network: the sender
+# moves the data once the receiver has matched, which cudampi's chunked sends must allow);
 # where `unshare -u` is refused (or CUDAMPI_TEST_NODES=0) the mode is left out, and the
 # summary says so.
 #
@@ -101,6 +103,7 @@ read -ra FORCED <<<"${FORCED_MPIS-ompi4 mpich4}"
 FORCE_ipc=(CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 CUDAMPI_IPC_SAME_GPU_BYTES=0)
 FORCE_chunks=(CUDAMPI_IPC=0 CUDAMPI_PIPELINE=1 CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64K)
 FORCE_nccl=(CUDAMPI_NCCL_LIB="$FIXTURE_NCCL" CUDAMPI_NCCL_BYTES=0 FAKECUDA_DEVICES=4 CUDAMPI_TEST_GPU_PER_RANK=1)
+FORCE_nodes=(OMPI_MCA_btl_vader_single_copy_mechanism=none)
 # Mode nodes: every rank a node of its own (tests/mpi/as-node.sh), where the machine allows it.
 AS_NODES=no
 [ "${CUDAMPI_TEST_NODES:-1}" != 0 ] && tests/mpi/as-node.sh --check && AS_NODES=yes
@@ -386,10 +389,7 @@ run_cell() {
         modes+=(ipc chunks)
     fi
     [ "$H_NCCL" = yes ] && modes+=(nccl)
-    if [ -z "$tool_so" ] && ! is_fortran "$src" && [ "$AS_NODES" = yes ] && [ "$H_NODES" = yes ] &&
-        in_list "$MPI_NAME" "${FORCED[@]+"${FORCED[@]}"}"; then
-        modes+=(nodes)
-    fi
+    [ -z "$tool_so" ] && ! is_fortran "$src" && [ "$AS_NODES" = yes ] && [ "$H_NODES" = yes ] && modes+=(nodes)
     # mode nodes at the smallest rank count from 2 alone: the between-nodes path is the same
     # for more ranks, and CI's time is bounded
     local nodes_np=
@@ -429,6 +429,7 @@ run_cell() {
                 ipc) force=("${FORCE_ipc[@]}") ;;
                 chunks) force=("${FORCE_chunks[@]}") ;;
                 nccl) force=("${FORCE_nccl[@]}") ;;
+                nodes) force=("${FORCE_nodes[@]}") ;;
                 esac
                 for e in "${force[@]+"${force[@]}"}"; do
                     in_list "${e%%=*}" "${envfwd[@]+"${envfwd[@]}"}" && continue

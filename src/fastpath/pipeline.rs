@@ -304,10 +304,22 @@ const UNKNOWN: crate::cuda::driver::CuResult = 999;
 // SAFETY: the address of the program's device buffer, used by the sending thread.
 unsafe impl Send for Outgoing {}
 
+/// The smallest chunk a message is cut into by default.
+const MIN_CHUNK: usize = 256 << 10;
+
+/// The chunk size of a message of `bytes`: a quarter of it in whole 64 KiB, from 256 KiB (or
+/// `most`, if smaller) to `most` (`CUDAMPI_PIPELINE_CHUNK`). Four chunks give a message its
+/// overlap of copies and transfer, where a fixed chunk left a message of twice its size with
+/// two; large messages keep chunks of `most`, so that the receiver's ring still holds
+/// several of them in flight.
+fn chunk_for(bytes: usize, most: usize) -> usize {
+    bytes.div_ceil(4).next_multiple_of(64 << 10).clamp(MIN_CHUNK.min(most), most)
+}
+
 /// Prepares a chunked send of `bytes` of device memory at `src` to world rank `dest`.
 pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, dest: c_int) -> Outgoing {
     collect();
-    let chunk = config::get().pipeline_chunk;
+    let chunk = chunk_for(bytes, config::get().pipeline_chunk);
     let tag = {
         let mut s = state();
         s.next_tag = (s.next_tag + 1) % TAGS;
@@ -814,5 +826,23 @@ pub fn finish() {
         let mut status = abi::Status::zeroed();
         // SAFETY: a send this module posted.
         unsafe { (p.wait)((&mut c.request as *mut Handle).cast(), status.as_mut_ptr()) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chunk_for;
+
+    #[test]
+    fn a_message_goes_in_four_chunks_within_the_bounds() {
+        const K: usize = 1 << 10;
+        assert_eq!(chunk_for(1 << 20, 1 << 20), 256 * K);
+        assert_eq!(chunk_for((1 << 20) + 1, 1 << 20), 320 * K);
+        assert_eq!(chunk_for(2 << 20, 1 << 20), 512 * K);
+        assert_eq!(chunk_for(64 << 20, 1 << 20), 1 << 20);
+        assert_eq!(chunk_for(100, 1 << 20), 256 * K);
+        // A configured chunk below the smallest default is the chunk of every message.
+        assert_eq!(chunk_for(8 << 20, 64 * K), 64 * K);
+        assert_eq!(chunk_for(16 << 20, 4 << 20), 4 << 20);
     }
 }
