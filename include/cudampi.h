@@ -59,6 +59,11 @@ typedef struct cudampi_stats {
   // bytes of the largest buffer this rank passed to each, summed.
   uint64_t nccl_calls;
   uint64_t nccl_bytes;
+  // Messages of cudampi's own protocol (chunks, IPC releases) that `MPI_Finalize` found
+  // unreceived once every rank got there and every release owed to this rank was taken;
+  // received and dropped there, so that the MPI's unexpected queue holds nothing of
+  // cudampi's when the job ends. Read after `MPI_Finalize`.
+  uint64_t own_messages_unreceived;
 } cudampi_stats;
 
 #ifdef __cplusplus

@@ -28,6 +28,8 @@ pub static KERNEL_RUNS: AtomicU64 = AtomicU64::new(0);
 /// Device collectives NCCL ran, and the bytes of the largest buffer this rank passed to each.
 pub static NCCL_CALLS: AtomicU64 = AtomicU64::new(0);
 pub static NCCL_BYTES: AtomicU64 = AtomicU64::new(0);
+/// Messages of cudampi's own protocol that `MPI_Finalize` found unreceived and dropped.
+pub static OWN_UNRECEIVED: AtomicU64 = AtomicU64::new(0);
 /// Of `BYTES_TO_DEVICE`, the bytes written by stream memory writes or set by a memset instead
 /// of a copy.
 pub static BYTES_STREAM_WRITTEN: AtomicU64 = AtomicU64::new(0);

@@ -52,6 +52,11 @@ pub struct CudampiStats {
     /// bytes of the largest buffer this rank passed to each, summed.
     pub nccl_calls: u64,
     pub nccl_bytes: u64,
+    /// Messages of cudampi's own protocol (chunks, IPC releases) that `MPI_Finalize` found
+    /// unreceived once every rank got there and every release owed to this rank was taken;
+    /// received and dropped there, so that the MPI's unexpected queue holds nothing of
+    /// cudampi's when the job ends. Read after `MPI_Finalize`.
+    pub own_messages_unreceived: u64,
 }
 
 /// The version string, e.g. "cudampi 0.1.0".
@@ -124,5 +129,6 @@ fn current() -> CudampiStats {
         kernel_runs: stats::KERNEL_RUNS.load(Relaxed),
         nccl_calls: stats::NCCL_CALLS.load(Relaxed),
         nccl_bytes: stats::NCCL_BYTES.load(Relaxed),
+        own_messages_unreceived: stats::OWN_UNRECEIVED.load(Relaxed),
     }
 }

@@ -301,6 +301,22 @@ pub fn usage() -> (usize, usize) {
     (ex.total, ex.out.len())
 }
 
+/// Takes the releases still owed to this rank (`MPI_Finalize`, once every rank has reached
+/// it: every receiver has sent its releases by then), for at most `wait`: a block whose
+/// message was never received (or whose send was cancelled) is never released.
+pub fn take_releases(wait: std::time::Duration) {
+    let since = std::time::Instant::now();
+    loop {
+        let mut ex = exported();
+        ex.collect_releases();
+        if ex.out.is_empty() || since.elapsed() > wait {
+            return;
+        }
+        drop(ex);
+        std::thread::yield_now();
+    }
+}
+
 /// Cancels the release receive and frees every arena (`MPI_Finalize`, after every rank has
 /// reached it, so no receiver still reads one).
 pub fn release_all() {

@@ -137,12 +137,50 @@ pub fn finalize() {
         // SAFETY: the private communicator; every rank calls MPI_Finalize.
         unsafe { (p.barrier)(peers.shadow) };
     }
+    // The MPI's unexpected queue must hold nothing of cudampi's when the job ends (MPICH over
+    // UCX prints a line for each such message at its finalize).
+    exported::take_releases(std::time::Duration::from_secs(1));
+    drop_unreceived(peers);
     held::clear();
     direct::finalizing();
     imported::release_all();
     direct::release_all();
     exported::release_all();
     peers.free();
+}
+
+/// Receives and drops what arrived on the private communicator that nobody will take (the
+/// release receive is still posted and matches releases first), counting it.
+fn drop_unreceived(peers: &peers::Peers) {
+    let Some(p) = real::pmpi() else { return };
+    let abi = abi::get();
+    loop {
+        let (mut flag, mut status) = (0, abi::Status::zeroed());
+        // SAFETY: the private communicator; a status of our own.
+        if unsafe { (p.iprobe)(abi.any_source, abi.any_tag, peers.shadow, &mut flag, status.as_mut_ptr()) } != 0 || flag == 0 {
+            return;
+        }
+        let Some(len) = received_bytes(status.as_mut_ptr()) else { return };
+        // SAFETY: the status iprobe filled.
+        let (source, tag) = unsafe { abi.status_source_tag(status.as_mut_ptr()) };
+        let mut sink = vec![0u8; len.max(1)];
+        let mut req: Handle = 0;
+        // SAFETY: `len` bytes of our own buffer, kept until the receive completes; the message
+        // just probed.
+        let rc = unsafe {
+            match (p.irecv)(sink.as_mut_ptr().cast(), len as c_int, abi.byte, source, tag, peers.shadow, &mut req) {
+                0 => (p.wait)((&mut req as *mut Handle).cast(), status.as_mut_ptr()),
+                rc => rc,
+            }
+        };
+        if rc != 0 {
+            return;
+        }
+        stats::add(&stats::OWN_UNRECEIVED, 1);
+        if config::get().debug {
+            log::debug(format_args!("MPI_Finalize: dropped a message of {len} bytes from rank {source} (tag {tag}) that nothing of cudampi's took"));
+        }
+    }
 }
 
 /// Exported bytes held and buffers out with receivers, for statistics.
