@@ -1,11 +1,12 @@
 //! What every layer uses: the `CUDAMPI_*` settings read from the environment (`config`), the
-//! `cudampi:` error and debug lines (`log`), and the counters behind `CUDAMPI_STATS`
-//! (`stats`). Every other layer may use it; it uses no other layer.
+//! `cudampi:` error and debug lines (`log`), the counters behind `CUDAMPI_STATS` (`stats`),
+//! and shared-memory segments of a node (`shm`). Every other layer may use it; it uses no other layer.
 
 use std::ffi::CStr;
 
 pub mod config;
 pub mod log;
+pub mod shm;
 pub mod stats;
 
 /// The name and version `cudampi_version()` returns and the debug line of `MPI_Init` prints.

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::agreement::FLAGS;
-use crate::base::{config, log};
+use crate::base::{config, log, shm};
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::real;
 
@@ -62,7 +62,7 @@ impl Board {
         let mut made = None;
         if rank == 0 {
             let text = format!("/cudampi-board-{}-{}", std::process::id(), MADE.fetch_add(1, Ordering::Relaxed));
-            if let Some(m) = CString::new(text).ok().and_then(|n| create(&n, bytes).map(|m| (n, m))) {
+            if let Some(m) = CString::new(text).ok().and_then(|n| shm::create(&n, bytes).map(|m| (n, m))) {
                 name[..m.0.as_bytes().len()].copy_from_slice(m.0.as_bytes());
                 made = Some(m);
             }
@@ -76,15 +76,15 @@ impl Board {
             (None, 0) => None,
             (None, _) => {
                 let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-                CString::new(&name[..end]).ok().and_then(|n| open(&n, bytes))
+                CString::new(&name[..end]).ok().and_then(|n| shm::open(&n, bytes))
             }
         };
         // Every rank mapped it, or none keeps it.
         let flags = [lines.is_none() as i64, 0, 0, 0, 0];
         let all = super::agreement::agree(comm, flags).is_ok_and(|a| a[0] == 0);
         if let Some((n, _)) = &made {
-            // SAFETY: a NUL-terminated name; every rank mapped it by now (or gave up).
-            unsafe { libc::shm_unlink(n.as_ptr()) };
+            // Every rank mapped it by now (or gave up).
+            shm::unlink(n);
         }
         let lines = lines?;
         let board = Board { lines: lines.cast(), ranks: ranks as usize, rank: rank as usize, number: 0 };
@@ -134,8 +134,8 @@ impl Board {
 
 impl Drop for Board {
     fn drop(&mut self) {
-        // SAFETY: the mapping `make` made, unmapped once.
-        unsafe { libc::munmap(self.lines.cast(), Board::bytes(self.ranks)) };
+        // The mapping `make` made, unmapped once.
+        shm::unmap(self.lines.cast(), Board::bytes(self.ranks));
     }
 }
 
@@ -149,36 +149,4 @@ fn progress(comm: Handle) {
     let mut flag: c_int = 0;
     // SAFETY: a live communicator; the status is ignored.
     unsafe { (p.iprobe)(abi.any_source, abi.any_tag, comm, &mut flag, abi.status_ignore as *mut c_void) };
-}
-
-fn create(n: &CString, bytes: usize) -> Option<*mut c_void> {
-    // SAFETY: a NUL-terminated name.
-    let fd = unsafe { libc::shm_open(n.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC, 0o600) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: a descriptor just opened; fresh pages read as zero (every number 0).
-    if unsafe { libc::ftruncate(fd, bytes as libc::off_t) } != 0 {
-        // SAFETY: as above.
-        unsafe {
-            libc::close(fd);
-            libc::shm_unlink(n.as_ptr());
-        }
-        return None;
-    }
-    map(fd, bytes)
-}
-
-fn open(name: &CString, bytes: usize) -> Option<*mut c_void> {
-    // SAFETY: a NUL-terminated name.
-    let fd = unsafe { libc::shm_open(name.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
-    (fd >= 0).then(|| map(fd, bytes)).flatten()
-}
-
-fn map(fd: c_int, bytes: usize) -> Option<*mut c_void> {
-    // SAFETY: a shared-memory object of `bytes`; the descriptor is closed, the mapping stays.
-    let p = unsafe { libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
-    // SAFETY: fd is ours to close.
-    unsafe { libc::close(fd) };
-    (p != libc::MAP_FAILED).then_some(p)
 }

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::OnceLock;
 
 use super::peers::Peers;
-use crate::base::log;
+use crate::base::{log, shm};
 use crate::mpi::abi;
 use crate::mpi::real;
 
@@ -69,41 +69,12 @@ fn name(pid: u32) -> CString {
     CString::new(format!("/cudampi-slots-{pid}")).unwrap_or_default()
 }
 
-fn map(fd: c_int) -> Option<usize> {
-    // SAFETY: a shared-memory object of SEGMENT_BYTES; the mapping is kept for the process's life.
-    let p = unsafe { libc::mmap(std::ptr::null_mut(), SEGMENT_BYTES, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd, 0) };
-    // SAFETY: fd is ours to close; the mapping stays.
-    unsafe { libc::close(fd) };
-    (p != libc::MAP_FAILED).then_some(p as usize)
-}
-
 fn create() -> Option<usize> {
-    let n = name(std::process::id());
-    for _ in 0..2 {
-        // SAFETY: a NUL-terminated name.
-        let fd = unsafe { libc::shm_open(n.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC, 0o600) };
-        if fd < 0 {
-            // Left by an earlier process of this id that died before unlinking it.
-            // SAFETY: a NUL-terminated name.
-            unsafe { libc::shm_unlink(n.as_ptr()) };
-            continue;
-        }
-        // SAFETY: a descriptor just opened; fresh pages read as zero, every slot FREE.
-        if unsafe { libc::ftruncate(fd, SEGMENT_BYTES as libc::off_t) } != 0 {
-            // SAFETY: as above.
-            unsafe { libc::close(fd) };
-            return None;
-        }
-        return map(fd);
-    }
-    None
+    shm::create(&name(std::process::id()), SEGMENT_BYTES).map(|p| p as usize)
 }
 
 fn open(pid: u32) -> Option<usize> {
-    let n = name(pid);
-    // SAFETY: a NUL-terminated name.
-    let fd = unsafe { libc::shm_open(n.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC, 0) };
-    (fd >= 0).then(|| map(fd)).flatten()
+    shm::open(&name(pid), SEGMENT_BYTES).map(|p| p as usize)
 }
 
 /// After the records are exchanged, on every rank (two barriers and an allgather on the
@@ -128,8 +99,8 @@ pub fn setup(peers: &Peers) {
     let mine = ok as c_int;
     // SAFETY: one int from each rank into an array of as many; every rank calls this.
     let gathered = unsafe { (p.allgather)((&mine as *const c_int).cast(), 4, abi.byte, all.as_mut_ptr().cast(), 4, abi.byte, peers.shadow) } == 0;
-    // SAFETY: a NUL-terminated name; every peer has mapped it by now (the allgather).
-    unsafe { libc::shm_unlink(name(std::process::id()).as_ptr()) };
+    // Every peer has mapped it by now (the allgather).
+    shm::unlink(&name(std::process::id()));
     match (own, gathered && all.iter().all(|&x| x == 1)) {
         (Some(own), true) => {
             let _ = SEGMENTS.set(Segments { own, peers: mapped, next: AtomicUsize::new(0) });
@@ -140,8 +111,8 @@ pub fn setup(peers: &Peers) {
                 log::debug(format_args!("no shared memory for IPC slots on {} rank (shm_open); device messages over IPC are copied once more", if ok { "another" } else { "this" }));
             }
             for (_, at) in mapped.into_iter().chain(own.map(|o| (0, o))) {
-                // SAFETY: a mapping made above and never handed out.
-                unsafe { libc::munmap(at as *mut libc::c_void, SEGMENT_BYTES) };
+                // A mapping made above and never handed out.
+                shm::unmap(at as *mut libc::c_void, SEGMENT_BYTES);
             }
         }
     }
