@@ -29,8 +29,10 @@
  *         -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcudart -ldl -lm
  * Run (Open MPI whose UCX one-sided component cannot run: add --mca osc ^ucx):
  *   mpirun -np 2 -x LD_PRELOAD=$PWD/target/release/libcudampi.so build/rma \
- *          [-m MIN:MAX] [-i ITERS] [-x WARMUP] [-w WINDOW] [-c] [-f] [--json FILE | -o FILE]
+ *          [-m MIN:MAX] [-i ITERS] [-x WARMUP] [-w WINDOW] [-W BYTES] [-c] [-f] [--json FILE | -o FILE]
  *
+ * -W BYTES makes the target's window at least BYTES (-W 1G -m 4:4: a 4-byte operation on a
+ * window of 1 GiB, where a synchronisation that copies the window shows).
  * Sizes take k/M/G suffixes (powers of 1024). Defaults: 8 B .. 64 MiB by powers of 4, ITERS
  * 100 and WARMUP 10 up to 64 KiB, shrinking in proportion above (at least 4 and 2), WINDOW 16.
  */
@@ -117,10 +119,13 @@ static int all_equal(int device, const void *p, size_t n, unsigned char v)
 }
 
 /* Measures every metric of one way at one size into res[M_N]. */
+static size_t win_least = 0; /* -W: the target's window holds at least this many bytes */
+
 static void measure(int w, size_t size, int iters, int warmup, int window, int check, double *res)
 {
     int dw = way_dev_win[w] && rank == 1, db = way_dev_buf[w] && rank == 0;
-    void *winbuf = alloc(dw, size), *buf = alloc(db, size);
+    size_t wsize = size > win_least ? size : win_least;
+    void *winbuf = alloc(dw, wsize), *buf = alloc(db, size);
     if (!winbuf || !buf) {
         fprintf(stderr, "rma: rank %d: cannot allocate %zu bytes\n", rank, size);
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -128,7 +133,7 @@ static void measure(int w, size_t size, int iters, int warmup, int window, int c
     fill(dw, winbuf, size, 0x11);
     fill(db, buf, size, 0x22);
     MPI_Win win;
-    MPI_Win_create(winbuf, rank == 1 ? (MPI_Aint)size : 0, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Win_create(winbuf, rank == 1 ? (MPI_Aint)wsize : 0, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
     int count = (int)size;
 
     /* Passive target: rank 0 works, rank 1 waits in the barrier (which progresses MPI). */
@@ -194,7 +199,7 @@ static void measure(int w, size_t size, int iters, int warmup, int window, int c
 static void usage(void)
 {
     if (rank == 0)
-        fprintf(stderr, "usage: rma [-m MIN:MAX] [-i ITERS] [-x WARMUP] [-w WINDOW] [-c] [-f] [--json FILE | -o FILE]\n");
+        fprintf(stderr, "usage: rma [-m MIN:MAX] [-i ITERS] [-x WARMUP] [-w WINDOW] [-W BYTES] [-c] [-f] [--json FILE | -o FILE]\n");
 }
 
 int main(int argc, char **argv)
@@ -226,6 +231,7 @@ int main(int argc, char **argv)
         } else if (!strcmp(o, "-i")) iters = atoi(argv[++a]);
         else if (!strcmp(o, "-x")) warmup = atoi(argv[++a]);
         else if (!strcmp(o, "-w")) window = atoi(argv[++a]);
+        else if (!strcmp(o, "-W")) win_least = parse_size(argv[++a]);
         else if (!strcmp(o, "--json") || !strcmp(o, "-o")) out = argv[++a];
         else bad = 1;
     }
@@ -294,8 +300,8 @@ int main(int argc, char **argv)
                 fprintf(f, "{\n  \"bench\": \"rma\",\n  \"unit\": \"lat, fence: us per operation (mean); bw: MB/s\",\n");
                 machine_json(f, &m, shim ? ver() : NULL, real_lib, nranks);
                 fprintf(f, "  \"parameters\": {\"iterations\": %d, \"warmup\": %d, \"min_size\": %zu, \"max_size\": %zu, "
-                           "\"window\": %d, \"check\": %s, \"force_device\": %s},\n",
-                        iters, warmup, minsz, maxsz, window, check ? "true" : "false", force_dev ? "true" : "false");
+                           "\"window\": %d, \"window_bytes_at_least\": %zu, \"check\": %s, \"force_device\": %s},\n",
+                        iters, warmup, minsz, maxsz, window, win_least, check ? "true" : "false", force_dev ? "true" : "false");
                 fprintf(f, "  \"check_errors\": %ld,\n  \"results\": [\n", check ? total : 0);
                 for (int i = 0; i < nsz; i++) {
                     fprintf(f, "    {\"size\": %zu, \"iterations\": %d", sizes[i], its[i]);

@@ -151,6 +151,7 @@ driver_api! {
     ipc_get_mem_handle = "cuIpcGetMemHandle": fn(*mut IpcMemHandle, CUdeviceptr);
     ipc_open_mem_handle = "cuIpcOpenMemHandle_v2": fn(*mut CUdeviceptr, IpcMemHandle, c_uint);
     ipc_close_mem_handle = "cuIpcCloseMemHandle": fn(CUdeviceptr);
+    mem_get_address_range = "cuMemGetAddressRange_v2": fn(*mut CUdeviceptr, *mut usize, CUdeviceptr);
 }
 
 /// One write of `cuStreamBatchMemOp` (`CUstreamBatchMemOpParams`, its `writeValue` member),

@@ -49,6 +49,7 @@ use crate::mpi::{datatype, errors, real};
 use crate::staging::stage::{self, received_bytes, Envelopes, Window};
 
 pub use envelope::{BYTES as ENVELOPE_BYTES, TOKEN_BYTES};
+pub use imported::LAZY_ENABLE_PEER_ACCESS;
 pub use peers::{device_token, node_id};
 pub use pipeline::Waiting;
 pub use queued::{at as queue_at, begin as queue_begin, end as queue_end, flush as queue_flush, pending as queue_pending};
@@ -57,6 +58,19 @@ pub use queued::{at as queue_at, begin as queue_begin, end as queue_end, flush a
 static RECEIVING: AtomicBool = AtomicBool::new(false);
 /// This process may send envelopes.
 static SENDING: AtomicBool = AtomicBool::new(false);
+
+/// Whether every process of the intracommunicator `comm` is this one or one of this node that
+/// takes IPC with it, from the records of `MPI_Init` alone: every process answers alike, with
+/// no call to talk. False without records (`CUDAMPI_IPC=0` and `CUDAMPI_PIPELINE=0`, one rank).
+pub fn node_mates(comm: Handle) -> bool {
+    let (Some(p), Some(peers)) = (real::pmpi(), peers::get()) else { return false };
+    let (mut n, mut inter) = (0, 0);
+    // SAFETY: the caller's communicator; valid out-pointers.
+    if unsafe { (p.comm_test_inter)(comm, &mut inter) } != 0 || inter != 0 || unsafe { (p.comm_size)(comm, &mut n) } != 0 {
+        return false;
+    }
+    (0..n).all(|r| peers.world_rank(comm, r).is_some_and(|w| peers.maps_with(w)))
+}
 
 #[inline(always)]
 pub fn receiving() -> bool {

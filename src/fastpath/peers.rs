@@ -432,6 +432,12 @@ impl Peers {
         (0..self.records.len() as c_int).filter(|&r| r != self.rank).filter_map(from).min().unwrap_or(usize::MAX)
     }
 
+    /// Whether world rank `rank` is this rank, or one of this node that takes IPC with it.
+    pub fn maps_with(&self, rank: c_int) -> bool {
+        let (Some(me), Some(r)) = (self.record(self.rank), self.record(rank)) else { return false };
+        rank == self.rank || Self::paths(me, r).0
+    }
+
     /// Whether another rank of the job runs on this node.
     pub fn node_shared(&self) -> bool {
         let Some(me) = self.record(self.rank) else { return false };

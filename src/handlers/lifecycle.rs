@@ -61,6 +61,7 @@ pub fn finalize(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
     // After the library is done with any staging buffer it may have registered.
     requests::clear();
     crate::handlers::windows::clear();
+    crate::handlers::mapped::clear();
     crate::handlers::io::finalize();
     pool::release_all();
     cuda::signal::release();

@@ -13,6 +13,7 @@ use std::ffi::{c_int, c_void};
 
 use crate::base::stats;
 use crate::cuda;
+use crate::handlers::mapped::{self, Target, What};
 use crate::handlers::windows::{self, Pending};
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::errors;
@@ -62,7 +63,15 @@ fn issue(name: &'static str, prepared: Vec<Prepared>, has_result: bool, target: 
 }
 
 /// `MPI_Put`, `MPI_Accumulate` and their request and large-count forms: MPI reads `origin`.
-pub fn rma_put(name: &'static str, origin: Buf, target: c_int, win: Handle, request: *mut c_void, call: impl FnOnce(*const c_void) -> c_int) -> c_int {
+/// On a target of a mapped window (`mapped.rs`) the origin copies itself, whatever its buffer.
+pub fn rma_put(name: &'static str, origin: Buf, target: c_int, at: Target, op: Option<Handle>, win: Handle, request: *mut c_void, call: impl FnOnce(*const c_void) -> c_int) -> c_int {
+    let what = match op {
+        Some(op) => What::Accumulate(origin, op),
+        None => What::Put(origin),
+    };
+    if let Some(rc) = mapped::operate(name, win, target, at, what, request) {
+        return rc;
+    }
     if cuda::surely_host(origin.0) {
         stats::host_call();
         return call(origin.0);
@@ -74,7 +83,10 @@ pub fn rma_put(name: &'static str, origin: Buf, target: c_int, win: Handle, requ
 }
 
 /// `MPI_Get` and its request and large-count forms: MPI writes `result`.
-pub fn rma_get(name: &'static str, result: Buf, target: c_int, win: Handle, request: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+pub fn rma_get(name: &'static str, result: Buf, target: c_int, at: Target, win: Handle, request: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+    if let Some(rc) = mapped::operate(name, win, target, at, What::Get(result), request) {
+        return rc;
+    }
     if cuda::surely_host(result.0) {
         stats::host_call();
         return call(result.0 as *mut c_void);
@@ -92,10 +104,15 @@ pub fn rma_get_accumulate(
     origin: Buf,
     result: Buf,
     target: c_int,
+    at: Target,
+    op: Handle,
     win: Handle,
     request: *mut c_void,
     call: impl FnOnce(*const c_void, *mut c_void) -> c_int,
 ) -> c_int {
+    if let Some(rc) = mapped::operate(name, win, target, at, What::GetAccumulate(origin, result, op), request) {
+        return rc;
+    }
     if cuda::surely_host(origin.0) && cuda::surely_host(result.0) {
         stats::host_call();
         return call(origin.0, result.0 as *mut c_void);
@@ -115,9 +132,15 @@ pub fn rma_compare_and_swap(
     result: *mut c_void,
     datatype: Handle,
     target: c_int,
+    disp: isize,
     win: Handle,
     call: impl FnOnce(*const c_void, *const c_void, *mut c_void) -> c_int,
 ) -> c_int {
+    let one = |p: *const c_void| (p, 1, datatype);
+    let what = What::CompareAndSwap(one(origin), one(compare), one(result));
+    if let Some(rc) = mapped::operate(name, win, target, (disp, 1, datatype), what, std::ptr::null_mut()) {
+        return rc;
+    }
     if cuda::surely_host(origin) && cuda::surely_host(compare) && cuda::surely_host(result) {
         stats::host_call();
         return call(origin, compare, result);

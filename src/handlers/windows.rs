@@ -31,6 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::base::log;
 use crate::cuda::{self, Location};
+use crate::handlers::mapped::{self, Plan};
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::errors;
 use crate::requests;
@@ -184,18 +185,32 @@ fn outcome(rc: c_int, mine: &[Result<(), c_int>]) -> c_int {
     mine.iter().find_map(|r| r.err()).unwrap_or(0)
 }
 
-/// `MPI_Win_create(_c)`: a device base gets a host public copy, which the library is given.
-pub fn win_create(name: &'static str, base: *mut c_void, size: isize, comm: Handle, win: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+/// `MPI_Win_create(_c)`: inside a node a window may be mapped (`mapped.rs`), a process with a
+/// device part then giving the library no bytes; otherwise a device base gets a host public
+/// copy, which the library is given.
+pub fn win_create(name: &'static str, base: *mut c_void, size: isize, disp_unit: i64, comm: Handle, win: *mut c_void, call: impl FnOnce(*mut c_void, isize) -> c_int) -> c_int {
+    match mapped::prepare(name, base, size, disp_unit, comm) {
+        Err(rc) => return rc,
+        Ok(Plan::Mapped(m)) => {
+            let rc = if m.own_device() { call(std::ptr::null_mut(), 0) } else { call(base, size) };
+            if rc == 0 && !win.is_null() {
+                // SAFETY: MPI has just written the new window's handle there.
+                m.register(unsafe { abi::get().handle_at(win) });
+            }
+            return rc;
+        }
+        Ok(Plan::Declined) => (),
+    }
     let dev = match cuda::locate(base) {
         Location::Device(dev) if size >= 0 => dev,
         Location::Unreadable if size > 0 => return errors::unreadable(name, Some(comm), base),
-        _ => return call(base),
+        _ => return call(base, size),
     };
     let s = match Shadow::new(name, Some(comm), dev, base, size as usize) {
         Ok(s) => s,
         Err(rc) => return rc,
     };
-    let rc = call(s.public());
+    let rc = call(s.public(), size);
     if rc == 0 && !win.is_null() {
         // SAFETY: MPI has just written the new window's handle there.
         let h = abi::get().key(unsafe { abi::get().handle_at(win) });
@@ -318,11 +333,15 @@ pub fn get_address(_name: &'static str, location: *const c_void, address: *mut i
 /// `MPI_Win_free`: remote updates of the last epoch reach device memory, then the public copy
 /// goes.
 pub fn win_free(name: &'static str, win: *mut c_void, call: impl FnOnce() -> c_int) -> c_int {
-    if !any() || win.is_null() {
+    if win.is_null() {
         return call();
     }
     // SAFETY: the caller's window handle.
     let h = unsafe { abi::get().handle_at(win) };
+    let call = || mapped::free(name, h, call);
+    if !any() {
+        return call();
+    }
     let done = complete(h, None);
     let rc = call();
     if rc != 0 {
@@ -345,6 +364,7 @@ fn nostore(assert: c_int) -> bool {
 }
 
 pub fn win_fence(name: &'static str, assert: c_int, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    let call = || mapped::fence(name, assert, win, call);
     if !any() {
         return call();
     }
@@ -357,7 +377,8 @@ pub fn win_fence(name: &'static str, assert: c_int, win: Handle, call: impl FnOn
     outcome(rc, &[published, complete(win, None), absorb(name, win, fresh)])
 }
 
-pub fn win_post(name: &'static str, assert: c_int, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+pub fn win_post(name: &'static str, group: Handle, assert: c_int, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    let call = || mapped::post(name, group, assert, win, call);
     if !any() {
         return call();
     }
@@ -365,15 +386,29 @@ pub fn win_post(name: &'static str, assert: c_int, win: Handle, call: impl FnOnc
     outcome(call(), &[published])
 }
 
+/// `MPI_Win_start`: only a mapped window has work here.
+pub fn win_start(name: &'static str, group: Handle, assert: c_int, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    mapped::start(name, group, assert, win, call)
+}
+
 /// `MPI_Win_complete`: what this process's operations of the epoch bring back lands as at a
 /// flush of every target.
 pub fn win_complete(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
-    win_flush(name, None, win, call)
+    completed(None, win, || mapped::complete(name, win, call))
+}
+
+pub fn win_wait(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    win_absorb(name, win, || mapped::wait(name, win, call))
+}
+
+/// `MPI_Win_lock` (`Some((lock_type, rank))`) and `MPI_Win_lock_all` (`None`).
+pub fn win_lock(name: &'static str, which: Option<(c_int, c_int)>, assert: c_int, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    win_absorb(name, win, || mapped::lock_target(name, which, assert, win, call))
 }
 
 /// `MPI_Win_wait`, `MPI_Win_lock` and `MPI_Win_lock_all`: the updates peers made before the
 /// call reach device memory once it returns.
-pub fn win_absorb(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+fn win_absorb(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
     if !any() {
         return call();
     }
@@ -385,6 +420,7 @@ pub fn win_absorb(name: &'static str, win: Handle, call: impl FnOnce() -> c_int)
 }
 
 pub fn win_test(name: &'static str, win: Handle, flag: *mut c_int, call: impl FnOnce() -> c_int) -> c_int {
+    let call = || mapped::test(name, win, flag, call);
     if !any() {
         return call();
     }
@@ -398,6 +434,7 @@ pub fn win_test(name: &'static str, win: Handle, flag: *mut c_int, call: impl Fn
 
 /// `MPI_Win_unlock` (`target`) and `MPI_Win_unlock_all` (`None`).
 pub fn win_unlock(name: &'static str, target: Option<c_int>, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    let call = || mapped::unlock(name, target, win, call);
     if !any() {
         return call();
     }
@@ -411,7 +448,12 @@ pub fn win_unlock(name: &'static str, target: Option<c_int>, win: Handle, call: 
 }
 
 /// `MPI_Win_flush(_local)` (`target`) and `MPI_Win_flush(_local)_all` (`None`).
-pub fn win_flush(_name: &'static str, target: Option<c_int>, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+pub fn win_flush(name: &'static str, target: Option<c_int>, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    completed(target, win, || mapped::flush(name, win, call))
+}
+
+/// The staged operations to `target` (all for `None`) complete once `call` returns.
+fn completed(target: Option<c_int>, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
     if !any() {
         return call();
     }
@@ -423,6 +465,7 @@ pub fn win_flush(_name: &'static str, target: Option<c_int>, win: Handle, call: 
 }
 
 pub fn win_sync(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    let call = || mapped::sync(win, call);
     if !any() {
         return call();
     }
@@ -444,6 +487,7 @@ pub fn win_get_attr(name: &'static str, win: Handle, keyval: c_int, value: *mut 
     if rc != 0 || value.is_null() || flag.is_null() || unsafe { *flag } == 0 {
         return rc;
     }
+    mapped::attribute(win, keyval, value);
     if !any() {
         return rc;
     }

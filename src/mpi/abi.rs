@@ -86,6 +86,19 @@ pub struct Abi {
     pub win_separate: c_int,
     pub mode_nostore: c_int,
     pub err_rma_attach: c_int,
+    /// Windows whose device memory peers map (`handlers::mapped`): the `MPI_WIN_SIZE` key, the
+    /// `MPI_WIN_UNIFIED` model, the `MPI_MODE_NOCHECK`, `MPI_MODE_NOPRECEDE` and
+    /// `MPI_MODE_NOSUCCEED` assertions, `MPI_LOCK_EXCLUSIVE`, `MPI_ERR_RMA_RANGE`, and the
+    /// `MPI_REPLACE` and `MPI_NO_OP` operations.
+    pub win_size: c_int,
+    pub win_unified: c_int,
+    pub mode_nocheck: c_int,
+    pub mode_noprecede: c_int,
+    pub mode_nosucceed: c_int,
+    pub lock_exclusive: c_int,
+    pub err_rma_range: c_int,
+    pub op_replace: Handle,
+    pub op_no_op: Handle,
 }
 
 /// `MPI_UNDEFINED`, the same in every family.
@@ -166,6 +179,15 @@ fn detect() -> Abi {
             win_separate: 1,
             mode_nostore: 8,
             err_rma_attach: 69,
+            win_size: 8,
+            win_unified: 0,
+            mode_nocheck: 1,
+            mode_noprecede: 2,
+            mode_nosucceed: 16,
+            lock_exclusive: 1,
+            err_rma_range: 68,
+            op_replace: symbol(c"ompi_mpi_op_replace") as Handle,
+            op_no_op: symbol(c"ompi_mpi_op_no_op") as Handle,
         };
     }
     if abi_version_major() >= 1 {
@@ -211,6 +233,15 @@ fn detect() -> Abi {
             win_separate: 322,
             mode_nostore: 8192,
             err_rma_attach: 46,
+            win_size: 603,
+            win_unified: 321,
+            mode_nocheck: 1024,
+            mode_noprecede: 2048,
+            mode_nosucceed: 16384,
+            lock_exclusive: 301,
+            err_rma_range: 48,
+            op_replace: 0x3c,
+            op_no_op: 0x3d,
         };
     }
     Abi {
@@ -255,6 +286,15 @@ fn detect() -> Abi {
         win_separate: 1,
         mode_nostore: 2048,
         err_rma_attach: 56,
+        win_size: 0x6600_0003,
+        win_unified: 2,
+        mode_nocheck: 1024,
+        mode_noprecede: 8192,
+        mode_nosucceed: 16384,
+        lock_exclusive: 234,
+        err_rma_range: 55,
+        op_replace: 0x5800_000d,
+        op_no_op: 0x5800_000e,
     }
 }
 

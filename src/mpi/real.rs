@@ -168,6 +168,8 @@ define_pmpi! {
     comm_remote_group = "PMPI_Comm_remote_group": fn(Handle, *mut Handle);
     group_translate_ranks = "PMPI_Group_translate_ranks": fn(Handle, c_int, *const c_int, Handle, *mut c_int);
     group_free = "PMPI_Group_free": fn(*mut Handle);
+    group_size = "PMPI_Group_size": fn(Handle, *mut c_int);
+    reduce_local = "PMPI_Reduce_local": fn(*const c_void, *mut c_void, c_int, Handle, Handle);
     isend = "PMPI_Isend": fn(*const c_void, c_int, Handle, c_int, c_int, Handle, *mut Handle);
     irecv = "PMPI_Irecv": fn(*mut c_void, c_int, Handle, c_int, c_int, Handle, *mut Handle);
     recv_init = "PMPI_Recv_init": fn(*mut c_void, c_int, Handle, c_int, c_int, Handle, *mut Handle);

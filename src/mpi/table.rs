@@ -629,49 +629,49 @@ macro_rules! mpi_functions {
             // One-sided communication (MPI-4.1 chapter 12): device origin, compare and result
             // buffers are staged until the operation completes at the origin (handlers/rma.rs).
             MPI_Put, PMPI_Put fortran(put, PUT, ts) (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle)
-                => rma_put [origin_addr] ((origin_addr, origin_count as i64, origin_datatype), target_rank, win, std::ptr::null_mut());
+                => rma_put [origin_addr] ((origin_addr, origin_count as i64, origin_datatype), target_rank, (target_disp, target_count as i64, target_datatype), None, win, std::ptr::null_mut());
             MPI_Put_c, PMPI_Put_c or MPI_Put, PMPI_Put (origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, win: Handle)
-                => rma_put [origin_addr] ((origin_addr, origin_count, origin_datatype), target_rank, win, std::ptr::null_mut());
+                => rma_put [origin_addr] ((origin_addr, origin_count, origin_datatype), target_rank, (target_disp, target_count, target_datatype), None, win, std::ptr::null_mut());
             MPI_Rput, PMPI_Rput fortran(rput, RPUT, ts) (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut c_void)
-                => rma_put [origin_addr] ((origin_addr, origin_count as i64, origin_datatype), target_rank, win, request);
+                => rma_put [origin_addr] ((origin_addr, origin_count as i64, origin_datatype), target_rank, (target_disp, target_count as i64, target_datatype), None, win, request);
             MPI_Rput_c, PMPI_Rput_c or MPI_Rput, PMPI_Rput (origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, win: Handle, request: *mut c_void)
-                => rma_put [origin_addr] ((origin_addr, origin_count, origin_datatype), target_rank, win, request);
+                => rma_put [origin_addr] ((origin_addr, origin_count, origin_datatype), target_rank, (target_disp, target_count, target_datatype), None, win, request);
             MPI_Get, PMPI_Get fortran(get, GET, ts) (origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle)
-                => rma_get [origin_addr] ((origin_addr as *const c_void, origin_count as i64, origin_datatype), target_rank, win, std::ptr::null_mut());
+                => rma_get [origin_addr] ((origin_addr as *const c_void, origin_count as i64, origin_datatype), target_rank, (target_disp, target_count as i64, target_datatype), win, std::ptr::null_mut());
             MPI_Get_c, PMPI_Get_c or MPI_Get, PMPI_Get (origin_addr: *mut c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, win: Handle)
-                => rma_get [origin_addr] ((origin_addr as *const c_void, origin_count, origin_datatype), target_rank, win, std::ptr::null_mut());
+                => rma_get [origin_addr] ((origin_addr as *const c_void, origin_count, origin_datatype), target_rank, (target_disp, target_count, target_datatype), win, std::ptr::null_mut());
             MPI_Rget, PMPI_Rget fortran(rget, RGET, ts) (origin_addr: *mut c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, win: Handle, request: *mut c_void)
-                => rma_get [origin_addr] ((origin_addr as *const c_void, origin_count as i64, origin_datatype), target_rank, win, request);
+                => rma_get [origin_addr] ((origin_addr as *const c_void, origin_count as i64, origin_datatype), target_rank, (target_disp, target_count as i64, target_datatype), win, request);
             MPI_Rget_c, PMPI_Rget_c or MPI_Rget, PMPI_Rget (origin_addr: *mut c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, win: Handle, request: *mut c_void)
-                => rma_get [origin_addr] ((origin_addr as *const c_void, origin_count, origin_datatype), target_rank, win, request);
+                => rma_get [origin_addr] ((origin_addr as *const c_void, origin_count, origin_datatype), target_rank, (target_disp, target_count, target_datatype), win, request);
             MPI_Accumulate, PMPI_Accumulate fortran(accumulate, ACCUMULATE, ts) (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle)
-                => rma_put [origin_addr] ((origin_addr, origin_count as i64, origin_datatype), target_rank, win, std::ptr::null_mut());
+                => rma_put [origin_addr] ((origin_addr, origin_count as i64, origin_datatype), target_rank, (target_disp, target_count as i64, target_datatype), Some(op), win, std::ptr::null_mut());
             MPI_Accumulate_c, PMPI_Accumulate_c or MPI_Accumulate, PMPI_Accumulate (origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, op: Handle, win: Handle)
-                => rma_put [origin_addr] ((origin_addr, origin_count, origin_datatype), target_rank, win, std::ptr::null_mut());
+                => rma_put [origin_addr] ((origin_addr, origin_count, origin_datatype), target_rank, (target_disp, target_count, target_datatype), Some(op), win, std::ptr::null_mut());
             MPI_Raccumulate, PMPI_Raccumulate fortran(raccumulate, RACCUMULATE, ts) (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle, request: *mut c_void)
-                => rma_put [origin_addr] ((origin_addr, origin_count as i64, origin_datatype), target_rank, win, request);
+                => rma_put [origin_addr] ((origin_addr, origin_count as i64, origin_datatype), target_rank, (target_disp, target_count as i64, target_datatype), Some(op), win, request);
             MPI_Raccumulate_c, PMPI_Raccumulate_c or MPI_Raccumulate, PMPI_Raccumulate (origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, op: Handle, win: Handle, request: *mut c_void)
-                => rma_put [origin_addr] ((origin_addr, origin_count, origin_datatype), target_rank, win, request);
+                => rma_put [origin_addr] ((origin_addr, origin_count, origin_datatype), target_rank, (target_disp, target_count, target_datatype), Some(op), win, request);
             MPI_Get_accumulate, PMPI_Get_accumulate fortran(get_accumulate, GET_ACCUMULATE, ts) (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, result_addr: *mut c_void, result_count: c_int, result_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle)
-                => rma_get_accumulate [origin_addr, result_addr] ((origin_addr, origin_count as i64, origin_datatype), (result_addr as *const c_void, result_count as i64, result_datatype), target_rank, win, std::ptr::null_mut());
+                => rma_get_accumulate [origin_addr, result_addr] ((origin_addr, origin_count as i64, origin_datatype), (result_addr as *const c_void, result_count as i64, result_datatype), target_rank, (target_disp, target_count as i64, target_datatype), op, win, std::ptr::null_mut());
             MPI_Get_accumulate_c, PMPI_Get_accumulate_c or MPI_Get_accumulate, PMPI_Get_accumulate (origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, result_addr: *mut c_void, result_count: i64, result_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, op: Handle, win: Handle)
-                => rma_get_accumulate [origin_addr, result_addr] ((origin_addr, origin_count, origin_datatype), (result_addr as *const c_void, result_count, result_datatype), target_rank, win, std::ptr::null_mut());
+                => rma_get_accumulate [origin_addr, result_addr] ((origin_addr, origin_count, origin_datatype), (result_addr as *const c_void, result_count, result_datatype), target_rank, (target_disp, target_count, target_datatype), op, win, std::ptr::null_mut());
             MPI_Rget_accumulate, PMPI_Rget_accumulate fortran(rget_accumulate, RGET_ACCUMULATE, ts) (origin_addr: *const c_void, origin_count: c_int, origin_datatype: Handle, result_addr: *mut c_void, result_count: c_int, result_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: c_int, target_datatype: Handle, op: Handle, win: Handle, request: *mut c_void)
-                => rma_get_accumulate [origin_addr, result_addr] ((origin_addr, origin_count as i64, origin_datatype), (result_addr as *const c_void, result_count as i64, result_datatype), target_rank, win, request);
+                => rma_get_accumulate [origin_addr, result_addr] ((origin_addr, origin_count as i64, origin_datatype), (result_addr as *const c_void, result_count as i64, result_datatype), target_rank, (target_disp, target_count as i64, target_datatype), op, win, request);
             MPI_Rget_accumulate_c, PMPI_Rget_accumulate_c or MPI_Rget_accumulate, PMPI_Rget_accumulate (origin_addr: *const c_void, origin_count: i64, origin_datatype: Handle, result_addr: *mut c_void, result_count: i64, result_datatype: Handle, target_rank: c_int, target_disp: isize, target_count: i64, target_datatype: Handle, op: Handle, win: Handle, request: *mut c_void)
-                => rma_get_accumulate [origin_addr, result_addr] ((origin_addr, origin_count, origin_datatype), (result_addr as *const c_void, result_count, result_datatype), target_rank, win, request);
+                => rma_get_accumulate [origin_addr, result_addr] ((origin_addr, origin_count, origin_datatype), (result_addr as *const c_void, result_count, result_datatype), target_rank, (target_disp, target_count, target_datatype), op, win, request);
             MPI_Fetch_and_op, PMPI_Fetch_and_op fortran(fetch_and_op, FETCH_AND_OP, ts) (origin_addr: *const c_void, result_addr: *mut c_void, datatype: Handle, target_rank: c_int, target_disp: isize, op: Handle, win: Handle)
-                => rma_get_accumulate [origin_addr, result_addr] ((origin_addr, 1, datatype), (result_addr as *const c_void, 1, datatype), target_rank, win, std::ptr::null_mut());
+                => rma_get_accumulate [origin_addr, result_addr] ((origin_addr, 1, datatype), (result_addr as *const c_void, 1, datatype), target_rank, (target_disp, 1, datatype), op, win, std::ptr::null_mut());
             MPI_Compare_and_swap, PMPI_Compare_and_swap fortran(compare_and_swap, COMPARE_AND_SWAP, ts) (origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void, datatype: Handle, target_rank: c_int, target_disp: isize, win: Handle)
-                => rma_compare_and_swap [origin_addr, compare_addr, result_addr] (origin_addr, compare_addr, result_addr, datatype, target_rank, win);
+                => rma_compare_and_swap [origin_addr, compare_addr, result_addr] (origin_addr, compare_addr, result_addr, datatype, target_rank, target_disp, win);
 
             // Windows over device memory get a host public copy, synchronised with the device
             // memory where MPI's separate model says (handlers/windows.rs); the completion calls
             // also complete the staged operations.
             MPI_Win_create, PMPI_Win_create fortran(win_create, WIN_CREATE, ts) (base: *mut c_void, size: isize, disp_unit: c_int, info: Handle, comm: Handle, win: *mut c_void)
-                => win_create [base] (base, size, comm, win);
+                => win_create [base, size] (base, size, disp_unit as i64, comm, win);
             MPI_Win_create_c, PMPI_Win_create_c or MPI_Win_create, PMPI_Win_create (base: *mut c_void, size: isize, disp_unit: i64, info: Handle, comm: Handle, win: *mut c_void)
-                => win_create [base] (base, size, comm, win);
+                => win_create [base, size] (base, size, disp_unit, comm, win);
             // Device memory attached to a dynamic window is known to the library, and to origins
             // through MPI_Get_address, by its public copy's address.
             MPI_Win_attach, PMPI_Win_attach fortran(win_attach, WIN_ATTACH, ts) (win: Handle, base: *mut c_void, size: isize) => win_attach [base] (win, base, size);
@@ -679,12 +679,13 @@ macro_rules! mpi_functions {
             MPI_Get_address, PMPI_Get_address fortran(get_address, GET_ADDRESS, ts) (location: *const c_void, address: *mut isize) => get_address [] (location, address);
             MPI_Win_free, PMPI_Win_free fortran(win_free, WIN_FREE) (win: *mut c_void) => win_free [] (win);
             MPI_Win_fence, PMPI_Win_fence fortran(win_fence, WIN_FENCE) (assert: c_int, win: Handle) => win_fence [] (assert, win);
-            MPI_Win_post, PMPI_Win_post fortran(win_post, WIN_POST) (group: Handle, assert: c_int, win: Handle) => win_post [] (assert, win);
+            MPI_Win_post, PMPI_Win_post fortran(win_post, WIN_POST) (group: Handle, assert: c_int, win: Handle) => win_post [] (group, assert, win);
+            MPI_Win_start, PMPI_Win_start fortran(win_start, WIN_START) (group: Handle, assert: c_int, win: Handle) => win_start [] (group, assert, win);
             MPI_Win_complete, PMPI_Win_complete fortran(win_complete, WIN_COMPLETE) (win: Handle) => win_complete [] (win);
-            MPI_Win_wait, PMPI_Win_wait fortran(win_wait, WIN_WAIT) (win: Handle) => win_absorb [] (win);
+            MPI_Win_wait, PMPI_Win_wait fortran(win_wait, WIN_WAIT) (win: Handle) => win_wait [] (win);
             MPI_Win_test, PMPI_Win_test fortran(win_test, WIN_TEST) (win: Handle, flag: *mut c_int) => win_test [] (win, flag);
-            MPI_Win_lock, PMPI_Win_lock fortran(win_lock, WIN_LOCK) (lock_type: c_int, rank: c_int, assert: c_int, win: Handle) => win_absorb [] (win);
-            MPI_Win_lock_all, PMPI_Win_lock_all fortran(win_lock_all, WIN_LOCK_ALL) (assert: c_int, win: Handle) => win_absorb [] (win);
+            MPI_Win_lock, PMPI_Win_lock fortran(win_lock, WIN_LOCK) (lock_type: c_int, rank: c_int, assert: c_int, win: Handle) => win_lock [] (Some((lock_type, rank)), assert, win);
+            MPI_Win_lock_all, PMPI_Win_lock_all fortran(win_lock_all, WIN_LOCK_ALL) (assert: c_int, win: Handle) => win_lock [] (None, assert, win);
             MPI_Win_unlock, PMPI_Win_unlock fortran(win_unlock, WIN_UNLOCK) (rank: c_int, win: Handle) => win_unlock [] (Some(rank), win);
             MPI_Win_unlock_all, PMPI_Win_unlock_all fortran(win_unlock_all, WIN_UNLOCK_ALL) (win: Handle) => win_unlock [] (None, win);
             MPI_Win_flush, PMPI_Win_flush fortran(win_flush, WIN_FLUSH) (rank: c_int, win: Handle) => win_flush [] (Some(rank), win);

@@ -7,7 +7,8 @@
  * device memory: host/host is the reference, and device window + device buffers, host window +
  * device buffers, device window + host buffers must give the same bytes in the window and in
  * every (poisoned) result buffer. The reference is checked against values computed from the
- * operations. A window over device memory reports its device base (MPI_WIN_BASE) and
+ * operations. A window over device memory reports its device base (MPI_WIN_BASE), its size
+ * (MPI_WIN_SIZE) and MPI_WIN_UNIFIED where every rank maps it (one node, IPC on), else
  * MPI_WIN_SEPARATE (MPI_WIN_MODEL); MPI_Win_create_c serves it too. The same runs with the memory
  * attached to a dynamic window, origins naming it by the target's MPI_Get_address: the same
  * bytes, MPI_WIN_SEPARATE, and the same device range attached to a second window is accepted
@@ -55,9 +56,17 @@ static MPI_Win open_window(char *winbuf, int win_kind, int dynamic, int use_c)
     if (!dynamic) CHECK(flag && base == winbuf, "MPI_WIN_BASE %p, window memory %p", base, (void *)winbuf);
     MPI_CHECK(MPI_Win_get_attr(win, MPI_WIN_MODEL, &model, &flag));
     CHECK(flag && model, "MPI_WIN_MODEL missing");
+    /* A created device window is mapped by every rank when all run on one node with IPC on
+     * (MPI_WIN_UNIFIED); otherwise it has a public copy (MPI_WIN_SEPARATE). */
+    int want = !dynamic && windows_mapped() ? MPI_WIN_UNIFIED : MPI_WIN_SEPARATE;
     if (flag && model && mem_kind_is_device(win_kind) && !host_mode())
-        CHECK(*model == MPI_WIN_SEPARATE, "MPI_WIN_MODEL of a %s device window is %d, not MPI_WIN_SEPARATE",
-              dynamic ? "dynamic" : "created", *model);
+        CHECK(*model == want, "MPI_WIN_MODEL of a %s device window is %d, not %s", dynamic ? "dynamic" : "created", *model,
+              want == MPI_WIN_UNIFIED ? "MPI_WIN_UNIFIED" : "MPI_WIN_SEPARATE");
+    if (!dynamic) {
+        MPI_Aint *size = NULL;
+        MPI_CHECK(MPI_Win_get_attr(win, MPI_WIN_SIZE, &size, &flag));
+        CHECK(flag && size && *size == WIN_BYTES, "MPI_WIN_SIZE %ld, not %d", size ? (long)*size : -1L, WIN_BYTES);
+    }
     return win;
 }
 

@@ -1,0 +1,1054 @@
+//! Windows whose device memory every member maps: one-sided communication inside a node at the
+//! cost of the bytes it moves.
+//!
+//! When every process of a window's communicator runs on this node, `MPI_Win_create` exchanges
+//! one record per process (`Record`) over the real library: device memory gets a CUDA IPC
+//! handle, and each process opens the handles of the others. If every process opened every
+//! handle (one `MPI_Allreduce` says so), the window is *mapped*: a process whose part is device
+//! memory gives the library a window of no bytes, and an operation on such a target is a copy
+//! the origin makes itself between its buffer and the target's memory. No public copy exists,
+//! so no synchronisation call copies a window, and the model is `MPI_WIN_UNIFIED`. Otherwise
+//! (a process on another node, a handle that does not open, `CUDAMPI_IPC=0`) every process keeps
+//! the path of `windows.rs`, decided alike everywhere.
+//!
+//! What the library no longer sees, cudampi synchronises:
+//! - *Completion.* An origin's copies run on the window's stream; every call that completes
+//!   operations (fence, complete, unlock, flush) waits for it first.
+//! - *Fence.* A barrier on the window's own communicator, after the copies are done: no
+//!   process reads or writes a part before its owner reached the fence, nor leaves it before
+//!   every copy into its part is done.
+//! - *Post-start-complete-wait.* `MPI_Win_post` sends each origin of its group a message and
+//!   `MPI_Win_start` waits for those of its targets (not with `MPI_MODE_NOCHECK`);
+//!   `MPI_Win_complete` sends each target a message once the copies are done, and
+//!   `MPI_Win_wait` (or a successful `MPI_Win_test`) takes one from each origin.
+//! - *Passive target.* A reader-writer lock per part in a shared-memory segment of the node:
+//!   `MPI_LOCK_EXCLUSIVE` takes it as a writer, `MPI_LOCK_SHARED` and `MPI_Win_lock_all` as a
+//!   reader. A waiting process keeps the library progressing, since its peers may need that.
+//! - *Accumulates* are atomic per target, as MPI requires of concurrent accumulates: each one
+//!   holds the target's accumulate lock (in the same segment) while it reads the target's
+//!   bytes to host memory, combines them with `MPI_Reduce_local` of the real library (any
+//!   predefined operation, any type) and writes them back.
+//!
+//! A window whose parts are all device memory leaves the library's synchronisation calls out:
+//! it has nothing of the window. One with host parts too calls them as well, for the operations
+//! on those parts, which go through the library as before.
+//!
+//! It may use every layer below the handlers; `windows.rs` and `rma.rs` call it.
+
+use std::collections::BTreeMap;
+use std::ffi::{c_int, c_void, CString};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::base::{config, log, shm};
+use crate::cuda::copy::check;
+use crate::cuda::driver::{self, CUdeviceptr, IpcMemHandle};
+use crate::cuda::{self, CudaError, Device, InContext, Location};
+use crate::fastpath::{self, held};
+use crate::mpi::abi::{self, Handle};
+use crate::mpi::datatype::{self, TypeInfo};
+use crate::mpi::{errors, real, typemap};
+use crate::staging::stage::Window;
+
+/// One process's account of its part, as exchanged at `MPI_Win_create`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Record {
+    /// 1: the part is device memory with an IPC handle; 2: device memory without one; 0: host.
+    kind: u32,
+    /// The process can map its peers' memory (it has a GPU context to map it in).
+    maps: u32,
+    /// Rank 0's: its process id and window number, which name the window's lock segment, and
+    /// whether it made the segment.
+    pid: u32,
+    serial: u32,
+    locks: u32,
+    _pad: u32,
+    size: u64,
+    disp_unit: i64,
+    /// The part's offset in the allocation the handle names.
+    offset: u64,
+    handle: [u8; 64],
+}
+
+const RECORD_BYTES: c_int = std::mem::size_of::<Record>() as c_int;
+
+/// One target's part as this process reaches it.
+struct Part {
+    /// The part's first byte in this process (mapped, or the process's own device memory); 0
+    /// for a host part, reached through the library.
+    base: CUdeviceptr,
+    size: usize,
+    disp_unit: i64,
+    /// The allocation this process opened, to close at the free (0: nothing opened).
+    opened: CUdeviceptr,
+}
+
+/// The per-target words of the lock segment.
+#[repr(C)]
+struct Slot {
+    /// Passive-target lock: `WRITER`, or the number of readers.
+    lock: AtomicU32,
+    /// Held by one accumulate at a time.
+    acc: AtomicU32,
+}
+
+const WRITER: u32 = 1 << 31;
+const POSTED_TAG: c_int = 1;
+const DONE_TAG: c_int = 2;
+
+pub struct Mapped {
+    /// The window's communicator duplicated: barriers and the post/complete messages.
+    comm: Handle,
+    group: Handle,
+    rank: c_int,
+    parts: Vec<Part>,
+    /// Every part is device memory (or none): the library's window holds nothing.
+    all: bool,
+    /// The context the peers' memory is mapped in, and the window's stream there.
+    dev: Device,
+    stream: *mut c_void,
+    slots: *mut Slot,
+    slots_bytes: usize,
+    /// This process's own part: (device address, bytes), for `MPI_WIN_BASE` and `MPI_WIN_SIZE`.
+    own: Option<(*mut c_void, usize)>,
+    /// Origins of the exposure epoch (`MPI_Win_post`) whose completion is not yet taken.
+    origins: Vec<c_int>,
+    /// Targets of the access epoch (`MPI_Win_start`).
+    targets: Vec<c_int>,
+    /// Passive-target locks held: (target, exclusive).
+    held: Vec<(c_int, bool)>,
+}
+
+// SAFETY: handles and addresses, used under the window's mutex.
+unsafe impl Send for Mapped {}
+
+static MAPPED: Mutex<BTreeMap<Handle, Arc<Mutex<Mapped>>>> = Mutex::new(BTreeMap::new());
+/// Entries in `MAPPED`: the RMA and synchronisation calls look no further while there are none.
+static COUNT: AtomicUsize = AtomicUsize::new(0);
+/// Windows this process made, which name the lock segments of those it is rank 0 of.
+static SERIAL: AtomicU32 = AtomicU32::new(0);
+
+fn table() -> MutexGuard<'static, BTreeMap<Handle, Arc<Mutex<Mapped>>>> {
+    MAPPED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn lock(m: &Mutex<Mapped>) -> MutexGuard<'_, Mapped> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The mapped window `win`, if it is one.
+pub fn get(win: Handle) -> Option<Arc<Mutex<Mapped>>> {
+    if COUNT.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    table().get(&abi::get().key(win)).cloned()
+}
+
+fn segment_name(pid: u32, serial: u32) -> CString {
+    CString::new(format!("/cudampi-win-{pid}-{serial}")).unwrap_or_default()
+}
+
+/// What `MPI_Win_create` gives the library for this process once the processes agreed.
+pub enum Plan {
+    /// Not mapped: the path of `windows.rs`.
+    Declined,
+    /// Mapped: the library gets a window of no bytes from a process with a device part.
+    Mapped(Box<Mapped>),
+}
+
+/// The collective step of `MPI_Win_create(_c)` on `comm`, before the library's: every process
+/// of `comm` calls it, whatever its memory, and all reach the same plan. `Err` is an MPI code
+/// (raised on `comm`).
+pub fn prepare(name: &'static str, base: *mut c_void, size: isize, disp_unit: i64, comm: Handle) -> Result<Plan, c_int> {
+    let abi = abi::get();
+    let Some(p) = real::pmpi() else { return Ok(Plan::Declined) };
+    if !config::get().ipc || !fastpath::node_mates(comm) {
+        return Ok(Plan::Declined);
+    }
+    let (mut rank, mut n) = (0, 0);
+    // SAFETY: valid out-pointers; the caller's communicator.
+    unsafe {
+        (p.comm_rank)(comm, &mut rank);
+        (p.comm_size)(comm, &mut n);
+    }
+    let mine = describe(base, size, disp_unit);
+    let mut me = mine.record;
+    let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
+    let mut segment: Option<(*mut c_void, usize)> = None;
+    let slots_bytes = std::mem::size_of::<Slot>() * n as usize;
+    if rank == 0 {
+        me.pid = std::process::id();
+        me.serial = serial;
+        segment = shm::create(&segment_name(me.pid, serial), slots_bytes).map(|at| (at, slots_bytes));
+        me.locks = segment.is_some() as u32;
+    }
+    let mut all = vec![me; n as usize];
+    // SAFETY: one record in, `n` out, as bytes.
+    let rc = unsafe { (p.allgather)((&me as *const Record).cast(), RECORD_BYTES, abi.byte, all.as_mut_ptr().cast(), RECORD_BYTES, abi.byte, comm) };
+    let head = all[0];
+    let cleanup = |segment: Option<(*mut c_void, usize)>| {
+        if let Some((at, bytes)) = segment {
+            shm::unmap(at, bytes);
+        }
+        if rank == 0 && head.locks == 1 {
+            shm::unlink(&segment_name(head.pid, head.serial));
+        }
+    };
+    if rc != 0 {
+        cleanup(segment);
+        return Err(rc);
+    }
+    let wanted = all.iter().any(|r| r.kind == 1) && all.iter().all(|r| r.kind != 2 && r.maps == 1) && head.locks == 1;
+    if !wanted {
+        cleanup(segment);
+        return Ok(Plan::Declined);
+    }
+    if rank != 0 {
+        segment = shm::open(&segment_name(head.pid, head.serial), slots_bytes).map(|at| (at, slots_bytes));
+    }
+    let dev = mine.dev;
+    let mut parts: Vec<Part> = Vec::with_capacity(n as usize);
+    let mut ok = segment.is_some();
+    let ctx = InContext::enter(&dev);
+    let d = driver::get();
+    for (r, rec) in all.iter().enumerate() {
+        let mut part = Part { base: 0, size: rec.size as usize, disp_unit: rec.disp_unit, opened: 0 };
+        if rec.kind == 1 && ok {
+            if r as c_int == rank {
+                part.base = base as CUdeviceptr;
+            } else if let (Ok(ctx), Some(d)) = (&ctx, d) {
+                let mut at: CUdeviceptr = 0;
+                // SAFETY: valid out-pointer; the handle names a live allocation of a peer.
+                match check("cuIpcOpenMemHandle", unsafe { (d.ipc_open_mem_handle)(&mut at, IpcMemHandle(rec.handle), fastpath::LAZY_ENABLE_PEER_ACCESS) }) {
+                    Ok(()) => {
+                        part.opened = at;
+                        part.base = at + rec.offset;
+                    }
+                    Err(e) => {
+                        let _ = ctx;
+                        log::debug(format_args!("{name}: rank {r}'s device memory cannot be mapped here ({}): the window stages", e.name()));
+                        ok = false;
+                    }
+                }
+            } else {
+                ok = false;
+            }
+        }
+        parts.push(part);
+    }
+    let mut stream: *mut c_void = std::ptr::null_mut();
+    if ok {
+        // SAFETY: valid out-pointer, in the mapping context (CU_STREAM_NON_BLOCKING: the window's
+        // copies wait for no stream of the program's).
+        ok = matches!((&ctx, d), (Ok(_), Some(d)) if unsafe { (d.stream_create)(&mut stream, 1) } == 0);
+    }
+    drop(ctx);
+    let mine_ok = ok as u8;
+    let mut oks = vec![0u8; n as usize];
+    // SAFETY: one byte in, `n` out.
+    let rc = unsafe { (p.allgather)((&mine_ok as *const u8).cast(), 1, abi.byte, oks.as_mut_ptr().cast(), 1, abi.byte, comm) };
+    if rank == 0 {
+        shm::unlink(&segment_name(head.pid, head.serial));
+    }
+    let mut m = Mapped {
+        comm: 0,
+        group: 0,
+        rank,
+        all: all.iter().all(|r| r.kind == 1 || r.size == 0),
+        parts,
+        dev,
+        stream,
+        slots: segment.map_or(std::ptr::null_mut(), |(at, _)| at.cast()),
+        slots_bytes: segment.map_or(0, |(_, b)| b),
+        own: (mine.record.kind == 1).then_some((base, size as usize)),
+        origins: Vec::new(),
+        targets: Vec::new(),
+        held: Vec::new(),
+    };
+    if rc != 0 || oks.iter().any(|&b| b != 1) {
+        m.release();
+        return if rc != 0 { Err(rc) } else { Ok(Plan::Declined) };
+    }
+    // SAFETY: valid out-pointers; the caller's communicator.
+    let rc = unsafe { (p.comm_dup)(comm, &mut m.comm) };
+    if rc != 0 {
+        m.comm = 0;
+        m.release();
+        return Err(rc);
+    }
+    // SAFETY: as above; errors on cudampi's own communicator return to it.
+    unsafe {
+        (p.comm_set_errhandler)(m.comm, abi.errors_return);
+        (p.comm_group)(m.comm, &mut m.group);
+    }
+    Ok(Plan::Mapped(Box::new(m)))
+}
+
+struct Mine {
+    record: Record,
+    /// The context this process maps its peers' memory in.
+    dev: Device,
+}
+
+/// This process's record: its part, and whether it can map the others'.
+fn describe(base: *mut c_void, size: isize, disp_unit: i64) -> Mine {
+    let mut record = Record { kind: 0, maps: 0, pid: 0, serial: 0, locks: 0, _pad: 0, size: size.max(0) as u64, disp_unit, offset: 0, handle: [0; 64] };
+    let mut dev = Device::primary(0);
+    let d = driver::get();
+    match cuda::locate(base) {
+        Location::Device(own) if size > 0 && !own.managed => {
+            dev = own;
+            record.kind = 2;
+            if let (Some(d), Ok(_ctx)) = (d, InContext::enter(&own)) {
+                let (mut start, mut len): (CUdeviceptr, usize) = (0, 0);
+                let mut handle = IpcMemHandle([0; 64]);
+                // SAFETY: valid out-pointers; `base` is device memory of the current context.
+                let named = unsafe { (d.mem_get_address_range)(&mut start, &mut len, base as CUdeviceptr) == 0 && (d.ipc_get_mem_handle)(&mut handle, start) == 0 };
+                if named {
+                    record.kind = 1;
+                    record.offset = base as u64 - start;
+                    record.handle = handle.0;
+                }
+            }
+        }
+        _ => {}
+    }
+    // A host part maps its peers' memory in its first GPU's primary context.
+    record.maps = (d.is_some() && InContext::enter(&dev).is_ok()) as u32;
+    Mine { record, dev }
+}
+
+impl Mapped {
+    /// Records the window the library made, under its handle.
+    pub fn register(self: Box<Self>, win: Handle) {
+        let mut t = table();
+        t.insert(abi::get().key(win), Arc::new(Mutex::new(*self)));
+        COUNT.store(t.len(), Ordering::Relaxed);
+    }
+
+    /// This process's part is device memory: the library gets none of it.
+    pub fn own_device(&self) -> bool {
+        self.own.is_some()
+    }
+
+    /// Closes what the window opened.
+    fn release(&mut self) {
+        if let Some(d) = driver::get() {
+            if let Ok(_ctx) = InContext::enter(&self.dev) {
+                for part in self.parts.iter_mut().filter(|p| p.opened != 0) {
+                    // SAFETY: opened by `prepare`, no copy in flight (the stream is idle).
+                    unsafe { (d.ipc_close_mem_handle)(part.opened) };
+                    part.opened = 0;
+                }
+                if !self.stream.is_null() {
+                    // SAFETY: the window's stream, idle.
+                    unsafe { (d.stream_destroy)(self.stream) };
+                    self.stream = std::ptr::null_mut();
+                }
+            }
+        }
+        if !self.slots.is_null() {
+            shm::unmap(self.slots.cast(), self.slots_bytes);
+            self.slots = std::ptr::null_mut();
+        }
+        if let Some(p) = real::pmpi() {
+            if self.group != 0 {
+                // SAFETY: the group made at `prepare`.
+                unsafe { (p.group_free)(&mut self.group) };
+                self.group = 0;
+            }
+            if self.comm != 0 {
+                // SAFETY: the communicator made at `prepare`.
+                unsafe { (p.comm_free)(&mut self.comm) };
+                self.comm = 0;
+            }
+        }
+    }
+
+    /// Waits for this process's copies on the window.
+    fn settle(&self, name: &'static str, win: Handle) -> Result<(), c_int> {
+        self.settle_for(name, errors::on_window(win))
+    }
+
+    /// [`Mapped::settle`] for an operation, raising on `errh`.
+    fn settle_for(&self, name: &'static str, errh: Option<Handle>) -> Result<(), c_int> {
+        let fail = |e: CudaError| errors::cuda(name, errh, e, std::ptr::null(), 0, &self.dev);
+        let d = driver::get().ok_or(CudaError { call: "cuInit", code: 3 }).map_err(fail)?;
+        let _ctx = InContext::enter(&self.dev).map_err(fail)?;
+        // SAFETY: the window's stream.
+        check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(self.stream) }).map_err(fail)
+    }
+
+    fn slot(&self, target: c_int) -> &Slot {
+        // SAFETY: one slot per rank of the window, mapped while the window lives.
+        unsafe { &*self.slots.add(target as usize) }
+    }
+
+    /// The part of `target` if it is mapped.
+    fn part(&self, target: c_int) -> Option<&Part> {
+        self.parts.get(usize::try_from(target).ok()?).filter(|p| p.base != 0)
+    }
+
+    fn barrier(&self) -> c_int {
+        real::pmpi().map_or(abi::get().err_intern, |p| {
+            // SAFETY: the window's own communicator.
+            unsafe { (p.barrier)(self.comm) }
+        })
+    }
+
+    /// Ranks in the window of the members of `group`.
+    fn ranks_of(&self, group: Handle) -> Vec<c_int> {
+        let Some(p) = real::pmpi() else { return Vec::new() };
+        let mut n = 0;
+        // SAFETY: the caller's group; valid out-pointer.
+        if unsafe { (p.group_size)(group, &mut n) } != 0 || n <= 0 {
+            return Vec::new();
+        }
+        let ranks: Vec<c_int> = (0..n).collect();
+        let mut out = vec![abi::UNDEFINED; n as usize];
+        // SAFETY: n ranks in, n out.
+        unsafe { (p.group_translate_ranks)(group, n, ranks.as_ptr(), self.group, out.as_mut_ptr()) };
+        out.retain(|&r| r != abi::UNDEFINED && r != self.rank);
+        out
+    }
+}
+
+/// Waits on a word of the lock segment, keeping the library progressing (a peer's call may need
+/// this process to progress before it lets the word go).
+fn spin_until(comm: Handle, mut taken: impl FnMut() -> bool) {
+    let p = real::pmpi();
+    let mut round = 0u32;
+    while !taken() {
+        round += 1;
+        if round % 64 == 0 {
+            if let Some(p) = p {
+                let mut flag = 0;
+                let mut status = abi::Status::zeroed();
+                // SAFETY: the window's own communicator; valid out-pointers.
+                unsafe { (p.iprobe)(abi::get().any_source, abi::get().any_tag, comm, &mut flag, status.as_mut_ptr()) };
+            }
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+fn take_shared(s: &Slot, comm: Handle) {
+    spin_until(comm, || {
+        let v = s.lock.load(Ordering::Acquire);
+        v & WRITER == 0 && s.lock.compare_exchange(v, v + 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
+    });
+}
+
+fn take_exclusive(s: &Slot, comm: Handle) {
+    spin_until(comm, || s.lock.compare_exchange(0, WRITER, Ordering::Acquire, Ordering::Relaxed).is_ok());
+}
+
+fn give_back(s: &Slot, exclusive: bool) {
+    match exclusive {
+        true => s.lock.store(0, Ordering::Release),
+        false => {
+            s.lock.fetch_sub(1, Ordering::Release);
+        }
+    }
+}
+
+/// The outcome of a synchronisation call: the library's code first, then cudampi's.
+fn outcome(rc: c_int, mine: Result<(), c_int>) -> c_int {
+    if rc != 0 {
+        rc
+    } else {
+        mine.err().unwrap_or(0)
+    }
+}
+
+/// `MPI_Win_fence`: the copies are done, then the library's fence (for host parts), then the
+/// barrier (not when the fence neither ends nor starts an epoch).
+pub fn fence(name: &'static str, assert: c_int, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    let Some(m) = get(win) else { return call() };
+    let m = lock(&m);
+    let settled = m.settle(name, win);
+    let rc = if m.all { 0 } else { call() };
+    let abi = abi::get();
+    let quiet = assert & abi.mode_noprecede != 0 && assert & abi.mode_nosucceed != 0;
+    let rc = if rc == 0 && !quiet { m.barrier() } else { rc };
+    outcome(rc, settled)
+}
+
+/// `MPI_Win_post`: each origin of `group` hears that this part is exposed.
+pub fn post(_name: &'static str, group: Handle, assert: c_int, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    let Some(m) = get(win) else { return call() };
+    let mut m = lock(&m);
+    let rc = if m.all { 0 } else { call() };
+    if rc != 0 {
+        return rc;
+    }
+    m.origins = m.ranks_of(group);
+    if assert & abi::get().mode_nocheck == 0 {
+        message_each(&m.origins, POSTED_TAG, m.comm)
+    } else {
+        0
+    }
+}
+
+/// `MPI_Win_start`: waits until each target of `group` has posted.
+pub fn start(_name: &'static str, group: Handle, assert: c_int, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    let Some(m) = get(win) else { return call() };
+    let mut m = lock(&m);
+    let rc = if m.all { 0 } else { call() };
+    if rc != 0 {
+        return rc;
+    }
+    m.targets = m.ranks_of(group);
+    if assert & abi::get().mode_nocheck == 0 {
+        take_each(&m.targets, POSTED_TAG, m.comm)
+    } else {
+        0
+    }
+}
+
+/// `MPI_Win_complete`: the copies are done, then each target hears so.
+pub fn complete(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    let Some(m) = get(win) else { return call() };
+    let mut m = lock(&m);
+    let settled = m.settle(name, win);
+    let targets = std::mem::take(&mut m.targets);
+    let sent = message_each(&targets, DONE_TAG, m.comm);
+    let rc = if m.all { 0 } else { call() };
+    outcome(if rc != 0 { rc } else { sent }, settled)
+}
+
+/// `MPI_Win_wait`: each origin of the exposure epoch has completed.
+pub fn wait(_name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    let Some(m) = get(win) else { return call() };
+    let mut m = lock(&m);
+    let rc = if m.all { 0 } else { call() };
+    if rc != 0 {
+        return rc;
+    }
+    let origins = std::mem::take(&mut m.origins);
+    take_each(&origins, DONE_TAG, m.comm)
+}
+
+/// `MPI_Win_test`: as `wait` once every origin's message is there, else `flag` 0.
+pub fn test(_name: &'static str, win: Handle, flag: *mut c_int, call: impl FnOnce() -> c_int) -> c_int {
+    let Some(m) = get(win) else { return call() };
+    let mut m = lock(&m);
+    if !m.all {
+        let rc = call();
+        // SAFETY: the caller's flag, which the library has just set.
+        if rc != 0 || flag.is_null() || unsafe { *flag } == 0 {
+            return rc;
+        }
+    }
+    let Some(p) = real::pmpi() else { return abi::get().err_intern };
+    let comm = m.comm;
+    let arrived = m.origins.iter().all(|&r| {
+        let mut there = 0;
+        let mut status = abi::Status::zeroed();
+        // SAFETY: the window's communicator; valid out-pointers.
+        unsafe { (p.iprobe)(r, DONE_TAG, comm, &mut there, status.as_mut_ptr()) == 0 && there != 0 }
+    });
+    if !flag.is_null() {
+        // SAFETY: the caller's flag.
+        unsafe { *flag = arrived as c_int };
+    }
+    if !arrived {
+        return 0;
+    }
+    let origins = std::mem::take(&mut m.origins);
+    take_each(&origins, DONE_TAG, comm)
+}
+
+fn message_each(ranks: &[c_int], tag: c_int, comm: Handle) -> c_int {
+    let (Some(p), abi) = (real::pmpi(), abi::get()) else { return abi::get().err_intern };
+    ranks.iter().fold(0, |first, &r| {
+        // SAFETY: no bytes, on the window's communicator.
+        let rc = unsafe { (p.send)(std::ptr::null(), 0, abi.byte, r, tag, comm) };
+        if first != 0 {
+            first
+        } else {
+            rc
+        }
+    })
+}
+
+fn take_each(ranks: &[c_int], tag: c_int, comm: Handle) -> c_int {
+    let (Some(p), abi) = (real::pmpi(), abi::get()) else { return abi::get().err_intern };
+    ranks.iter().fold(0, |first, &r| {
+        let mut status = abi::Status::zeroed();
+        let mut req: Handle = 0;
+        // SAFETY: no bytes, on the window's communicator; waited for at once.
+        let rc = unsafe {
+            match (p.irecv)(std::ptr::null_mut(), 0, abi.byte, r, tag, comm, &mut req) {
+                0 => (p.wait)((&mut req as *mut Handle).cast(), status.as_mut_ptr()),
+                rc => rc,
+            }
+        };
+        if first != 0 {
+            first
+        } else {
+            rc
+        }
+    })
+}
+
+/// `MPI_Win_lock` (`Some((lock_type, rank))`) and `MPI_Win_lock_all` (`None`).
+pub fn lock_target(_name: &'static str, which: Option<(c_int, c_int)>, assert: c_int, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    let Some(m) = get(win) else { return call() };
+    let mut m = lock(&m);
+    let abi = abi::get();
+    let wanted: Vec<(c_int, bool)> = match which {
+        Some((kind, r)) => vec![(r, kind == abi.lock_exclusive)],
+        None => (0..m.parts.len() as c_int).map(|r| (r, false)).collect(),
+    };
+    if assert & abi.mode_nocheck == 0 {
+        let mapped: Vec<(c_int, bool)> = wanted.into_iter().filter(|(r, _)| m.part(*r).is_some()).collect();
+        for (r, exclusive) in mapped {
+            match exclusive {
+                true => take_exclusive(m.slot(r), m.comm),
+                false => take_shared(m.slot(r), m.comm),
+            }
+            m.held.push((r, exclusive));
+        }
+    }
+    if m.all {
+        return 0;
+    }
+    call()
+}
+
+/// `MPI_Win_unlock` (`Some(rank)`) and `MPI_Win_unlock_all` (`None`): the copies are done, then
+/// the locks go.
+pub fn unlock(name: &'static str, target: Option<c_int>, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    let Some(m) = get(win) else { return call() };
+    let mut m = lock(&m);
+    let settled = m.settle(name, win);
+    let rc = if m.all { 0 } else { call() };
+    let held = std::mem::take(&mut m.held);
+    let (gone, kept): (Vec<_>, Vec<_>) = held.into_iter().partition(|(r, _)| target.map_or(true, |t| t == *r));
+    for (r, exclusive) in gone {
+        give_back(m.slot(r), exclusive);
+    }
+    m.held = kept;
+    outcome(rc, settled)
+}
+
+/// `MPI_Win_flush(_local)(_all)`: the copies are done.
+pub fn flush(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    let Some(m) = get(win) else { return call() };
+    let m = lock(&m);
+    let settled = m.settle(name, win);
+    let rc = if m.all { 0 } else { call() };
+    outcome(rc, settled)
+}
+
+/// `MPI_Win_sync`: a window with all its parts mapped is in no epoch of the library's, which
+/// some libraries check here; the call only orders this process's accesses.
+pub fn sync(win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    match get(win) {
+        Some(m) if lock(&m).all => {
+            std::sync::atomic::fence(Ordering::SeqCst);
+            0
+        }
+        _ => call(),
+    }
+}
+
+/// `MPI_Win_free`: the copies are done and every process is past them, then the mappings go.
+pub fn free(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    let Some(m) = get(win) else { return call() };
+    let settled = lock(&m).settle(name, win);
+    let synced = lock(&m).barrier();
+    let rc = call();
+    if rc != 0 {
+        return rc;
+    }
+    let gone = {
+        let mut t = table();
+        let gone = t.remove(&abi::get().key(win));
+        COUNT.store(t.len(), Ordering::Relaxed);
+        gone
+    };
+    if let Some(g) = gone {
+        lock(&g).release();
+    }
+    outcome(synced, settled)
+}
+
+/// `MPI_Win_get_attr` of a mapped window with a device part: its base, size and model.
+pub fn attribute(win: Handle, keyval: c_int, value: *mut c_void) {
+    let Some(m) = get(win) else { return };
+    let m = lock(&m);
+    let abi = abi::get();
+    let Some((base, size)) = m.own else { return };
+    if keyval == abi.win_base {
+        // SAFETY: for MPI_WIN_BASE the library stores the base address at `value`.
+        unsafe { value.cast::<*mut c_void>().write_unaligned(base) };
+    } else if keyval == abi.win_size {
+        // The attribute's value is a pointer to the size, which must outlive the call: one
+        // per window, kept with it.
+        static SIZES: Mutex<Vec<Box<isize>>> = Mutex::new(Vec::new());
+        let mut sizes = SIZES.lock().unwrap_or_else(|e| e.into_inner());
+        let at = match sizes.iter().find(|s| ***s == size as isize) {
+            Some(s) => &**s as *const isize,
+            None => {
+                sizes.push(Box::new(size as isize));
+                &**sizes.last().expect("just pushed") as *const isize
+            }
+        };
+        // SAFETY: for MPI_WIN_SIZE the library stores a pointer to an MPI_Aint at `value`.
+        unsafe { value.cast::<*const isize>().write_unaligned(at) };
+    } else if keyval == abi.win_model {
+        static UNIFIED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+        UNIFIED.store(abi.win_unified, Ordering::Relaxed);
+        // SAFETY: for MPI_WIN_MODEL the library stores a pointer to an int at `value`.
+        unsafe { value.cast::<*mut c_int>().write_unaligned(UNIFIED.as_ptr()) };
+    }
+}
+
+/// Forgets every window (after the library's `MPI_Finalize`, which freed its communicators).
+pub fn clear() {
+    let all = std::mem::take(&mut *table());
+    COUNT.store(0, Ordering::Relaxed);
+    for m in all.into_values() {
+        let mut m = lock(&m);
+        m.comm = 0;
+        m.group = 0;
+        m.release();
+    }
+}
+
+// ---- the operations ----
+
+/// `count` elements of `datatype` at `at`.
+pub type Buf = (*const c_void, i64, Handle);
+
+/// Where an operation lands in its target: displacement, count, datatype.
+pub type Target = (isize, i64, Handle);
+
+/// One side of an operation: its bytes, in host or device memory.
+struct Side {
+    at: *mut c_void,
+    count: i64,
+    dt: Handle,
+    t: TypeInfo,
+    /// The device memory's GPU, `None` for host memory.
+    dev: Option<Device>,
+}
+
+impl Side {
+    fn of(name: &'static str, errh: Option<Handle>, (at, count, dt): Buf, dev: Option<Device>) -> Result<Side, c_int> {
+        if count < 0 {
+            return Err(errors::raise(errh, abi::get().err_count));
+        }
+        let t = datatype::query(dt).map_err(|e| {
+            log::error(format_args!("{name}: the datatype is not one the MPI library knows"));
+            errors::raise(errh, e)
+        })?;
+        Ok(Side { at: at as *mut c_void, count, dt, t, dev })
+    }
+
+    fn located(name: &'static str, errh: Option<Handle>, buf: Buf) -> Result<Side, c_int> {
+        let dev = match cuda::locate(buf.0) {
+            Location::Device(d) => Some(d),
+            Location::Unreadable if buf.1 > 0 => return Err(errors::unreadable(name, errh, buf.0)),
+            _ => None,
+        };
+        Side::of(name, errh, buf, dev)
+    }
+
+    fn bytes(&self) -> usize {
+        (self.count * self.t.size) as usize
+    }
+
+    /// One run of bytes at `at`.
+    fn contiguous(&self) -> bool {
+        self.t.packed() || self.count <= 1 && self.t.true_lb == 0 && self.t.true_extent == self.t.size
+    }
+
+    /// The span's first byte and the blocks of the payload within it, in MPI's order.
+    fn blocks(&self) -> Option<(*mut c_void, typemap::Form)> {
+        let span = self.t.span(self.count).ok()?;
+        let element = typemap::element(self.dt, &self.t)?;
+        let form = typemap::message_of(self.dt, &element, self.count, self.t.extent, span.offset, span.len)?;
+        Some((self.at.cast::<u8>().wrapping_offset(span.offset as isize).cast(), form))
+    }
+
+    /// Copies the payload, packed, to `out` (host memory of `bytes()`).
+    fn read(&self, name: &'static str, errh: Option<Handle>, out: &mut [u8]) -> Result<(), c_int> {
+        let n = self.bytes();
+        match self.dev {
+            Some(dev) if self.contiguous() => {
+                let fail = |e| errors::cuda(name, errh, e, self.at, n, &dev);
+                let ctx = InContext::enter(&dev).map_err(fail)?;
+                ctx.to_host(out.as_mut_ptr().cast(), self.at, n, false).map_err(fail)
+            }
+            Some(dev) => {
+                let (user, form) = self.blocks().ok_or_else(|| too_complex(name, errh))?;
+                let w = Window { dev, user, host: out.as_mut_ptr().cast(), len: n, pinned: false, packed: std::ptr::null_mut(), payload: true };
+                w.blocks_to_host(name, errh, &form)
+            }
+            None if self.contiguous() => {
+                // SAFETY: host memory holding the payload (the program's buffer).
+                unsafe { std::ptr::copy_nonoverlapping(self.at.cast::<u8>(), out.as_mut_ptr(), n) };
+                Ok(())
+            }
+            None => self.host_pack(name, errh, out.as_mut_ptr(), n, true),
+        }
+    }
+
+    /// Copies packed bytes from `from` into the payload's places; no other byte is written.
+    fn write(&self, name: &'static str, errh: Option<Handle>, from: &[u8]) -> Result<(), c_int> {
+        let n = self.bytes();
+        match self.dev {
+            Some(dev) if self.contiguous() => {
+                let fail = |e| errors::cuda(name, errh, e, self.at, n, &dev);
+                let ctx = InContext::enter(&dev).map_err(fail)?;
+                ctx.runs_to_device(self.at, from.as_ptr().cast(), &[(0, n)], None).map_err(fail)
+            }
+            Some(dev) => {
+                let (user, form) = self.blocks().ok_or_else(|| too_complex(name, errh))?;
+                let w = Window { dev, user, host: from.as_ptr() as *mut c_void, len: n, pinned: false, packed: std::ptr::null_mut(), payload: true };
+                w.blocks_to_device(name, errh, &form)
+            }
+            None if self.contiguous() => {
+                // SAFETY: host memory holding the payload (the program's buffer).
+                unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), self.at.cast::<u8>(), n) };
+                Ok(())
+            }
+            None => self.host_pack(name, errh, from.as_ptr() as *mut u8, n, false),
+        }
+    }
+
+    /// Packs the host payload into `packed` (`len` bytes), or unpacks it from there, with the
+    /// library's own `MPI_Pack` and `MPI_Unpack`.
+    fn host_pack(&self, name: &'static str, errh: Option<Handle>, packed: *mut u8, len: usize, pack: bool) -> Result<(), c_int> {
+        let abi = abi::get();
+        let p = real::pmpi().ok_or(abi.err_intern)?;
+        let (Ok(count), Ok(size)) = (c_int::try_from(self.count), c_int::try_from(len)) else {
+            log::error(format_args!("{name}: more than 2^31 bytes of a datatype with gaps in host memory, on a device window"));
+            return Err(errors::raise(errh, abi.err_count));
+        };
+        let comm = datatype::quiet::comm().map_err(|e| errors::raise(errh, e))?;
+        let mut position: c_int = 0;
+        // SAFETY: `packed` holds `len` bytes, the payload of `count` elements at `at`.
+        let rc = unsafe {
+            match pack {
+                true => (p.pack)(self.at, count, self.dt, packed.cast(), size, &mut position, comm),
+                false => (p.unpack)(packed.cast(), size, &mut position, self.at, count, self.dt, comm),
+            }
+        };
+        match rc {
+            0 => Ok(()),
+            rc => Err(errors::raise(errh, rc)),
+        }
+    }
+}
+
+fn too_complex(name: &'static str, errh: Option<Handle>) -> c_int {
+    log::error(format_args!("{name}: the datatype has more blocks than cudampi copies on a device window ({})", typemap::MAX_BLOCKS));
+    errors::raise(errh, abi::get().err_type)
+}
+
+/// An operation on a target of a mapped window.
+pub enum What {
+    Put(Buf),
+    Get(Buf),
+    /// `MPI_Accumulate`: origin, operation.
+    Accumulate(Buf, Handle),
+    /// `MPI_Get_accumulate` and `MPI_Fetch_and_op`: origin, result, operation.
+    GetAccumulate(Buf, Buf, Handle),
+    /// `MPI_Compare_and_swap`: origin, compare, result (one element each).
+    CompareAndSwap(Buf, Buf, Buf),
+}
+
+/// Carries out `what` on `target` of window `win` when that target's part is mapped; `None`
+/// leaves it to the library's path (not a mapped window, a host part, `MPI_PROC_NULL`). A
+/// request form (`request` not null) gets a request that is complete: its copies are done.
+pub fn operate(name: &'static str, win: Handle, target: c_int, at: Target, what: What, request: *mut c_void) -> Option<c_int> {
+    let m = get(win)?;
+    let m = lock(&m);
+    let part = m.part(target)?;
+    let errh = errors::on_window(win);
+    let rc = match run(name, &m, part, at, what, errh) {
+        Ok(()) => 0,
+        Err(rc) => return Some(rc),
+    };
+    if request.is_null() {
+        return Some(rc);
+    }
+    if let Err(rc) = m.settle(name, win) {
+        return Some(rc);
+    }
+    Some(held::completed(request, &abi::Status::zeroed(), 0))
+}
+
+fn run(name: &'static str, m: &Mapped, part: &Part, (disp, count, dt): Target, what: What, errh: Option<Handle>) -> Result<(), c_int> {
+    let abi = abi::get();
+    let at = (part.base as i64).wrapping_add((disp as i64).wrapping_mul(part.disp_unit));
+    let target = Side::of(name, errh, (at as *const c_void, count, dt), Some(m.dev))?;
+    let span = target.t.span(count).map_err(|e| errors::raise(errh, e))?;
+    let first = disp as i64 * part.disp_unit + span.offset;
+    if disp < 0 || first < 0 || first as u64 + span.len as u64 > part.size as u64 {
+        log::error(format_args!(
+            "{name}: bytes {first} to {} of the target's window, which has {} bytes",
+            first + span.len as i64,
+            part.size
+        ));
+        return Err(errors::raise(errh, abi.err_rma_range));
+    }
+    match what {
+        What::Put(origin) => {
+            let origin = matching(name, errh, origin, &target)?;
+            copy(name, m, &origin, &target, errh)
+        }
+        What::Get(result) => {
+            let result = matching(name, errh, result, &target)?;
+            copy(name, m, &target, &result, errh)
+        }
+        What::Accumulate(origin, op) => {
+            let origin = matching(name, errh, origin, &target)?;
+            if abi.same(op, abi.op_no_op) {
+                return Ok(());
+            }
+            let _held = Exclusive::take(m, part_rank(m, part));
+            m.settle_for(name, errh)?;
+            combine(name, errh, &origin, &target, op, None)
+        }
+        What::GetAccumulate(origin, result, op) => {
+            let result = matching(name, errh, result, &target)?;
+            let origin = if abi.same(op, abi.op_no_op) { None } else { Some(matching(name, errh, origin, &target)?) };
+            let _held = Exclusive::take(m, part_rank(m, part));
+            m.settle_for(name, errh)?;
+            match origin {
+                Some(origin) => combine(name, errh, &origin, &target, op, Some(&result)),
+                None => {
+                    let mut old = vec![0u8; target.bytes()];
+                    target.read(name, errh, &mut old)?;
+                    result.write(name, errh, &old)
+                }
+            }
+        }
+        What::CompareAndSwap(origin, compare, result) => {
+            let (origin, compare, result) = (matching(name, errh, origin, &target)?, matching(name, errh, compare, &target)?, matching(name, errh, result, &target)?);
+            let _held = Exclusive::take(m, part_rank(m, part));
+            m.settle_for(name, errh)?;
+            let n = target.bytes();
+            let (mut old, mut expected, mut new) = (vec![0u8; n], vec![0u8; n], vec![0u8; n]);
+            target.read(name, errh, &mut old)?;
+            compare.read(name, errh, &mut expected)?;
+            origin.read(name, errh, &mut new)?;
+            result.write(name, errh, &old)?;
+            if old == expected {
+                target.write(name, errh, &new)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The origin-side buffer of an operation, which must carry as many bytes as the target.
+fn matching(name: &'static str, errh: Option<Handle>, buf: Buf, target: &Side) -> Result<Side, c_int> {
+    let side = Side::located(name, errh, buf)?;
+    if side.bytes() != target.bytes() {
+        log::error(format_args!("{name}: {} bytes at the origin, {} at the target: the type signatures must match", side.bytes(), target.bytes()));
+        return Err(errors::raise(errh, abi::get().err_type));
+    }
+    Ok(side)
+}
+
+fn part_rank(m: &Mapped, part: &Part) -> c_int {
+    m.parts.iter().position(|p| std::ptr::eq(p, part)).unwrap_or(0) as c_int
+}
+
+/// Copies the payload of `from` to `to`: one GPU copy on the window's stream where both are
+/// contiguous, else packed through host memory.
+fn copy(name: &'static str, m: &Mapped, from: &Side, to: &Side, errh: Option<Handle>) -> Result<(), c_int> {
+    let n = from.bytes();
+    if n == 0 {
+        return Ok(());
+    }
+    if from.contiguous() && to.contiguous() {
+        let fail = |e| errors::cuda(name, errh, e, to.at, n, &m.dev);
+        let d = driver::get().ok_or(CudaError { call: "cuInit", code: 3 }).map_err(fail)?;
+        let _ctx = InContext::enter(&m.dev).map_err(fail)?;
+        // SAFETY: both hold `n` bytes (the range was checked against the target's part); a
+        // copy from or to pageable host memory is complete on return, a device one on the
+        // window's stream completes at the next synchronisation.
+        let rc = unsafe {
+            match (from.dev.is_some(), to.dev.is_some()) {
+                (true, true) => check("cuMemcpyDtoDAsync", (d.memcpy_dtod_async)(to.at as CUdeviceptr, from.at as CUdeviceptr, n, m.stream)),
+                (false, true) => check("cuMemcpyHtoD", (d.memcpy_htod)(to.at as CUdeviceptr, from.at, n)),
+                (true, false) => check("cuMemcpyDtoH", (d.memcpy_dtoh)(to.at, from.at as CUdeviceptr, n)),
+                (false, false) => {
+                    std::ptr::copy_nonoverlapping(from.at.cast::<u8>(), to.at.cast::<u8>(), n);
+                    Ok(())
+                }
+            }
+        };
+        return rc.map_err(fail);
+    }
+    let mut bytes = vec![0u8; n];
+    from.read(name, errh, &mut bytes)?;
+    to.write(name, errh, &bytes)
+}
+
+/// `target = origin op target` with the library's `MPI_Reduce_local`, the old target bytes to
+/// `result` first where there is one.
+fn combine(name: &'static str, errh: Option<Handle>, origin: &Side, target: &Side, op: Handle, result: Option<&Side>) -> Result<(), c_int> {
+    let abi = abi::get();
+    let n = target.bytes();
+    let mut old = vec![0u8; n];
+    target.read(name, errh, &mut old)?;
+    if let Some(result) = result {
+        result.write(name, errh, &old)?;
+    }
+    let mut new = vec![0u8; n];
+    origin.read(name, errh, &mut new)?;
+    if abi.same(op, abi.op_replace) {
+        return target.write(name, errh, &new);
+    }
+    let (element, size) = element_of(target).ok_or_else(|| {
+        log::error(format_args!("{name}: an accumulate's datatype must consist of one predefined type"));
+        errors::raise(errh, abi.err_type)
+    })?;
+    let p = real::pmpi().ok_or(abi.err_intern)?;
+    let Ok(elements) = c_int::try_from(n as i64 / size) else {
+        log::error(format_args!("{name}: more than 2^31 elements in one accumulate on a device window"));
+        return Err(errors::raise(errh, abi.err_count));
+    };
+    // SAFETY: both buffers hold `elements` packed elements of `element`.
+    let rc = unsafe { (p.reduce_local)(new.as_ptr().cast(), old.as_mut_ptr().cast(), elements, element, op) };
+    if rc != 0 {
+        return Err(errors::raise(errh, rc));
+    }
+    target.write(name, errh, &old)
+}
+
+/// The one predefined type a side's payload consists of, and its size.
+fn element_of(side: &Side) -> Option<(Handle, i64)> {
+    if side.t.named {
+        return Some((side.dt, side.t.size));
+    }
+    typemap::analysis(side.dt, &side.t).base
+}
+
+/// A target's accumulate lock, held for one operation.
+struct Exclusive<'a>(&'a Slot);
+
+impl<'a> Exclusive<'a> {
+    fn take(m: &'a Mapped, target: c_int) -> Exclusive<'a> {
+        let s = m.slot(target);
+        spin_until(m.comm, || s.acc.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed).is_ok());
+        Exclusive(s)
+    }
+}
+
+impl Drop for Exclusive<'_> {
+    fn drop(&mut self) {
+        self.0.acc.store(0, Ordering::Release);
+    }
+}
