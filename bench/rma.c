@@ -12,8 +12,10 @@
  *
  *   put_lat, get_lat   one MPI_Put (MPI_Get) and MPI_Win_flush, in a MPI_Win_lock_all epoch;
  *                      us per operation, mean over ITERS after WARMUP
+ *   acc_lat            one MPI_Accumulate (MPI_SUM of size/8 doubles) and MPI_Win_flush, likewise
  *   put_fence          MPI_Win_fence, MPI_Put, MPI_Win_fence on both ranks: the time until the
  *                      data is in the target's window memory, a device window's copy included
+ *   get_fence          the same with MPI_Get
  *   put_bw, get_bw     WINDOW operations, then one MPI_Win_flush; MB/s (10^6 bytes per second)
  *
  * A device window's remote updates reach its device memory at the target's synchronisation
@@ -60,12 +62,14 @@ static const char *way_name[W_N] = {"host", "dev-origin", "dev-window", "dev-bot
 static const char *way_key[W_N] = {"host", "device_origin", "device_window", "device_both"};
 static const int way_dev_win[W_N] = {0, 0, 1, 1}, way_dev_buf[W_N] = {0, 1, 0, 1};
 
-enum { M_PUT_LAT, M_GET_LAT, M_PUT_FENCE, M_PUT_BW, M_GET_BW, M_N };
-static const char *metric_key[M_N] = {"put_lat", "get_lat", "put_fence", "put_bw", "get_bw"};
+enum { M_PUT_LAT, M_GET_LAT, M_ACC_LAT, M_PUT_FENCE, M_GET_FENCE, M_PUT_BW, M_GET_BW, M_N };
+static const char *metric_key[M_N] = {"put_lat", "get_lat", "acc_lat", "put_fence", "get_fence", "put_bw", "get_bw"};
 static const char *metric_title[M_N] = {
     "MPI_Put + MPI_Win_flush (lock_all epoch): us per operation",
     "MPI_Get + MPI_Win_flush (lock_all epoch): us per operation",
+    "MPI_Accumulate (MPI_SUM of doubles) + MPI_Win_flush (lock_all epoch): us per operation",
     "MPI_Win_fence, MPI_Put, MPI_Win_fence: us per epoch",
+    "MPI_Win_fence, MPI_Get, MPI_Win_fence: us per epoch",
     "MPI_Put bandwidth (WINDOW puts per flush): MB/s",
     "MPI_Get bandwidth (WINDOW gets per flush): MB/s",
 };
@@ -138,14 +142,18 @@ static void measure(int w, size_t size, int iters, int warmup, int window, int c
 
     /* Passive target: rank 0 works, rank 1 waits in the barrier (which progresses MPI). */
     MPI_Win_lock_all(0, win);
-    double t[4] = {0, 0, 0, 0};
+    double t[5] = {0, 0, 0, 0, 0};
     if (rank == 0) {
-        for (int m = 0; m < 4; m++) {
-            int get = m == 1 || m == 3, per = m < 2 ? 1 : window;
+        for (int m = 0; m < 5; m++) {
+            /* m: put, get, put window, get window, accumulate */
+            int get = m == 1 || m == 3, per = m == 2 || m == 3 ? window : 1;
+            if (m == 4 && size < sizeof(double)) continue;
             for (int i = -warmup; i < iters; i++) {
                 double t0 = MPI_Wtime();
                 for (int k = 0; k < per; k++)
-                    if (get)
+                    if (m == 4)
+                        MPI_Accumulate(buf, count / 8, MPI_DOUBLE, 1, 0, count / 8, MPI_DOUBLE, MPI_SUM, win);
+                    else if (get)
                         MPI_Get(buf, count, MPI_BYTE, 1, 0, count, MPI_BYTE, win);
                     else
                         MPI_Put(buf, count, MPI_BYTE, 1, 0, count, MPI_BYTE, win);
@@ -161,6 +169,7 @@ static void measure(int w, size_t size, int iters, int warmup, int window, int c
     res[M_GET_LAT] = t[1] * 1e6 / iters;
     res[M_PUT_BW] = t[2] > 0 ? (double)size * window * iters / t[2] / 1e6 : NAN;
     res[M_GET_BW] = t[3] > 0 ? (double)size * window * iters / t[3] / 1e6 : NAN;
+    res[M_ACC_LAT] = t[4] > 0 ? t[4] * 1e6 / iters : NAN;
 
     /* Active target: the fence makes the put visible in the target's window memory. */
     if (check) fill(db, buf, size, 0x33);
@@ -176,6 +185,16 @@ static void measure(int w, size_t size, int iters, int warmup, int window, int c
     double mx = 0;
     MPI_Allreduce(&tf, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     res[M_PUT_FENCE] = mx * 1e6 / iters;
+    tf = 0;
+    for (int i = -warmup; i < iters; i++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = MPI_Wtime();
+        if (rank == 0) MPI_Get(buf, count, MPI_BYTE, 1, 0, count, MPI_BYTE, win);
+        MPI_Win_fence(0, win);
+        if (i >= 0) tf += MPI_Wtime() - t0;
+    }
+    MPI_Allreduce(&tf, &mx, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    res[M_GET_FENCE] = mx * 1e6 / iters;
     if (check) {
         if (rank == 1 && !all_equal(dw, winbuf, size, 0x33)) {
             fprintf(stderr, "rma: %s, %zu bytes: the target's window does not hold the put's bytes\n", way_name[w], size);

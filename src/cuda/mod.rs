@@ -9,6 +9,7 @@ mod mapwatch;
 pub mod nccl;
 pub mod pack;
 pub mod pointer;
+pub mod reduce;
 pub mod signal;
 pub mod strided;
 

@@ -17,7 +17,7 @@ mod agreement;
 mod board;
 mod flight;
 mod jobs;
-mod kinds;
+pub mod kinds;
 
 use std::ffi::c_int;
 use std::time::Duration;

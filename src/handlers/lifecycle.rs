@@ -66,6 +66,7 @@ pub fn finalize(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
     pool::release_all();
     cuda::signal::release();
     cuda::pack::release();
+    cuda::reduce::release();
     cuda::copy::release_contexts();
     rc
 }

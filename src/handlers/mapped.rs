@@ -43,7 +43,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::base::{config, log, shm};
 use crate::cuda::copy::check;
 use crate::cuda::driver::{self, CUdeviceptr, IpcMemHandle};
-use crate::cuda::{self, CudaError, Device, InContext, Location};
+use crate::cuda::{self, reduce, CudaError, Device, InContext, Location};
+use crate::engine::kinds;
 use crate::fastpath::{self, held};
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::datatype::{self, TypeInfo};
@@ -916,7 +917,8 @@ fn run(name: &'static str, m: &Mapped, part: &Part, (disp, count, dt): Target, w
             }
             let _held = Exclusive::take(m, part_rank(m, part));
             m.settle_for(name, errh)?;
-            combine(name, errh, &origin, &target, op, None)
+            combine(name, m, errh, &origin, &target, op, None)?;
+            m.settle_for(name, errh)
         }
         What::GetAccumulate(origin, result, op) => {
             let result = matching(name, errh, result, &target)?;
@@ -924,13 +926,10 @@ fn run(name: &'static str, m: &Mapped, part: &Part, (disp, count, dt): Target, w
             let _held = Exclusive::take(m, part_rank(m, part));
             m.settle_for(name, errh)?;
             match origin {
-                Some(origin) => combine(name, errh, &origin, &target, op, Some(&result)),
-                None => {
-                    let mut old = vec![0u8; target.bytes()];
-                    target.read(name, errh, &mut old)?;
-                    result.write(name, errh, &old)
-                }
+                Some(origin) => combine(name, m, errh, &origin, &target, op, Some(&result))?,
+                None => copy(name, m, &target, &result, errh)?,
             }
+            m.settle_for(name, errh)
         }
         What::CompareAndSwap(origin, compare, result) => {
             let (origin, compare, result) = (matching(name, errh, origin, &target)?, matching(name, errh, compare, &target)?, matching(name, errh, result, &target)?);
@@ -996,10 +995,34 @@ fn copy(name: &'static str, m: &Mapped, from: &Side, to: &Side, errh: Option<Han
     to.write(name, errh, &bytes)
 }
 
-/// `target = origin op target` with the library's `MPI_Reduce_local`, the old target bytes to
-/// `result` first where there is one.
-fn combine(name: &'static str, errh: Option<Handle>, origin: &Side, target: &Side, op: Handle, result: Option<&Side>) -> Result<(), c_int> {
+/// `target = origin op target`, the old target bytes to `result` first where there is one:
+/// with cudampi's reduction kernel on the window's stream where it has the type and the
+/// operation and the buffers are contiguous device memory of the window's GPU, else in host
+/// memory with the library's `MPI_Reduce_local`. The caller holds the target's accumulate lock
+/// and waits for the stream.
+fn combine(name: &'static str, m: &Mapped, errh: Option<Handle>, origin: &Side, target: &Side, op: Handle, result: Option<&Side>) -> Result<(), c_int> {
     let abi = abi::get();
+    if abi.same(op, abi.op_replace) {
+        if let Some(result) = result {
+            copy(name, m, target, result, errh)?;
+        }
+        return copy(name, m, origin, target, errh);
+    }
+    let element = element_of(target);
+    let here = |s: &Side| s.contiguous() && s.dev.is_some_and(|d| d.ordinal == m.dev.ordinal && !d.managed);
+    if let Some((e, o)) = element.and_then(|(dt, _)| on_gpu(dt, op)).filter(|_| here(origin) && target.contiguous()) {
+        if let Some(result) = result {
+            copy(name, m, target, result, errh)?;
+        }
+        let n = target.bytes();
+        let fail = |err| errors::cuda(name, errh, err, target.at, n, &m.dev);
+        let ctx = InContext::enter(&m.dev).map_err(fail)?;
+        if reduce::combine(&ctx, m.stream, target.at as CUdeviceptr, origin.at as CUdeviceptr, n / e.bytes(), e, o).map_err(fail)? {
+            return Ok(());
+        }
+        // No kernel here after all: the result, if any, is copied again below, the same bytes.
+    }
+    m.settle_for(name, errh)?;
     let n = target.bytes();
     let mut old = vec![0u8; n];
     target.read(name, errh, &mut old)?;
@@ -1008,10 +1031,7 @@ fn combine(name: &'static str, errh: Option<Handle>, origin: &Side, target: &Sid
     }
     let mut new = vec![0u8; n];
     origin.read(name, errh, &mut new)?;
-    if abi.same(op, abi.op_replace) {
-        return target.write(name, errh, &new);
-    }
-    let (element, size) = element_of(target).ok_or_else(|| {
+    let (element, size) = element.ok_or_else(|| {
         log::error(format_args!("{name}: an accumulate's datatype must consist of one predefined type"));
         errors::raise(errh, abi.err_type)
     })?;
@@ -1026,6 +1046,29 @@ fn combine(name: &'static str, errh: Option<Handle>, origin: &Side, target: &Sid
         return Err(errors::raise(errh, rc));
     }
     target.write(name, errh, &old)
+}
+
+/// The reduction kernel's element type and operation for `datatype` and `op`, where it has
+/// them (the types and operations NCCL has, less the 8-bit types).
+fn on_gpu(datatype: Handle, op: Handle) -> Option<(reduce::Element, reduce::Op)> {
+    use crate::cuda::nccl::{DataType, RedOp};
+    let e = match kinds::reducible(datatype)? {
+        DataType::ncclInt32 => reduce::Element::I32,
+        DataType::ncclUint32 => reduce::Element::U32,
+        DataType::ncclInt64 => reduce::Element::I64,
+        DataType::ncclUint64 => reduce::Element::U64,
+        DataType::ncclFloat32 => reduce::Element::F32,
+        DataType::ncclFloat64 => reduce::Element::F64,
+        _ => return None,
+    };
+    let o = match kinds::operation(op)? {
+        RedOp::ncclSum => reduce::Op::Sum,
+        RedOp::ncclProd => reduce::Op::Prod,
+        RedOp::ncclMin => reduce::Op::Min,
+        RedOp::ncclMax => reduce::Op::Max,
+        _ => return None,
+    };
+    Some((e, o))
 }
 
 /// The one predefined type a side's payload consists of, and its size.
