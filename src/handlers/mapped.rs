@@ -43,7 +43,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::base::{config, log, shm};
 use crate::cuda::copy::check;
 use crate::cuda::driver::{self, CUdeviceptr, IpcMemHandle};
-use crate::cuda::{self, reduce, CudaError, Device, InContext, Location};
+use crate::cuda::{self, reduce, signal, CudaError, Device, InContext, Location};
 use crate::engine::kinds;
 use crate::fastpath::{self, held};
 use crate::mpi::abi::{self, Handle};
@@ -109,6 +109,9 @@ pub struct Mapped {
     /// The context the peers' memory is mapped in, and the window's stream there.
     dev: Device,
     stream: *mut c_void,
+    /// Bytes queued on the stream since it was last waited for: a synchronisation with none
+    /// makes no driver call.
+    queued: AtomicUsize,
     slots: *mut Slot,
     slots_bytes: usize,
     /// This process's own part: (device address, bytes), for `MPI_WIN_BASE` and `MPI_WIN_SIZE`.
@@ -178,7 +181,10 @@ pub fn prepare(name: &'static str, base: *mut c_void, size: isize, disp_unit: i6
     let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
     let mut segment: Option<(*mut c_void, usize)> = None;
     let slots_bytes = std::mem::size_of::<Slot>() * n as usize;
-    if rank == 0 {
+    // Rank 0 makes the lock segment before it knows whether the window will be mapped, sparing
+    // a round of messages; a process that never loaded CUDA makes none (and its window is not
+    // mapped: some process of a mapped window has device memory, and rank 0 maps it too).
+    if rank == 0 && driver::get().is_some() {
         me.pid = std::process::id();
         me.serial = serial;
         segment = shm::create(&segment_name(me.pid, serial), slots_bytes).map(|at| (at, slots_bytes));
@@ -260,6 +266,7 @@ pub fn prepare(name: &'static str, base: *mut c_void, size: isize, disp_unit: i6
         parts,
         dev,
         stream,
+        queued: AtomicUsize::new(0),
         slots: segment.map_or(std::ptr::null_mut(), |(at, _)| at.cast()),
         slots_bytes: segment.map_or(0, |(_, b)| b),
         own: (mine.record.kind == 1).then_some((base, size as usize)),
@@ -374,11 +381,14 @@ impl Mapped {
 
     /// [`Mapped::settle`] for an operation, raising on `errh`.
     fn settle_for(&self, name: &'static str, errh: Option<Handle>) -> Result<(), c_int> {
+        let bytes = self.queued.swap(0, Ordering::AcqRel);
+        if bytes == 0 {
+            return Ok(());
+        }
         let fail = |e: CudaError| errors::cuda(name, errh, e, std::ptr::null(), 0, &self.dev);
         let d = driver::get().ok_or(CudaError { call: "cuInit", code: 3 }).map_err(fail)?;
         let _ctx = InContext::enter(&self.dev).map_err(fail)?;
-        // SAFETY: the window's stream.
-        check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(self.stream) }).map_err(fail)
+        signal::wait_stream(d, self.stream, bytes).map_err(fail)
     }
 
     fn slot(&self, target: c_int) -> &Slot {
@@ -979,7 +989,10 @@ fn copy(name: &'static str, m: &Mapped, from: &Side, to: &Side, errh: Option<Han
         // window's stream completes at the next synchronisation.
         let rc = unsafe {
             match (from.dev.is_some(), to.dev.is_some()) {
-                (true, true) => check("cuMemcpyDtoDAsync", (d.memcpy_dtod_async)(to.at as CUdeviceptr, from.at as CUdeviceptr, n, m.stream)),
+                (true, true) => {
+                    m.queued.fetch_add(n, Ordering::AcqRel);
+                    check("cuMemcpyDtoDAsync", (d.memcpy_dtod_async)(to.at as CUdeviceptr, from.at as CUdeviceptr, n, m.stream))
+                }
                 (false, true) => check("cuMemcpyHtoD", (d.memcpy_htod)(to.at as CUdeviceptr, from.at, n)),
                 (true, false) => check("cuMemcpyDtoH", (d.memcpy_dtoh)(to.at, from.at as CUdeviceptr, n)),
                 (false, false) => {
@@ -1017,6 +1030,7 @@ fn combine(name: &'static str, m: &Mapped, errh: Option<Handle>, origin: &Side, 
         let n = target.bytes();
         let fail = |err| errors::cuda(name, errh, err, target.at, n, &m.dev);
         let ctx = InContext::enter(&m.dev).map_err(fail)?;
+        m.queued.fetch_add(n.max(1), Ordering::AcqRel);
         if reduce::combine(&ctx, m.stream, target.at as CUdeviceptr, origin.at as CUdeviceptr, n / e.bytes(), e, o).map_err(fail)? {
             return Ok(());
         }

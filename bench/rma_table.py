@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Tables and a plot of one-sided communication on device windows, from one results folder.
+
+The folder holds, for each placement PLACE (per: one GPU per rank; shared: both ranks on one
+GPU), bench/rma's JSON with 1 GiB windows (rma-1g-PLACE.json, `-W 1G -m 4:8`), at 64 MiB
+(rma-64m-PLACE.json) and bench/floor's at 64 MiB (floor-PLACE.json). Prints markdown tables:
+small operations on the 1 GiB window against the host window, and 64 MiB against the GPU's
+floor (one CUDA IPC copy between the ranks); writes rma.png beside them.
+
+Usage: bench/rma_table.py DIR
+"""
+
+import json
+import os
+import sys
+
+METRICS = [
+    ("put_fence", "MPI_Put in a fence epoch"),
+    ("get_fence", "MPI_Get in a fence epoch"),
+    ("put_lat", "MPI_Put + MPI_Win_flush"),
+    ("get_lat", "MPI_Get + MPI_Win_flush"),
+    ("acc_lat", "MPI_Accumulate (MPI_SUM, doubles) + MPI_Win_flush"),
+]
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def row(data, size):
+    return next(r for r in data["results"] if r["size"] == size)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    d = sys.argv[1]
+    places = [p for p in ("per", "shared") if os.path.exists(os.path.join(d, f"rma-1g-{p}.json"))]
+    ratios = {}
+    for place in places:
+        small = load(os.path.join(d, f"rma-1g-{place}.json"))
+        big = load(os.path.join(d, f"rma-64m-{place}.json"))
+        floor = row(load(os.path.join(d, f"floor-{place}.json")), 64 << 20)["copy_us"]
+        m = small["machine"]
+        print(f"\n### {place}: {m['gpu']}, {m['mpi'].split(',')[0]}, {m['date_utc'][:10]}\n")
+        print("Small operations on a window of 1 GiB, us (device window and buffers / host window and buffers):\n")
+        print("| operation | 4 B | 8 B |\n|---|---|---|")
+        for key, title in METRICS:
+            cells = []
+            for size in (4, 8):
+                r = row(small, size)[key]
+                if r["host"] is None or r["device_both"] is None:
+                    cells.append("-")
+                else:
+                    cells.append(f"{r['device_both']:.2f} / {r['host']:.2f} ({r['device_both'] / r['host']:.1f}x)")
+            print(f"| {title} | {' | '.join(cells)} |")
+        print(f"\n64 MiB, us (device window and buffers; the floor, one CUDA IPC copy: {floor:.1f} us):\n")
+        print("| operation | host window, host buffers | cudampi, device | floor / cudampi |\n|---|---|---|---|")
+        for key, title in METRICS:
+            r = row(big, 64 << 20)[key]
+            ratios.setdefault(place, []).append((title, floor / r["device_both"]))
+            print(f"| {title} | {r['host']:,.0f} | {r['device_both']:,.1f} | {floor / r['device_both']:.2f}x |")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    width = 0.8 / max(1, len(ratios))
+    for i, (place, rs) in enumerate(ratios.items()):
+        xs = [k + i * width for k in range(len(rs))]
+        ax.bar(xs, [v for _, v in rs], width, label="one GPU per rank" if place == "per" else "both ranks on one GPU")
+    ax.set_xticks([k + width * (len(ratios) - 1) / 2 for k in range(len(METRICS))])
+    ax.set_xticklabels([t.replace(" + MPI_Win_flush", "\n+ flush").replace(" in a fence epoch", "\nfence epoch") for _, t in METRICS], fontsize=7)
+    ax.axhline(1.0, color="gray", lw=0.8)
+    ax.set_ylabel("IPC copy floor / cudampi")
+    ax.set_title("64 MiB one-sided operations on device windows (higher is better, 1 = the floor)", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(d, "rma.png"), dpi=120)
+
+
+if __name__ == "__main__":
+    main()
