@@ -141,6 +141,11 @@ fn lock(m: &Mutex<Mapped>) -> MutexGuard<'_, Mapped> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Whether any window is mapped.
+pub fn any() -> bool {
+    COUNT.load(Ordering::Relaxed) != 0
+}
+
 /// The mapped window `win`, if it is one.
 pub fn get(win: Handle) -> Option<Arc<Mutex<Mapped>>> {
     if COUNT.load(Ordering::Relaxed) == 0 {
@@ -322,8 +327,9 @@ fn describe(base: *mut c_void, size: isize, disp_unit: i64) -> Mine {
         }
         _ => {}
     }
-    // A host part maps its peers' memory in its first GPU's primary context.
-    record.maps = (d.is_some() && InContext::enter(&dev).is_ok()) as u32;
+    // A host part maps its peers' memory in its first GPU's primary context, which it enters
+    // only once the window is to be mapped: a host window must not cost a context.
+    record.maps = d.is_some() as u32;
     Mine { record, dev }
 }
 
@@ -608,24 +614,32 @@ fn take_each(ranks: &[c_int], tag: c_int, comm: Handle) -> c_int {
 
 /// `MPI_Win_lock` (`Some((lock_type, rank))`) and `MPI_Win_lock_all` (`None`).
 pub fn lock_target(_name: &'static str, which: Option<(c_int, c_int)>, assert: c_int, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
-    let Some(m) = get(win) else { return call() };
-    let mut m = lock(&m);
+    let Some(w) = get(win) else { return call() };
     let abi = abi::get();
-    let wanted: Vec<(c_int, bool)> = match which {
-        Some((kind, r)) => vec![(r, kind == abi.lock_exclusive)],
-        None => (0..m.parts.len() as c_int).map(|r| (r, false)).collect(),
+    let (slots, comm, all, wanted) = {
+        let m = lock(&w);
+        let wanted: Vec<(c_int, bool)> = match which {
+            Some((kind, r)) => vec![(r, kind == abi.lock_exclusive)],
+            None => (0..m.parts.len() as c_int).map(|r| (r, false)).collect(),
+        };
+        let mapped: Vec<(c_int, bool)> = wanted.into_iter().filter(|(r, _)| m.part(*r).is_some()).collect();
+        (m.slots as usize, m.comm, m.all, mapped)
     };
     if assert & abi.mode_nocheck == 0 {
-        let mapped: Vec<(c_int, bool)> = wanted.into_iter().filter(|(r, _)| m.part(*r).is_some()).collect();
-        for (r, exclusive) in mapped {
+        // Not under the window's mutex: another thread of this process may hold a lock that a
+        // peer waits for, and must be able to give it back meanwhile.
+        for &(r, exclusive) in &wanted {
+            // SAFETY: one slot per rank of the window, mapped while the window lives (it is not
+            // freed while an epoch of this process is open on it).
+            let slot = unsafe { &*(slots as *const Slot).add(r as usize) };
             match exclusive {
-                true => take_exclusive(m.slot(r), m.comm),
-                false => take_shared(m.slot(r), m.comm),
+                true => take_exclusive(slot, comm),
+                false => take_shared(slot, comm),
             }
-            m.held.push((r, exclusive));
         }
+        lock(&w).held.extend(wanted);
     }
-    if m.all {
+    if all {
         return 0;
     }
     call()

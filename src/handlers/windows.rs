@@ -84,7 +84,7 @@ fn any() -> bool {
 /// Whether a synchronisation call on some window may have work for cudampi: the Fortran entry
 /// points serve window calls without buffers only then.
 pub fn tracked() -> bool {
-    any()
+    any() || mapped::any()
 }
 
 fn recount(t: &BTreeMap<Handle, Win>) {

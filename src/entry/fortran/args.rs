@@ -27,6 +27,9 @@ pub struct Gate {
     pub veto: bool,
     /// An attribute whose value the library's routine gives as cudampi would.
     attribute: bool,
+    /// A collective call with a step of cudampi's own that every process must take, whatever
+    /// its buffers (`MPI_Win_create`: `handlers::mapped::prepare`).
+    collective: bool,
 }
 
 impl Gate {
@@ -37,7 +40,7 @@ impl Gate {
     pub fn serve(&self) -> bool {
         if self.veto || self.attribute {
             false
-        } else if self.indices {
+        } else if self.indices || self.collective {
             true
         } else if self.buffers {
             self.device
@@ -132,8 +135,26 @@ impl<V, T: Scalar> Arg<V> for Val<T> {
     }
 }
 
-/// A window attribute's key: cudampi answers `MPI_WIN_BASE` and `MPI_WIN_MODEL` of a device
-/// window itself; the library's routine gives every other attribute.
+/// `MPI_Win_create`'s displacement unit, an INTEGER: the argument that marks the call whose
+/// collective step every process takes through cudampi.
+pub struct DispUnit<T>(T);
+
+impl<V, T: Scalar> Arg<V> for DispUnit<T> {
+    type C = T;
+    unsafe fn gate(_raw: *mut c_void, gate: &mut Gate) {
+        gate.collective = true;
+    }
+    unsafe fn take(raw: *mut c_void, _ctx: &mut Ctx) -> Self {
+        // SAFETY: an INTEGER of the C argument's width, by reference.
+        DispUnit(unsafe { raw.cast::<T>().read_unaligned() })
+    }
+    fn c(&mut self) -> T {
+        self.0
+    }
+}
+
+/// A window attribute's key: cudampi answers `MPI_WIN_BASE`, `MPI_WIN_SIZE` and
+/// `MPI_WIN_MODEL` of a device window itself; the library's routine gives every other attribute.
 pub struct Keyval(c_int);
 
 impl Keyval {
@@ -141,21 +162,25 @@ impl Keyval {
     /// (`mpif.h`: `MPI_WIN_BASE=1711276034`, C `0x66000001`).
     fn c_key(k: c_int) -> c_int {
         let a = abi::get();
-        if a.family == abi::Family::Mpich && (k == a.win_base + 1 || k == a.win_model + 1) {
+        if a.family == abi::Family::Mpich && (k == a.win_base + 1 || k == a.win_size + 1 || k == a.win_model + 1) {
             k - 1
         } else {
             k
         }
+    }
+
+    fn served(k: c_int) -> bool {
+        let a = abi::get();
+        k == a.win_base || k == a.win_size || k == a.win_model
     }
 }
 
 impl<V> Arg<V> for Keyval {
     type C = c_int;
     unsafe fn gate(raw: *mut c_void, gate: &mut Gate) {
-        let a = abi::get();
         // SAFETY: an INTEGER by reference.
         let k = Keyval::c_key(unsafe { raw.cast::<c_int>().read_unaligned() });
-        gate.attribute |= k != a.win_base && k != a.win_model;
+        gate.attribute |= !Keyval::served(k);
     }
     unsafe fn take(raw: *mut c_void, ctx: &mut Ctx) -> Self {
         // SAFETY: as in gate.
@@ -185,9 +210,13 @@ impl<V> Arg<V> for Attribute {
         if rc != 0 || self.1.is_null() {
             return;
         }
-        let v = if ctx.keyval == abi::get().win_model {
+        let a = abi::get();
+        let v = if ctx.keyval == a.win_model {
             // SAFETY: MPI_WIN_MODEL's value is a pointer to an int.
             unsafe { self.1.cast::<c_int>().read() as isize }
+        } else if ctx.keyval == a.win_size {
+            // SAFETY: MPI_WIN_SIZE's value is a pointer to an MPI_Aint.
+            unsafe { self.1.cast::<isize>().read() }
         } else {
             self.1 as isize
         };

@@ -112,6 +112,7 @@ macro_rules! kind {
     // MPI_Win_create writes a window and MPI_Win_free updates one; the others read it.
     (win, $t:ty, $v:ident) => { <$t as args::Passed<library::Win>>::Arg };
     (win_keyval, $t:ty, $v:ident) => { args::Keyval };
+    (disp_unit, $t:ty, $v:ident) => { args::DispUnit<$t> };
     (attribute_val, $t:ty, $v:ident) => { args::Attribute };
     (op, $t:ty, $v:ident) => { args::In<library::Op> };
     (info, $t:ty, $v:ident) => { args::In<library::Info> };
