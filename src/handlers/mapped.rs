@@ -55,7 +55,8 @@ use crate::staging::stage::Window;
 #[repr(C)]
 #[derive(Clone, Copy)]
 struct Record {
-    /// 1: the part is device memory with an IPC handle; 2: device memory without one; 0: host.
+    /// 1: the part is device memory with an IPC handle; 2: device memory without one (or
+    /// memory no one can read); 0: host memory, or none.
     kind: u32,
     /// The process can map its peers' memory (it has a GPU context to map it in).
     maps: u32,
@@ -116,6 +117,8 @@ pub struct Mapped {
     slots_bytes: usize,
     /// This process's own part: (device address, bytes), for `MPI_WIN_BASE` and `MPI_WIN_SIZE`.
     own: Option<(*mut c_void, usize)>,
+    /// The value `MPI_WIN_SIZE` points to.
+    size_attribute: isize,
     /// Origins of the exposure epoch (`MPI_Win_post`) whose completion is not yet taken.
     origins: Vec<c_int>,
     /// Targets of the access epoch (`MPI_Win_start`).
@@ -229,7 +232,7 @@ pub fn prepare(name: &'static str, base: *mut c_void, size: isize, disp_unit: i6
         if rec.kind == 1 && ok {
             if r as c_int == rank {
                 part.base = base as CUdeviceptr;
-            } else if let (Ok(ctx), Some(d)) = (&ctx, d) {
+            } else if let (Ok(_), Some(d)) = (&ctx, d) {
                 let mut at: CUdeviceptr = 0;
                 // SAFETY: valid out-pointer; the handle names a live allocation of a peer.
                 match check("cuIpcOpenMemHandle", unsafe { (d.ipc_open_mem_handle)(&mut at, IpcMemHandle(rec.handle), fastpath::LAZY_ENABLE_PEER_ACCESS) }) {
@@ -238,7 +241,6 @@ pub fn prepare(name: &'static str, base: *mut c_void, size: isize, disp_unit: i6
                         part.base = at + rec.offset;
                     }
                     Err(e) => {
-                        let _ = ctx;
                         log::debug(format_args!("{name}: rank {r}'s device memory cannot be mapped here ({}): the window stages", e.name()));
                         ok = false;
                     }
@@ -275,6 +277,7 @@ pub fn prepare(name: &'static str, base: *mut c_void, size: isize, disp_unit: i6
         slots: segment.map_or(std::ptr::null_mut(), |(at, _)| at.cast()),
         slots_bytes: segment.map_or(0, |(_, b)| b),
         own: (mine.record.kind == 1).then_some((base, size as usize)),
+        size_attribute: size,
         origins: Vec::new(),
         targets: Vec::new(),
         held: Vec::new(),
@@ -325,6 +328,8 @@ fn describe(base: *mut c_void, size: isize, disp_unit: i64) -> Mine {
                 }
             }
         }
+        // Freed device memory: the path of `windows.rs` refuses it.
+        Location::Unreadable if size > 0 => record.kind = 2,
         _ => {}
     }
     // A host part maps its peers' memory in its first GPU's primary context, which it enters
@@ -335,9 +340,9 @@ fn describe(base: *mut c_void, size: isize, disp_unit: i64) -> Mine {
 
 impl Mapped {
     /// Records the window the library made, under its handle.
-    pub fn register(self: Box<Self>, win: Handle) {
+    pub fn register(self, win: Handle) {
         let mut t = table();
-        t.insert(abi::get().key(win), Arc::new(Mutex::new(*self)));
+        t.insert(abi::get().key(win), Arc::new(Mutex::new(self)));
         COUNT.store(t.len(), Ordering::Relaxed);
     }
 
@@ -708,24 +713,15 @@ pub fn attribute(win: Handle, keyval: c_int, value: *mut c_void) {
     let Some(m) = get(win) else { return };
     let m = lock(&m);
     let abi = abi::get();
-    let Some((base, size)) = m.own else { return };
+    let Some((base, _)) = m.own else { return };
     if keyval == abi.win_base {
         // SAFETY: for MPI_WIN_BASE the library stores the base address at `value`.
         unsafe { value.cast::<*mut c_void>().write_unaligned(base) };
     } else if keyval == abi.win_size {
-        // The attribute's value is a pointer to the size, which must outlive the call: one
-        // per window, kept with it.
-        static SIZES: Mutex<Vec<Box<isize>>> = Mutex::new(Vec::new());
-        let mut sizes = SIZES.lock().unwrap_or_else(|e| e.into_inner());
-        let at = match sizes.iter().find(|s| ***s == size as isize) {
-            Some(s) => &**s as *const isize,
-            None => {
-                sizes.push(Box::new(size as isize));
-                &**sizes.last().expect("just pushed") as *const isize
-            }
-        };
+        // The attribute's value is a pointer to the size, which must outlive the call: the
+        // window's own, which lives as long as the window.
         // SAFETY: for MPI_WIN_SIZE the library stores a pointer to an MPI_Aint at `value`.
-        unsafe { value.cast::<*const isize>().write_unaligned(at) };
+        unsafe { value.cast::<*const isize>().write_unaligned(&m.size_attribute) };
     } else if keyval == abi.win_model {
         static UNIFIED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
         UNIFIED.store(abi.win_unified, Ordering::Relaxed);
@@ -789,9 +785,15 @@ impl Side {
         (self.count * self.t.size) as usize
     }
 
-    /// One run of bytes at `at`.
+    /// One run of bytes at `at`, in MPI's order: a copy of the run moves the payload as MPI
+    /// would (a derived type that lists its bytes out of address order does not qualify).
     fn contiguous(&self) -> bool {
-        self.t.packed() || self.count <= 1 && self.t.true_lb == 0 && self.t.true_extent == self.t.size
+        let t = &self.t;
+        if t.named {
+            return t.packed();
+        }
+        let shaped = (t.size == t.extent || self.count <= 1) && t.true_lb == 0 && t.true_extent == t.size;
+        shaped && typemap::element(self.dt, t).is_some_and(|f| matches!(&f[..], [b] if b.at == 0 && b.rows == 1 && b.planes == 1 && b.len as i64 == t.size))
     }
 
     /// The span's first byte and the blocks of the payload within it, in MPI's order.
@@ -813,6 +815,11 @@ impl Side {
             }
             Some(dev) => {
                 let (user, form) = self.blocks().ok_or_else(|| too_complex(name, errh))?;
+                if !in_order(&form) {
+                    let span = self.span_to_host(name, errh, dev, user)?;
+                    let base = span.as_ptr().wrapping_offset(-self.span_offset()) as *mut c_void;
+                    return self.host_pack(name, errh, base, out.as_mut_ptr(), n, true);
+                }
                 let w = Window { dev, user, host: out.as_mut_ptr().cast(), len: n, pinned: false, packed: std::ptr::null_mut(), payload: true };
                 w.blocks_to_host(name, errh, &form)
             }
@@ -821,7 +828,7 @@ impl Side {
                 unsafe { std::ptr::copy_nonoverlapping(self.at.cast::<u8>(), out.as_mut_ptr(), n) };
                 Ok(())
             }
-            None => self.host_pack(name, errh, out.as_mut_ptr(), n, true),
+            None => self.host_pack(name, errh, self.at, out.as_mut_ptr(), n, true),
         }
     }
 
@@ -836,6 +843,14 @@ impl Side {
             }
             Some(dev) => {
                 let (user, form) = self.blocks().ok_or_else(|| too_complex(name, errh))?;
+                if !in_order(&form) {
+                    // Unpacked into a host copy of the span, then only the blocks' bytes go back.
+                    let mut span = self.span_to_host(name, errh, dev, user)?;
+                    let base = span.as_mut_ptr().wrapping_offset(-self.span_offset()) as *mut c_void;
+                    self.host_pack(name, errh, base, from.as_ptr() as *mut u8, n, false)?;
+                    let w = Window { dev, user, host: span.as_mut_ptr().cast(), len: span.len(), pinned: false, packed: std::ptr::null_mut(), payload: false };
+                    return w.blocks_to_device(name, errh, &form);
+                }
                 let w = Window { dev, user, host: from.as_ptr() as *mut c_void, len: n, pinned: false, packed: std::ptr::null_mut(), payload: true };
                 w.blocks_to_device(name, errh, &form)
             }
@@ -844,13 +859,27 @@ impl Side {
                 unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), self.at.cast::<u8>(), n) };
                 Ok(())
             }
-            None => self.host_pack(name, errh, from.as_ptr() as *mut u8, n, false),
+            None => self.host_pack(name, errh, self.at, from.as_ptr() as *mut u8, n, false),
         }
     }
 
-    /// Packs the host payload into `packed` (`len` bytes), or unpacks it from there, with the
-    /// library's own `MPI_Pack` and `MPI_Unpack`.
-    fn host_pack(&self, name: &'static str, errh: Option<Handle>, packed: *mut u8, len: usize, pack: bool) -> Result<(), c_int> {
+    /// Where the span starts relative to `at` (the true lower bound; may be negative).
+    fn span_offset(&self) -> isize {
+        self.t.span(self.count).map_or(0, |s| s.offset as isize)
+    }
+
+    /// The device span of the payload (from `user`), copied to host memory.
+    fn span_to_host(&self, name: &'static str, errh: Option<Handle>, dev: Device, user: *mut c_void) -> Result<Vec<u8>, c_int> {
+        let len = self.t.span(self.count).map_err(|e| errors::raise(errh, e))?.len;
+        let mut span = vec![0u8; len];
+        let w = Window { dev, user, host: span.as_mut_ptr().cast(), len, pinned: false, packed: std::ptr::null_mut(), payload: false };
+        w.to_host(name, errh, 0, len)?;
+        Ok(span)
+    }
+
+    /// Packs the payload of host memory at `base` (the buffer's address) into `packed` (`len`
+    /// bytes), or unpacks it from there, with the library's own `MPI_Pack` and `MPI_Unpack`.
+    fn host_pack(&self, name: &'static str, errh: Option<Handle>, base: *mut c_void, packed: *mut u8, len: usize, pack: bool) -> Result<(), c_int> {
         let abi = abi::get();
         let p = real::pmpi().ok_or(abi.err_intern)?;
         let (Ok(count), Ok(size)) = (c_int::try_from(self.count), c_int::try_from(len)) else {
@@ -859,11 +888,11 @@ impl Side {
         };
         let comm = datatype::quiet::comm().map_err(|e| errors::raise(errh, e))?;
         let mut position: c_int = 0;
-        // SAFETY: `packed` holds `len` bytes, the payload of `count` elements at `at`.
+        // SAFETY: `packed` holds `len` bytes, the payload of `count` elements at `base`.
         let rc = unsafe {
             match pack {
-                true => (p.pack)(self.at, count, self.dt, packed.cast(), size, &mut position, comm),
-                false => (p.unpack)(packed.cast(), size, &mut position, self.at, count, self.dt, comm),
+                true => (p.pack)(base, count, self.dt, packed.cast(), size, &mut position, comm),
+                false => (p.unpack)(packed.cast(), size, &mut position, base, count, self.dt, comm),
             }
         };
         match rc {
@@ -871,6 +900,12 @@ impl Side {
             rc => Err(errors::raise(errh, rc)),
         }
     }
+}
+
+/// Whether blocks copied as `cuda::strided` copies them (each block ascending) come out in
+/// MPI's order: not where a pitch runs backwards.
+fn in_order(form: &[crate::cuda::Strided]) -> bool {
+    form.iter().all(|b| b.ascending() == *b)
 }
 
 fn too_complex(name: &'static str, errh: Option<Handle>) -> c_int {

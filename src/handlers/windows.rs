@@ -195,7 +195,7 @@ pub fn win_create(name: &'static str, base: *mut c_void, size: isize, disp_unit:
             let rc = if m.own_device() { call(std::ptr::null_mut(), 0) } else { call(base, size) };
             if rc == 0 && !win.is_null() {
                 // SAFETY: MPI has just written the new window's handle there.
-                m.register(unsafe { abi::get().handle_at(win) });
+                (*m).register(unsafe { abi::get().handle_at(win) });
             }
             return rc;
         }

@@ -5,7 +5,8 @@
  * MPI_COMM_WORLD, a duplicate, a split with the ranks reversed and a subset the last rank takes
  * no part in, and on each runs one epoch of every synchronisation mode, touching bytes at the
  * start, the middle and the end of the window: MPI_Put and MPI_Get of bytes and of a vector
- * with gaps on both sides, MPI_Accumulate of doubles from every origin into one target at
+ * with gaps on both sides and of a type without gaps whose typemap runs out of address order,
+ * MPI_Accumulate of doubles from every origin into one target at
  * once, MPI_Fetch_and_op and MPI_Get_accumulate on one counter from every origin (the sums of
  * the fetched values are compared, their order being the library's), MPI_Compare_and_swap,
  * MPI_Rput/MPI_Rget, MPI_Accumulate with MPI_MAX. The host-window run is the reference; device
@@ -55,9 +56,13 @@ static void sequence(struct trace *t, MPI_Comm comm, int part_kind, int buf_kind
     char *origin = (char *)mem_alloc(buf_kind, SPOT), *result = (char *)mem_alloc(buf_kind, SPOT);
     fill_origin(origin, r);
     mem_poison(result, SPOT);
-    MPI_Datatype vec;
+    MPI_Datatype vec, rev;
     MPI_CHECK(MPI_Type_vector(8, 1, 2, MPI_INT, &vec));
     MPI_CHECK(MPI_Type_commit(&vec));
+    /* eight ints without gaps whose typemap lists the second four first */
+    int rev_len[2] = {4, 4}, rev_at[2] = {4, 0};
+    MPI_CHECK(MPI_Type_indexed(2, rev_len, rev_at, MPI_INT, &rev));
+    MPI_CHECK(MPI_Type_commit(&rev));
     MPI_Win win;
     MPI_CHECK(MPI_Win_create(mem, (MPI_Aint)win_bytes, 1, MPI_INFO_NULL, comm, &win));
     int64_t fetched[2] = {0, 0};
@@ -69,6 +74,8 @@ static void sequence(struct trace *t, MPI_Comm comm, int part_kind, int buf_kind
     MPI_CHECK(MPI_Get(result, 64, MPI_BYTE, left, (MPI_Aint)spot(1) + 40, 64, MPI_BYTE, win));
     MPI_CHECK(MPI_Put(origin + O_INTS - 64, 1, vec, right, (MPI_Aint)spot(0) + 128, 1, vec, win));
     MPI_CHECK(MPI_Get(result + 64, 8, MPI_INT, left, (MPI_Aint)spot(2) + 300, 1, vec, win));
+    MPI_CHECK(MPI_Put(origin + 160, 1, rev, right, (MPI_Aint)spot(2) + 512, 8, MPI_INT, win));
+    MPI_CHECK(MPI_Get(result + 256, 8, MPI_INT, left, (MPI_Aint)spot(0) + 256, 1, rev, win));
     MPI_CHECK(MPI_Accumulate(origin + O_DOUBLES, 8, MPI_DOUBLE, 0, (MPI_Aint)spot(1) + 256, 8, MPI_DOUBLE, MPI_SUM, win));
     MPI_CHECK(MPI_Fetch_and_op(origin + O_ONE, result + 128, MPI_INT64_T, 0, (MPI_Aint)spot(0), MPI_SUM, win));
     MPI_CHECK(MPI_Win_fence(0, win));
@@ -137,6 +144,7 @@ static void sequence(struct trace *t, MPI_Comm comm, int part_kind, int buf_kind
     }
     free(fetch_at);
     MPI_CHECK(MPI_Type_free(&vec));
+    MPI_CHECK(MPI_Type_free(&rev));
     mem_free(compare);
     mem_free(origin);
     mem_free(result);
