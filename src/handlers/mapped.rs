@@ -351,6 +351,11 @@ impl Mapped {
         self.own.is_some()
     }
 
+    /// Closes what a window the library refused to make had opened.
+    pub fn discard(mut self) {
+        self.release();
+    }
+
     /// Closes what the window opened.
     fn release(&mut self) {
         if let Some(d) = driver::get() {

@@ -196,6 +196,8 @@ pub fn win_create(name: &'static str, base: *mut c_void, size: isize, disp_unit:
             if rc == 0 && !win.is_null() {
                 // SAFETY: MPI has just written the new window's handle there.
                 (*m).register(unsafe { abi::get().handle_at(win) });
+            } else {
+                (*m).discard();
             }
             return rc;
         }

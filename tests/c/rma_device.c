@@ -7,7 +7,8 @@
  * device memory: host/host is the reference, and device window + device buffers, host window +
  * device buffers, device window + host buffers must give the same bytes in the window and in
  * every (poisoned) result buffer. The reference is checked against values computed from the
- * operations. A window over device memory reports its device base (MPI_WIN_BASE), its size
+ * operations (where the library's own MPI_BXOR accumulate on 64-bit integers is wrong, as Open
+ * MPI 5.0.11's is, a window cudampi maps is held to the computed bytes). A window over device memory reports its device base (MPI_WIN_BASE), its size
  * (MPI_WIN_SIZE) and MPI_WIN_UNIFIED where every rank maps it (one node, IPC on), else
  * MPI_WIN_SEPARATE (MPI_WIN_MODEL); MPI_Win_create_c serves it too. The same runs with the memory
  * attached to a dynamic window, origins naming it by the target's MPI_Get_address: the same
@@ -136,12 +137,19 @@ int main(int argc, char **argv)
         {MEM_DEVICE, MEM_DEVICE, 1, "dynamic window, device memory and buffers"},
         {MEM_DEVICE, MEM_HOST, 1, "dynamic window, device memory, host buffers"},
     };
+    /* A window cudampi maps combines MPI_BXOR itself: compared against the computed bytes,
+     * which the library's own run may not have (rma_bxor_fixed). */
+    struct trace fixed = {0};
+    int mapped = windows_mapped(), wrong = rma_bxor_fixed(&ref, &fixed);
+    if (wrong && mapped) note("the library's own MPI_BXOR accumulates left %d bytes other than computed; mapped windows are held to the computed bytes", wrong);
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         struct trace got = {0};
         run(&got, runs[i].win, runs[i].buf, runs[i].dynamic, i == 0);
-        trace_compare(&ref, &got, runs[i].what);
+        int computed = mapped && runs[i].win == MEM_DEVICE && !runs[i].dynamic;
+        trace_compare(computed ? &fixed : &ref, &got, runs[i].what);
         trace_free(&got);
     }
+    trace_free(&fixed);
     attach_twice();
     trace_free(&ref);
     return report_and_finalize();
