@@ -89,22 +89,13 @@ pub fn wait_shaped(d: &Driver, bytes: usize) -> Result<(), CudaError> {
 }
 
 fn wait_up_to(d: &Driver, bytes: usize, limit: usize) -> Result<(), CudaError> {
-    wait_on(d, std::ptr::null_mut(), bytes, limit)
-}
-
-/// [`wait`] for the work queued so far on `stream` of the current context.
-pub fn wait_stream(d: &Driver, stream: *mut c_void, bytes: usize) -> Result<(), CudaError> {
-    wait_on(d, stream, bytes, MAX_BYTES)
-}
-
-fn wait_on(d: &Driver, stream: *mut c_void, bytes: usize, limit: usize) -> Result<(), CudaError> {
-    if bytes <= limit {
-        if let (Some(s), Some(i)) = (d.signals.as_ref(), word(d)) {
-            return poll(d, s, i, stream);
-        }
+    if bytes > limit {
+        return synchronize(d);
     }
-    // SAFETY: a stream of the current context (the caller's).
-    check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(stream) })
+    match (d.signals.as_ref(), word(d)) {
+        (Some(s), Some(i)) => poll(d, s, i),
+        _ => synchronize(d),
+    }
 }
 
 pub fn synchronize(d: &Driver) -> Result<(), CudaError> {
@@ -122,18 +113,17 @@ fn next_value(i: u32) -> (u32, u64) {
     (want, WORDS_DEVICE.load(Ordering::Acquire) + 4 * i as u64)
 }
 
-fn poll(d: &Driver, s: &Signals, i: u32, stream: *mut c_void) -> Result<(), CudaError> {
+fn poll(d: &Driver, s: &Signals, i: u32) -> Result<(), CudaError> {
     let (want, device) = next_value(i);
     // SAFETY: the device address of this thread's word, in memory mapped for every context.
-    let rc = unsafe { (s.stream_write_value32)(stream, device, want, 0) };
+    let rc = unsafe { (s.stream_write_value32)(std::ptr::null_mut(), device, want, 0) };
     if rc != CUDA_SUCCESS {
         // Not supported here, or the stream already failed: either way the driver's own wait
         // tells, and nothing is lost by never polling again.
         STATE.store(UNAVAILABLE, Ordering::Release);
-        // SAFETY: a stream of the current context.
-        return check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(stream) });
+        return synchronize(d);
     }
-    spin(s, i, want, stream)
+    spin(s, i, want)
 }
 
 /// Small host-to-device copies are written by the stream itself, as 64- and 32-bit stream
@@ -257,13 +247,13 @@ pub fn write_to_device(d: &Driver, dst: u64, src: *const u8, runs: &[(usize, usi
     }
     crate::base::stats::add(&crate::base::stats::BYTES_STREAM_WRITTEN, runs.iter().map(|r| r.1).sum());
     Some(match word_and_value {
-        Some((i, want)) => spin(s, i, want, std::ptr::null_mut()),
+        Some((i, want)) => spin(s, i, want),
         None => Ok(()),
     })
 }
 
-/// Waits until this thread's word `i` holds `want`, written after the work on `stream`.
-fn spin(s: &Signals, i: u32, want: u32, stream: *mut c_void) -> Result<(), CudaError> {
+/// Waits until this thread's word `i` holds `want`.
+fn spin(s: &Signals, i: u32, want: u32) -> Result<(), CudaError> {
     // SAFETY: word i of the registered page, which lives until `release`.
     let word = unsafe { &*WORDS_HOST.load(Ordering::Acquire).add(i as usize) };
     let mut spins = 0u32;
@@ -274,8 +264,8 @@ fn spin(s: &Signals, i: u32, want: u32, stream: *mut c_void) -> Result<(), CudaE
         spins += 1;
         if spins == SPINS_PER_QUERY {
             spins = 0;
-            // SAFETY: a stream of the current context.
-            match unsafe { (s.stream_query)(stream) } {
+            // SAFETY: the legacy default stream of the current context.
+            match unsafe { (s.stream_query)(std::ptr::null_mut()) } {
                 NOT_READY => {}
                 // Done: the word's write is done too, and so is every copy before it.
                 CUDA_SUCCESS => return Ok(()),

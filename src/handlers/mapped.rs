@@ -12,8 +12,12 @@
 //! the path of `windows.rs`, decided alike everywhere.
 //!
 //! What the library no longer sees, cudampi synchronises:
-//! - *Completion.* An origin's copies run on the window's stream; every call that completes
-//!   operations (fence, complete, unlock, flush) waits for it first.
+//! - *Completion.* An origin's copies run on the legacy default stream of the context the
+//!   peers' memory is mapped in (after what the program queued there before the call, as for
+//!   every copy of cudampi's); every call that completes operations (fence, complete, unlock,
+//!   flush) waits for it first, and so does every call after which peers may read this
+//!   process's part (those, post and sync), so that a copy the program made into its own part
+//!   has landed.
 //! - *Fence.* A barrier on the window's own communicator, after the copies are done: no
 //!   process reads or writes a part before its owner reached the fence, nor leaves it before
 //!   every copy into its part is done.
@@ -96,6 +100,8 @@ struct Slot {
 }
 
 const WRITER: u32 = 1 << 31;
+/// The legacy default stream.
+const LEGACY: *mut c_void = std::ptr::null_mut();
 const POSTED_TAG: c_int = 1;
 const DONE_TAG: c_int = 2;
 
@@ -107,11 +113,11 @@ pub struct Mapped {
     parts: Vec<Part>,
     /// Every part is device memory (or none): the library's window holds nothing.
     all: bool,
-    /// The context the peers' memory is mapped in, and the window's stream there.
+    /// The context the peers' memory is mapped in. The window's copies and kernels run on its
+    /// legacy default stream, as cudampi's other copies do: after the work the program queued
+    /// there (or on any blocking stream) before the call.
     dev: Device,
-    stream: *mut c_void,
-    /// Bytes queued on the stream since it was last waited for: a synchronisation with none
-    /// makes no driver call.
+    /// Bytes queued since the stream was last waited for.
     queued: AtomicUsize,
     slots: *mut Slot,
     slots_bytes: usize,
@@ -251,12 +257,6 @@ pub fn prepare(name: &'static str, base: *mut c_void, size: isize, disp_unit: i6
         }
         parts.push(part);
     }
-    let mut stream: *mut c_void = std::ptr::null_mut();
-    if ok {
-        // SAFETY: valid out-pointer, in the mapping context (CU_STREAM_NON_BLOCKING: the window's
-        // copies wait for no stream of the program's).
-        ok = matches!((&ctx, d), (Ok(_), Some(d)) if unsafe { (d.stream_create)(&mut stream, 1) } == 0);
-    }
     drop(ctx);
     let mine_ok = ok as u8;
     let mut oks = vec![0u8; n as usize];
@@ -272,7 +272,6 @@ pub fn prepare(name: &'static str, base: *mut c_void, size: isize, disp_unit: i6
         all: all.iter().all(|r| r.kind == 1 || r.size == 0),
         parts,
         dev,
-        stream,
         queued: AtomicUsize::new(0),
         slots: segment.map_or(std::ptr::null_mut(), |(at, _)| at.cast()),
         slots_bytes: segment.map_or(0, |(_, b)| b),
@@ -365,11 +364,6 @@ impl Mapped {
                     unsafe { (d.ipc_close_mem_handle)(part.opened) };
                     part.opened = 0;
                 }
-                if !self.stream.is_null() {
-                    // SAFETY: the window's stream, idle.
-                    unsafe { (d.stream_destroy)(self.stream) };
-                    self.stream = std::ptr::null_mut();
-                }
             }
         }
         if !self.slots.is_null() {
@@ -396,15 +390,28 @@ impl Mapped {
     }
 
     /// [`Mapped::settle`] for an operation, raising on `errh`.
+    /// Waits for the window's copies, and for the work the program queued on the stream, such
+    /// as a copy of its own into its part, whose bytes peers may read once this returns (a
+    /// copy from pageable memory is still landing when `cudaMemcpy` returns). Where this
+    /// process queued nothing it costs a query of the stream (a device part) or nothing (a
+    /// host part).
     fn settle_for(&self, name: &'static str, errh: Option<Handle>) -> Result<(), c_int> {
         let bytes = self.queued.swap(0, Ordering::AcqRel);
-        if bytes == 0 {
+        if bytes == 0 && self.own.is_none() {
             return Ok(());
         }
         let fail = |e: CudaError| errors::cuda(name, errh, e, std::ptr::null(), 0, &self.dev);
         let d = driver::get().ok_or(CudaError { call: "cuInit", code: 3 }).map_err(fail)?;
         let _ctx = InContext::enter(&self.dev).map_err(fail)?;
-        signal::wait_stream(d, self.stream, bytes).map_err(fail)
+        if bytes == 0 {
+            // SAFETY: the legacy default stream of the current context.
+            if let Some(s) = d.signals.as_ref() {
+                if unsafe { (s.stream_query)(LEGACY) } == 0 {
+                    return Ok(());
+                }
+            }
+        }
+        signal::wait(d, bytes).map_err(fail)
     }
 
     fn slot(&self, target: c_int) -> &Slot {
@@ -505,9 +512,12 @@ pub fn fence(name: &'static str, assert: c_int, win: Handle, call: impl FnOnce()
 }
 
 /// `MPI_Win_post`: each origin of `group` hears that this part is exposed.
-pub fn post(_name: &'static str, group: Handle, assert: c_int, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+pub fn post(name: &'static str, group: Handle, assert: c_int, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
     let Some(m) = get(win) else { return call() };
     let mut m = lock(&m);
+    if let Err(rc) = m.settle(name, win) {
+        return rc;
+    }
     let rc = if m.all { 0 } else { call() };
     if rc != 0 {
         return rc;
@@ -680,16 +690,16 @@ pub fn flush(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c
     outcome(rc, settled)
 }
 
-/// `MPI_Win_sync`: a window with all its parts mapped is in no epoch of the library's, which
-/// some libraries check here; the call only orders this process's accesses.
-pub fn sync(win: Handle, call: impl FnOnce() -> c_int) -> c_int {
-    match get(win) {
-        Some(m) if lock(&m).all => {
-            std::sync::atomic::fence(Ordering::SeqCst);
-            0
-        }
-        _ => call(),
-    }
+/// `MPI_Win_sync`: this process's copies, and its own stores into its part, are done. A window
+/// with all its parts mapped is in no epoch of the library's, which some libraries check here,
+/// so the library's routine runs only for a window with host parts.
+pub fn sync(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    let Some(m) = get(win) else { return call() };
+    let m = lock(&m);
+    let settled = m.settle(name, win);
+    std::sync::atomic::fence(Ordering::SeqCst);
+    let rc = if m.all { 0 } else { call() };
+    outcome(rc, settled)
 }
 
 /// `MPI_Win_free`: the copies are done and every process is past them, then the mappings go.
@@ -1027,7 +1037,7 @@ fn part_rank(m: &Mapped, part: &Part) -> c_int {
     m.parts.iter().position(|p| std::ptr::eq(p, part)).unwrap_or(0) as c_int
 }
 
-/// Copies the payload of `from` to `to`: one GPU copy on the window's stream where both are
+/// Copies the payload of `from` to `to`: one GPU copy on the legacy default stream where both are
 /// contiguous, else packed through host memory.
 fn copy(name: &'static str, m: &Mapped, from: &Side, to: &Side, errh: Option<Handle>) -> Result<(), c_int> {
     let n = from.bytes();
@@ -1038,16 +1048,21 @@ fn copy(name: &'static str, m: &Mapped, from: &Side, to: &Side, errh: Option<Han
         let fail = |e| errors::cuda(name, errh, e, to.at, n, &m.dev);
         let d = driver::get().ok_or(CudaError { call: "cuInit", code: 3 }).map_err(fail)?;
         let _ctx = InContext::enter(&m.dev).map_err(fail)?;
-        // SAFETY: both hold `n` bytes (the range was checked against the target's part); a
-        // copy from or to pageable host memory is complete on return, a device one on the
-        // window's stream completes at the next synchronisation.
+        // SAFETY: both hold `n` bytes (the range was checked against the target's part); a copy
+        // to host memory is complete on return, one to device memory on the stream
+        // completes at the next synchronisation.
         let rc = unsafe {
             match (from.dev.is_some(), to.dev.is_some()) {
                 (true, true) => {
                     m.queued.fetch_add(n, Ordering::AcqRel);
-                    check("cuMemcpyDtoDAsync", (d.memcpy_dtod_async)(to.at as CUdeviceptr, from.at as CUdeviceptr, n, m.stream))
+                    check("cuMemcpyDtoDAsync", (d.memcpy_dtod_async)(to.at as CUdeviceptr, from.at as CUdeviceptr, n, LEGACY))
                 }
-                (false, true) => check("cuMemcpyHtoD", (d.memcpy_htod)(to.at as CUdeviceptr, from.at, n)),
+                // From pageable memory the driver returns once it holds the bytes, before they
+                // are in device memory: on the stream, which the completion waits for.
+                (false, true) => {
+                    m.queued.fetch_add(n, Ordering::AcqRel);
+                    check("cuMemcpyHtoDAsync", (d.memcpy_htod_async)(to.at as CUdeviceptr, from.at, n, LEGACY))
+                }
                 (true, false) => check("cuMemcpyDtoH", (d.memcpy_dtoh)(to.at, from.at as CUdeviceptr, n)),
                 (false, false) => {
                     std::ptr::copy_nonoverlapping(from.at.cast::<u8>(), to.at.cast::<u8>(), n);
@@ -1063,7 +1078,7 @@ fn copy(name: &'static str, m: &Mapped, from: &Side, to: &Side, errh: Option<Han
 }
 
 /// `target = origin op target`, the old target bytes to `result` first where there is one:
-/// with cudampi's reduction kernel on the window's stream where it has the type and the
+/// with cudampi's reduction kernel on the legacy default stream where it has the type and the
 /// operation and the buffers are contiguous device memory of the window's GPU, else in host
 /// memory with the library's `MPI_Reduce_local`. The caller holds the target's accumulate lock
 /// and waits for the stream.
@@ -1085,7 +1100,7 @@ fn combine(name: &'static str, m: &Mapped, errh: Option<Handle>, origin: &Side, 
         let fail = |err| errors::cuda(name, errh, err, target.at, n, &m.dev);
         let ctx = InContext::enter(&m.dev).map_err(fail)?;
         m.queued.fetch_add(n.max(1), Ordering::AcqRel);
-        if reduce::combine(&ctx, m.stream, target.at as CUdeviceptr, origin.at as CUdeviceptr, n / e.bytes(), e, o).map_err(fail)? {
+        if reduce::combine(&ctx, LEGACY, target.at as CUdeviceptr, origin.at as CUdeviceptr, n / e.bytes(), e, o).map_err(fail)? {
             return Ok(());
         }
         // No kernel here after all: the result, if any, is copied again below, the same bytes.

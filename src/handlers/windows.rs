@@ -467,7 +467,7 @@ fn completed(target: Option<c_int>, win: Handle, call: impl FnOnce() -> c_int) -
 }
 
 pub fn win_sync(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
-    let call = || mapped::sync(win, call);
+    let call = || mapped::sync(name, win, call);
     if !any() {
         return call();
     }
