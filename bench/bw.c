@@ -42,10 +42,17 @@
  * Run:
  *   mpirun -np 2 -x LD_PRELOAD=$PWD/target/release/libcudampi.so build/bw \
  *          [-b] [-d cuda D D] [-m MIN:MAX] [-2] [-w WINDOW] [-i ITERS] [-x WARMUP] [-B BYTES]
- *          [-W WAYS] [-c] [-f] [-o out.json]
+ *          [-W WAYS] [-r ROUNDS] [-c] [-f] [-o out.json]
  *   MPICH: LD_PRELOAD=$PWD/target/release/libcudampi.so mpirun -n 2 build/bw ...
  *
  * -W host,device,pageable,pinned,nccl runs only the ways named (default: all).
+ *
+ * -r ROUNDS (default 1) runs the ways in turn ROUNDS times at each size, the first way rotating
+ * from round to round, and reports each way's median over the rounds, and the median over the
+ * rounds of device(shim) / host(real) within one round (column dev/host, JSON
+ * device_to_host_median): the host MPI's own figure moves by a quarter from run to run on a
+ * shared machine, and a ratio taken within one round cancels what the machine does meanwhile.
+ * The JSON keeps every round's figure (KEY_rounds).
  *
  * Sizes take k/M/G suffixes (powers of 1024). Defaults: 1 B .. 64 MiB by powers of 4 (-2: by
  * powers of 2; MAX is always included), WINDOW 64, ITERS 100 and WARMUP 10 up to 64 KiB,
@@ -250,13 +257,13 @@ static void usage(void)
 {
     if (rank == 0)
         fprintf(stderr, "usage: bw [-b] [-d cuda [D|H] [D|H] | -d host] [-m MIN:MAX] [-2] [-w WINDOW] [-i ITERS] "
-                        "[-x WARMUP] [-B BYTES] [-W WAYS] [-c] [-f] [-o out.json]\n");
+                        "[-x WARMUP] [-B BYTES] [-W WAYS] [-r ROUNDS] [-c] [-f] [-o out.json]\n");
 }
 
 int main(int argc, char **argv)
 {
     size_t minsz = 1, maxsz = 64u << 20, cap = 1u << 30;
-    int iters = 100, warmup = 10, window = 64, check = 0, force_dev = 0, factor = 4;
+    int iters = 100, warmup = 10, window = 64, rounds = 1, check = 0, force_dev = 0, factor = 4;
     const char *out = NULL;
     int ways = (1 << W_N) - 1;
 
@@ -265,7 +272,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
     int opt;
-    while ((opt = getopt(argc, argv, "bd:m:2w:i:x:B:W:cfo:h")) != -1) {
+    while ((opt = getopt(argc, argv, "bd:m:2w:i:x:B:W:r:cfo:h")) != -1) {
         switch (opt) {
         case 'b': bidir = 1; break;
         case 'd':
@@ -294,6 +301,7 @@ int main(int argc, char **argv)
                 for (int w = 0; w < W_N; w++)
                     if (!strcmp(t, way_arg[w])) ways |= 1 << w;
             break;
+        case 'r': rounds = atoi(optarg); break;
         case 'c': check = 1; break;
         case 'f': force_dev = 1; break;
         case 'o': out = optarg; break;
@@ -304,7 +312,7 @@ int main(int argc, char **argv)
         }
     }
     if (minsz < 1) minsz = 1;
-    if (window < 1 || iters < 1 || warmup < 0 || maxsz < minsz || maxsz > (size_t)1 << 30) {
+    if (window < 1 || iters < 1 || warmup < 0 || rounds < 1 || rounds > 99 || maxsz < minsz || maxsz > (size_t)1 << 30) {
         usage();
         MPI_Finalize();
         return 2;
@@ -391,6 +399,8 @@ int main(int argc, char **argv)
     }
 
     double (*res)[W_N] = calloc((size_t)nsz, sizeof *res);
+    double (*per)[W_N][100] = calloc((size_t)nsz, sizeof *per); /* every round's figure */
+    double *ratio = calloc((size_t)nsz, sizeof *ratio);          /* median of device / host */
     int *its = calloc((size_t)nsz, sizeof *its);
     for (int i = 0; i < nsz; i++) {
         size_t s = sizes[i];
@@ -402,14 +412,27 @@ int main(int argc, char **argv)
             if (wu < 2) wu = 2;
         }
         its[i] = it;
+        int run[W_N];
         for (int w = 0; w < W_N; w++) {
             res[i][w] = NAN;
-            if (!(ways & 1 << w)) continue;
-            if (w == W_DEVICE && !dev_ok) continue;
-            if ((w == W_PAGEABLE || w == W_PINNED) && !have_dev) continue;
-            if (w == W_PINNED && !have_pinned) continue;
-            if (w == W_NCCL && !nccl.on) continue;
-            res[i][w] = bw(w, s, wins[i], it, wu, check, &b, req);
+            run[w] = (ways & 1 << w) && !(w == W_DEVICE && !dev_ok) && !((w == W_PAGEABLE || w == W_PINNED) && !have_dev) &&
+                     !(w == W_PINNED && !have_pinned) && !(w == W_NCCL && !nccl.on);
+        }
+        for (int r = 0; r < rounds; r++)
+            for (int k = 0; k < W_N; k++) {
+                int w = (k + r) % W_N;
+                if (run[w]) per[i][w][r] = bw(w, s, wins[i], it, wu, check, &b, req);
+            }
+        double v[100];
+        for (int w = 0; w < W_N; w++) {
+            if (!run[w]) continue;
+            memcpy(v, per[i][w], sizeof(double) * (size_t)rounds);
+            res[i][w] = median(v, rounds);
+        }
+        ratio[i] = NAN;
+        if (run[W_DEVICE] && run[W_HOST] && rank == 0) {
+            for (int r = 0; r < rounds; r++) v[r] = per[i][W_DEVICE][r] / per[i][W_HOST][r];
+            ratio[i] = median(v, rounds);
         }
     }
 
@@ -425,9 +448,9 @@ int main(int argc, char **argv)
                         bidir ? "both directions together" : "rank 0 to rank 1");
                 machine_json(f, &m, shim ? ver() : NULL, real_lib, nranks);
                 fprintf(f, "  \"parameters\": {\"nranks\": %d, \"window\": %d, \"iterations\": %d, \"warmup\": %d, "
-                           "\"min_size\": %zu, \"max_size\": %zu, \"size_factor\": %d, \"window_bytes_cap\": %zu, "
+                           "\"min_size\": %zu, \"max_size\": %zu, \"size_factor\": %d, \"window_bytes_cap\": %zu, \"rounds\": %d, "
                            "\"check\": %s, \"force_device\": %s, \"placement\": \"%c %c\", \"nccl\": \"%s\"},\n",
-                        nranks, window, iters, warmup, minsz, maxsz, factor, cap, check ? "true" : "false",
+                        nranks, window, iters, warmup, minsz, maxsz, factor, cap, rounds, check ? "true" : "false",
                         force_dev ? "true" : "false", place[0], place[1], nccl.why);
                 fprintf(f, "  \"check_errors\": %ld,\n  \"results\": [\n", check ? total : 0);
                 for (int i = 0; i < nsz; i++) {
@@ -438,6 +461,13 @@ int main(int argc, char **argv)
                             fprintf(f, "null");
                         else
                             fprintf(f, "%.3f", res[i][w]);
+                    }
+                    if (!isnan(ratio[i])) fprintf(f, ", \"device_to_host_median\": %.4f", ratio[i]);
+                    for (int w = 0; rounds > 1 && w < W_N; w++) {
+                        if (isnan(res[i][w])) continue;
+                        fprintf(f, ", \"%s_rounds\": [", way_key[w]);
+                        for (int r = 0; r < rounds; r++) fprintf(f, "%s%.3f", r ? ", " : "", per[i][w][r]);
+                        fprintf(f, "]");
                     }
                     fprintf(f, "}%s\n", i + 1 < nsz ? "," : "");
                 }
@@ -451,8 +481,10 @@ int main(int argc, char **argv)
         printf("\n# %s in MB/s (10^6 bytes/s), %s%s\n", bidir ? "bi-directional bandwidth" : "bandwidth",
                bidir ? "both directions together" : "rank 0 -> rank 1",
                check ? "; -c: includes filling and checking the buffers" : "");
+        if (rounds > 1) printf("# each way's median over %d rounds, the ways in turn; dev/host: the median of the rounds' ratios\n", rounds);
         printf("# %10s %4s %6s", "bytes", "win", "iters");
         for (int w = 0; w < W_N; w++) printf(" %13s", way_name[w]);
+        if (rounds > 1) printf(" %8s", "dev/host");
         printf("\n");
         for (int i = 0; i < nsz; i++) {
             printf("  %10zu %4d %6d", sizes[i], wins[i], its[i]);
@@ -461,12 +493,15 @@ int main(int argc, char **argv)
                     printf(" %13s", "-");
                 else
                     printf(" %13.2f", res[i][w]);
+            if (rounds > 1) printf(" %8.3f", ratio[i]);
             printf("\n");
         }
         fflush(stdout);
     }
     nccl_close();
     free(res);
+    free(per);
+    free(ratio);
     free(its);
     free(m.all);
     free(req);

@@ -8,6 +8,8 @@ with bw-shm.json, bw-shm-both.json, bw-tcp.json and bw-tcp-both.json (bench/bw -
 -b, over Open MPI's shared-memory transport and over TCP). Prints, per transport and direction,
 the host MPI's MB/s and cudampi's with their ratio for every RUN side by side (markdown), and
 writes DIR/nodes.png (cudampi / host MPI against the message size) when matplotlib is there.
+Runs of several rounds (bench/bw -r) give each way's median and, as the ratio, the median of
+the rounds' own ratios (device_to_host_median).
 """
 import json
 import os
@@ -23,6 +25,15 @@ def load(path):
             return {r["size"]: r for r in json.load(f)["results"]}
     except (OSError, ValueError, KeyError):
         return None
+
+
+def ratio(r):
+    """cudampi / host MPI: the median of the rounds' ratios where the run had rounds."""
+    r = r or {}
+    if r.get("device_to_host_median"):
+        return r["device_to_host_median"]
+    h, d = r.get("host_real_mbs"), r.get("device_shim_mbs")
+    return d / h if h and d else None
 
 
 def size(n):
@@ -47,7 +58,7 @@ def main():
             for run in have:
                 r = data[run, key].get(n)
                 h, d = (r or {}).get("host_real_mbs"), (r or {}).get("device_shim_mbs")
-                cells.append(f"{h:,.0f} / {d:,.0f} ({d / h:.2f}x)" if h and d else "-")
+                cells.append(f"{h:,.0f} / {d:,.0f} ({ratio(r):.2f}x)" if h and d else "-")
             print(f"| {size(n)} | " + " | ".join(cells) + " |")
     try:
         import matplotlib
@@ -59,7 +70,7 @@ def main():
     for ax, (key, title) in zip(axes, CASES):
         for run in runs:
             rows = sorted((data[run, key] or {}).values(), key=lambda r: r["size"])
-            pts = [(r["size"], r["device_shim_mbs"] / r["host_real_mbs"]) for r in rows if r.get("host_real_mbs") and r.get("device_shim_mbs")]
+            pts = [(r["size"], ratio(r)) for r in rows if ratio(r)]
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=run)
         ax.axhline(0.9, color="grey", linestyle=":", linewidth=1)
