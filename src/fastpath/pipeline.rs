@@ -337,7 +337,7 @@ pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, dest
 pub fn receive(e: &Envelope, at: *mut c_void, device: Option<(Device, *mut c_void)>) -> Result<(), CudaError> {
     let result = match claim(e) {
         Early::Done(r) => r,
-        Early::Taking(ring) => ring.complete(),
+        Early::Taking(ring) => ring.complete(true),
         Early::Claimed => match device {
             Some((dev, user)) if !at.is_null() => through_ring(e, at, &dev, user),
             _ => direct(e, at, None),
@@ -376,6 +376,9 @@ struct Ring {
     taken: usize,
     posted: usize,
     failed: Result<(), CudaError>,
+    /// Once the last chunk's receive is posted, begin the next device receive whose envelope
+    /// has arrived (`receive_meanwhile`): set only for a ring its completion call owns.
+    then_next: bool,
 }
 
 // SAFETY: the program's device span and buffers of the ring's own; a ring is used by one
@@ -401,7 +404,7 @@ impl Ring {
             }
             slots.push(Slot { buffer, request: 0, event, copying: false });
         }
-        let mut ring = Ring { e: *e, dev, user, n, slots, taken: 0, posted: 0, failed: Ok(()) };
+        let mut ring = Ring { e: *e, dev, user, n, slots, taken: 0, posted: 0, failed: Ok(()), then_next: false };
         if ring.slots.len() < RING.min(n).min(2) {
             ring.destroy(ctx);
             return None;
@@ -426,6 +429,17 @@ impl Ring {
         // The chunk fits the slot's buffer, which the ring keeps until the receive completes.
         slot.request = post_chunk(&self.e, slot.buffer.ptr(), len);
         self.posted += 1;
+        self.begin_next();
+    }
+
+    /// With every chunk's receive posted, begins the next message's receive (`then_next`):
+    /// its chunks then move while this message's last chunks arrive and land on the GPU,
+    /// instead of after them, when a window of receives completes one message at a time.
+    fn begin_next(&mut self) {
+        if self.then_next && self.posted == self.n {
+            self.then_next = false;
+            receive_meanwhile();
+        }
     }
 
     /// Whether slot `i`'s copy to the device is done; with `block`, waits for it.
@@ -483,9 +497,12 @@ impl Ring {
         (0..r).all(|i| self.copied(ctx, i, block))
     }
 
-    /// Takes every chunk left, waits for the copies, and gives the slots back.
-    fn complete(mut self) -> Result<(), CudaError> {
+    /// Takes every chunk left, waits for the copies, and gives the slots back; `then_next`: a
+    /// completion call's, which begins the next receive once every chunk is posted.
+    fn complete(mut self, then_next: bool) -> Result<(), CudaError> {
         let ctx = InContext::enter(&self.dev)?;
+        self.then_next = then_next;
+        self.begin_next();
         self.step(&ctx, true);
         // The copies ran on the context's legacy default stream.
         let synced = ctx.synchronize();
@@ -542,7 +559,7 @@ fn through_ring(e: &Envelope, at: *mut c_void, dev: &Device, user: *mut c_void) 
     }
     let ring = Ring::open(e, &InContext::enter(dev)?, *dev, user);
     match ring {
-        Some(ring) => ring.complete(),
+        Some(ring) => ring.complete(true),
         None => direct(e, at, Some((*dev, user))),
     }
 }
@@ -817,7 +834,7 @@ pub fn finish() {
     // Receives begun for requests the program never completed.
     for x in std::mem::take(&mut *begun()) {
         if let Early::Taking(ring) = x.state {
-            let _ = ring.complete();
+            let _ = ring.complete(false);
         }
     }
     drop(std::mem::take(&mut spares().0));
