@@ -60,7 +60,8 @@ pub struct Config {
     /// loader's search path.
     pub nccl_lib: Option<String>,
     /// `CUDAMPI_NCCL_BYTES`: smallest collective (the largest buffer a rank passes) that NCCL
-    /// runs; smaller ones are staged, which is faster there.
+    /// runs, a sixteenth of it per rank for `MPI_Allgather` and `MPI_Reduce_scatter`
+    /// (`engine::Job::threshold`); smaller ones are staged, which is faster there.
     pub nccl_bytes: usize,
     /// `CUDAMPI_HANDSHAKE_WAIT`: seconds the handshake at `MPI_Init` waits for the other ranks
     /// before it stops the job (a rank that does not load cudampi never answers), and that an

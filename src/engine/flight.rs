@@ -159,12 +159,11 @@ pub fn chosen(comm: Handle, job: &Job) -> Option<&'static agreement::Slot> {
 /// Queues `job` on the communicator's NCCL communicator, which the last agreement chose; every
 /// rank does, whatever its buffers.
 fn begin(name: &'static str, comm: Handle, job: &Job, slot: &agreement::Slot, mark: bool) -> Option<Result<InFlight, c_int>> {
-    let threshold = config::get().nccl_bytes.max(1);
     let shared = slot.lock().nccl.clone()?;
     let (rank, size) = crate::mpi::comm::rank_size(comm).ok()?;
     // Where the sizes differ by rank, no rank knows the others': such a call runs on NCCL at
     // any size.
-    let shape = job.shape(rank, size).filter(|s| !s.common || s.bytes >= threshold)?;
+    let shape = job.shape(rank, size).filter(|s| !s.common || s.bytes >= job.threshold(size))?;
     let dev = agreement::lock(&shared).device();
     let fail = |why: &str| {
         log::error(format_args!("{name}: {why}; the other ranks run this collective on NCCL (set CUDAMPI_NCCL=0 to stage every collective)"));

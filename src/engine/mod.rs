@@ -45,6 +45,20 @@ impl Job {
     pub fn below_threshold(&self) -> bool {
         self.below(config::get().nccl_bytes.max(1))
     }
+
+    /// The size (`Shape::bytes`) from which NCCL runs this call among `size` ranks:
+    /// `CUDAMPI_NCCL_BYTES`, but a sixteenth of it per rank for the calls whose buffers grow
+    /// with the ranks' blocks (`MPI_Allgather`, `MPI_Reduce_scatter` and their forms). Staging
+    /// those pays a copy of every rank's block, and NCCL overtook it from blocks of 512 bytes at
+    /// 2 and 4 GPUs, where the whole buffer was still below 8 KiB (`docs/performance.md`).
+    /// `MPI_Alltoall` keeps the whole buffer: at 4 GPUs staging beat NCCL up to 8 KiB.
+    pub fn threshold(&self, size: c_int) -> usize {
+        let t = config::get().nccl_bytes.max(1);
+        match self {
+            Job::Allgather { .. } | Job::Allgatherv { .. } | Job::ReduceScatterBlock { .. } | Job::ReduceScatter { .. } => (t / 16).max(1).saturating_mul(size.max(1) as usize),
+            _ => t,
+        }
+    }
 }
 
 /// Where this rank stands for one call: whether it can run its part on NCCL (and on which GPU),
@@ -147,7 +161,6 @@ fn counted(name: &'static str, bytes: usize, ordinal: i32) {
 /// before any question to MPI.
 fn agree_on(name: &'static str, comm: Handle, job: &Job, slot: &agreement::Slot) -> Agreed {
     let cfg = config::get();
-    let threshold = cfg.nccl_bytes.max(1);
     // The communicator's schedule ticks at every such call on every rank alike, so a
     // program that never passes device memory pays for little more than the lookup.
     if slot.skips() {
@@ -155,6 +168,7 @@ fn agree_on(name: &'static str, comm: Handle, job: &Job, slot: &agreement::Slot)
     }
     let mut st = slot.lock();
     let Ok((rank, size)) = crate::mpi::comm::rank_size(comm) else { return Agreed::Staged };
+    let threshold = job.threshold(size);
     let Some(shape) = job.shape(rank, size).filter(|s| !s.common || s.bytes >= threshold) else { return Agreed::Staged };
     let mut me = local(job, rank);
     me.ready &= shape.ok;
