@@ -6,6 +6,7 @@ pub mod copy;
 pub mod driver;
 mod hostmem;
 mod mapwatch;
+mod modules;
 pub mod nccl;
 pub mod pack;
 pub mod pointer;

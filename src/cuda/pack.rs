@@ -17,19 +17,20 @@
 //! the caller makes its copies block by block. It may use `base` and the other `cuda` modules.
 
 use std::ffi::{c_uint, c_void};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use std::sync::{Arc, Weak};
 
 use super::copy::{check, CudaError, InContext};
-use super::driver::{self, CUcontext, CUdeviceptr, Driver, Kernels, CUDA_SUCCESS};
+use super::driver::{self, CUcontext, CUdeviceptr, Driver, CUDA_SUCCESS};
+use super::modules::Module;
 use super::signal;
 use super::strided::{summary, Blocks, Strided, Summary};
-use crate::base::{config, log, stats};
+use crate::base::{config, stats};
 
 /// The kernel. PTX of a low target that has every instruction it uses; the driver compiles it
-/// for the GPU at hand. `%TARGET%` is replaced by each of [`TARGETS`] in turn until one loads
+/// for the GPU at hand. `%TARGET%` is replaced by each target `modules` tries in turn until one loads
 /// (a newer driver may have dropped the older targets). Parameters: the program's buffer, the
 /// packed buffer, the table (16 bytes a run: u64 offset in the program's buffer, u32 offset in
 /// the packed buffer, u32 bytes), the runs, and 1 to gather (program to packed) or 0 to
@@ -117,8 +118,16 @@ DONE:
 }
 "#;
 
-const TARGETS: [&str; 2] = ["sm_75", "sm_52"];
-const ENTRY: &[u8] = b"cudampi_runs\0";
+/// The PTX for `target`.
+fn ptx(target: &str) -> String {
+    format!("{}\0", PTX.replace("%TARGET%", target))
+}
+
+fn entries() -> Vec<String> {
+    vec!["cudampi_runs\0".into()]
+}
+
+static KERNEL: Module = Module::new(ptx, entries, "pack kernel; datatypes of many blocks are copied block by block, which is slower");
 /// Threads per block: eight warps, eight runs at a time.
 const THREADS: u32 = 256;
 /// Most thread blocks a launch asks for; the warps loop over the runs beyond.
@@ -132,14 +141,6 @@ const KEEP_SCRATCH: usize = 64 << 20;
 /// Scratch buffers kept for reuse, at most.
 const KEPT_SCRATCH: usize = 4;
 
-const UNTRIED: u8 = 0;
-const READY: u8 = 1;
-const UNAVAILABLE: u8 = 2;
-/// Whether the kernel can be tried at all: set once the PTX was refused.
-static STATE: AtomicU8 = AtomicU8::new(UNTRIED);
-
-/// The kernel of each context it was loaded in: (context, module, function).
-static MODULES: Mutex<Vec<(usize, usize, usize)>> = Mutex::new(Vec::new());
 /// Pinned host tables not in use: (address, capacity in bytes).
 static TABLES: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
 /// Device scratch not in use: (context, address, capacity in bytes).
@@ -149,7 +150,7 @@ static SCRATCH: Mutex<Vec<(usize, CUdeviceptr, usize)>> = Mutex::new(Vec::new())
 /// or a driver refused it. Decided before any context is at hand, so a kernel that then cannot
 /// run for one copy costs that copy its runs one by one, never correctness.
 pub fn expected() -> bool {
-    config::get().pack_kernel && STATE.load(Ordering::Relaxed) != UNAVAILABLE && driver::get().is_some_and(|d| d.kernels.is_some())
+    config::get().pack_kernel && !KERNEL.refused() && driver::get().is_some_and(|d| d.kernels.is_some())
 }
 
 /// Calls `f(offset, bytes)` for each run of `blocks` in packing order ([`Strided::ascending`]
@@ -184,7 +185,7 @@ fn launch(ctx: &InContext, gather: bool, dev: u64, blocks: &Blocks, host: *mut c
     }
     let d = ctx.driver();
     let Some(k) = d.kernels.as_ref() else { return Ok(false) };
-    let Some((context, function)) = function(d, k) else { return Ok(false) };
+    let Some((context, function)) = KERNEL.function(d, k, 0) else { return Ok(false) };
     let Some((table, users, filled)) = DeviceTable::get(d, context, blocks, runs) else { return Ok(false) };
     let release = |filled: Option<Table>| {
         users.fetch_sub(1, Ordering::AcqRel);
@@ -312,48 +313,6 @@ impl DeviceTable {
     }
 }
 
-/// The current context and the kernel in it, loaded on first use.
-fn function(d: &Driver, k: &Kernels) -> Option<(usize, *mut c_void)> {
-    let mut ctx: CUcontext = std::ptr::null_mut();
-    // SAFETY: an out-pointer.
-    if unsafe { (d.ctx_get_current)(&mut ctx) } != CUDA_SUCCESS || ctx.is_null() {
-        return None;
-    }
-    let mut modules = MODULES.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(&(_, _, f)) = modules.iter().find(|m| m.0 == ctx as usize) {
-        return Some((ctx as usize, f as *mut c_void));
-    }
-    // Loading compiles the PTX, once per context: a few milliseconds, under the lock so that
-    // two threads do not both pay it.
-    let mut last = CUDA_SUCCESS;
-    for target in TARGETS {
-        let image = format!("{}\0", PTX.replace("%TARGET%", target));
-        let mut module = std::ptr::null_mut();
-        // SAFETY: a NUL-terminated PTX image; an out-pointer.
-        last = unsafe { (k.module_load_data)(&mut module, image.as_ptr().cast()) };
-        if last != CUDA_SUCCESS {
-            continue;
-        }
-        let mut f = std::ptr::null_mut();
-        // SAFETY: the module just loaded; a NUL-terminated name.
-        last = unsafe { (k.module_get_function)(&mut f, module, ENTRY.as_ptr().cast()) };
-        if last == CUDA_SUCCESS {
-            modules.push((ctx as usize, module as usize, f as usize));
-            STATE.store(READY, Ordering::Relaxed);
-            return Some((ctx as usize, f));
-        }
-        // SAFETY: the module just loaded, of no use.
-        unsafe { (k.module_unload)(module) };
-    }
-    if STATE.swap(UNAVAILABLE, Ordering::Relaxed) != UNAVAILABLE {
-        log::warn(format_args!(
-            "the GPU driver refused cudampi's pack kernel ({}); datatypes of many blocks are copied block by block, which is slower",
-            d.error_name(last)
-        ));
-    }
-    None
-}
-
 /// A pinned host table, from which the runs go to the device in one copy.
 struct Table {
     host: *mut c_void,
@@ -431,7 +390,6 @@ impl Scratch {
 /// (`MPI_Finalize`, after the last copy); a later copy loads and allocates them again.
 pub fn release() {
     let Some(d) = driver::get() else { return };
-    let modules = std::mem::take(&mut *MODULES.lock().unwrap_or_else(|e| e.into_inner()));
     let scratch = std::mem::take(&mut *SCRATCH.lock().unwrap_or_else(|e| e.into_inner()));
     let tables = std::mem::take(&mut *TABLES.lock().unwrap_or_else(|e| e.into_inner()));
     let device_tables = std::mem::take(&mut *DEVICE_TABLES.lock().unwrap_or_else(|e| e.into_inner()));
@@ -448,12 +406,7 @@ pub fn release() {
         }
     };
     if let Some(k) = d.kernels.as_ref() {
-        for (ctx, module, _) in modules {
-            // SAFETY: the module loaded in this context.
-            in_context(ctx, &|| unsafe {
-                (k.module_unload)(module as *mut c_void);
-            });
-        }
+        KERNEL.release(d, k);
     }
     for t in device_tables {
         // SAFETY: a table allocated in this context, no longer in use after finalize.

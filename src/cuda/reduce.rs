@@ -9,12 +9,10 @@
 //! use `base` and the other `cuda` modules.
 
 use std::ffi::{c_uint, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
 
 use super::copy::{check, CudaError, InContext};
-use super::driver::{CUcontext, CUdeviceptr, Driver, Kernels, CUDA_SUCCESS};
-use crate::base::log;
+use super::driver::CUdeviceptr;
+use super::modules::Module;
 
 /// The element types with kernels: (PTX type, bytes).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -146,73 +144,16 @@ fn module(target: &str) -> String {
     s
 }
 
-const TARGETS: [&str; 2] = ["sm_75", "sm_52"];
 const THREADS: u32 = 256;
 /// Most thread blocks a launch asks for; the threads loop over the elements beyond.
 const MAX_GRID: u64 = 8192;
 
-/// Per context: (context, module, the functions in `OPS` x `ELEMENTS` order).
-type Loaded = (usize, usize, Vec<usize>);
-static MODULES: Mutex<Vec<Loaded>> = Mutex::new(Vec::new());
-/// Set once a driver refused the PTX: the kernels are not tried again.
-static REFUSED: AtomicBool = AtomicBool::new(false);
-
-/// The kernel for `op` on `e` in the current context, loaded on first use.
-fn function(d: &Driver, k: &Kernels, op: Op, e: Element) -> Option<*mut c_void> {
-    if REFUSED.load(Ordering::Relaxed) {
-        return None;
-    }
-    let mut ctx: CUcontext = std::ptr::null_mut();
-    // SAFETY: an out-pointer.
-    if unsafe { (d.ctx_get_current)(&mut ctx) } != CUDA_SUCCESS || ctx.is_null() {
-        return None;
-    }
-    let index = OPS.iter().position(|&o| o == op)? * ELEMENTS.len() + ELEMENTS.iter().position(|&x| x == e)?;
-    let mut modules = MODULES.lock().unwrap_or_else(|err| err.into_inner());
-    if let Some((_, _, fs)) = modules.iter().find(|m| m.0 == ctx as usize) {
-        return Some(fs[index] as *mut c_void);
-    }
-    let mut last = CUDA_SUCCESS;
-    for target in TARGETS {
-        let image = module(target);
-        let mut m = std::ptr::null_mut();
-        // SAFETY: a NUL-terminated PTX image; an out-pointer.
-        last = unsafe { (k.module_load_data)(&mut m, image.as_ptr().cast()) };
-        if last != CUDA_SUCCESS {
-            continue;
-        }
-        let mut fs = Vec::with_capacity(OPS.len() * ELEMENTS.len());
-        for o in OPS {
-            for x in ELEMENTS {
-                let name = format!("{}\0", entry(o, x));
-                let mut f = std::ptr::null_mut();
-                // SAFETY: the module just loaded; a NUL-terminated name.
-                last = unsafe { (k.module_get_function)(&mut f, m, name.as_ptr().cast()) };
-                if last != CUDA_SUCCESS {
-                    break;
-                }
-                fs.push(f as usize);
-            }
-            if last != CUDA_SUCCESS {
-                break;
-            }
-        }
-        if last == CUDA_SUCCESS {
-            let f = fs[index] as *mut c_void;
-            modules.push((ctx as usize, m as usize, fs));
-            return Some(f);
-        }
-        // SAFETY: the module just loaded, of no use.
-        unsafe { (k.module_unload)(m) };
-    }
-    if !REFUSED.swap(true, Ordering::Relaxed) {
-        log::warn(format_args!(
-            "the GPU driver refused cudampi's reduction kernels ({}); accumulates on device windows combine in host memory, which is slower",
-            d.error_name(last)
-        ));
-    }
-    None
+/// The entry points, in `OPS` x `ELEMENTS` order.
+fn entries() -> Vec<String> {
+    OPS.iter().flat_map(|&o| ELEMENTS.iter().map(move |&x| format!("{}\0", entry(o, x)))).collect()
 }
+
+static KERNELS: Module = Module::new(module, entries, "reduction kernels; accumulates on device windows combine in host memory, which is slower");
 
 /// Queues `inout[i] = input[i] op inout[i]` for `n` elements of `e` on `stream` of the context
 /// `ctx` made current; both addresses must be reachable from it. `Ok(false)`: no kernel here,
@@ -220,7 +161,8 @@ fn function(d: &Driver, k: &Kernels, op: Op, e: Element) -> Option<*mut c_void> 
 pub fn combine(ctx: &InContext, stream: *mut c_void, inout: CUdeviceptr, input: CUdeviceptr, n: usize, e: Element, op: Op) -> Result<bool, CudaError> {
     let d = ctx.driver();
     let Some(k) = d.kernels.as_ref() else { return Ok(false) };
-    let Some(f) = function(d, k, op, e) else { return Ok(false) };
+    let index = OPS.iter().position(|&o| o == op).zip(ELEMENTS.iter().position(|&x| x == e)).map(|(o, x)| o * ELEMENTS.len() + x);
+    let Some((_, f)) = index.and_then(|i| KERNELS.function(d, k, i)) else { return Ok(false) };
     if n == 0 {
         return Ok(true);
     }
@@ -234,17 +176,7 @@ pub fn combine(ctx: &InContext, stream: *mut c_void, inout: CUdeviceptr, input: 
 
 /// Unloads the kernels in every context (`MPI_Finalize`, after the last accumulate).
 pub fn release() {
-    let Some(d) = super::driver::get() else { return };
-    let Some(k) = d.kernels.as_ref() else { return };
-    let modules = std::mem::take(&mut *MODULES.lock().unwrap_or_else(|e| e.into_inner()));
-    for (ctx, m, _) in modules {
-        let mut popped: CUcontext = std::ptr::null_mut();
-        // SAFETY: a context cudampi saw current; balanced push and pop; the module loaded there.
-        unsafe {
-            if (d.ctx_push_current)(ctx as CUcontext) == CUDA_SUCCESS {
-                (k.module_unload)(m as *mut c_void);
-                (d.ctx_pop_current)(&mut popped);
-            }
-        }
+    if let Some((d, k)) = super::driver::get().and_then(|d| Some((d, d.kernels.as_ref()?))) {
+        KERNELS.release(d, k);
     }
 }
