@@ -30,8 +30,8 @@ use super::strided::{summary, Blocks, Strided, Summary};
 use crate::base::{config, stats};
 
 /// The kernel. PTX of a low target that has every instruction it uses; the driver compiles it
-/// for the GPU at hand. `%TARGET%` is replaced by each target `modules` tries in turn until one loads
-/// (a newer driver may have dropped the older targets). Parameters: the program's buffer, the
+/// for the GPU at hand. `%TARGET%` is replaced by each target `modules` tries in turn until
+/// one loads (a newer driver may have dropped the older targets). Parameters: the program's buffer, the
 /// packed buffer, the table (16 bytes a run: u64 offset in the program's buffer, u32 offset in
 /// the packed buffer, u32 bytes), the runs, and 1 to gather (program to packed) or 0 to
 /// scatter.
@@ -128,6 +128,7 @@ fn entries() -> Vec<String> {
 }
 
 static KERNEL: Module = Module::new(ptx, entries, "pack kernel; datatypes of many blocks are copied block by block, which is slower");
+
 /// Threads per block: eight warps, eight runs at a time.
 const THREADS: u32 = 256;
 /// Most thread blocks a launch asks for; the warps loop over the runs beyond.

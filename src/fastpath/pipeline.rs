@@ -6,7 +6,8 @@
 //! message to host memory a chunk at a time and sends each chunk as soon as it is there, on the
 //! private communicator with a tag of the message's own. The receive that matches the envelope
 //! receives the chunks into a ring of a few pinned chunk buffers and starts each chunk's copy to
-//! the device as it arrives.
+//! the device as it arrives; once its last chunk's receive is posted, it begins the next device
+//! receive whose envelope is here, so that a window of messages keeps the link busy.
 //!
 //! Each chunk has a pinned buffer of its own from the staging pool, given back when its send
 //! completes, so a stream of messages recycles a few chunks' worth of pinned memory instead of

@@ -121,9 +121,9 @@ pub struct Mapped {
     queued: AtomicUsize,
     slots: *mut Slot,
     slots_bytes: usize,
-    /// This process's own part: (device address, bytes), for `MPI_WIN_BASE` and `MPI_WIN_SIZE`.
-    own: Option<(*mut c_void, usize)>,
-    /// The value `MPI_WIN_SIZE` points to.
+    /// This process's own part's device address, for `MPI_WIN_BASE`.
+    own: Option<*mut c_void>,
+    /// Its bytes: the value `MPI_WIN_SIZE` points to.
     size_attribute: isize,
     /// Origins of the exposure epoch (`MPI_Win_post`) whose completion is not yet taken.
     origins: Vec<c_int>,
@@ -275,7 +275,7 @@ pub fn prepare(name: &'static str, base: *mut c_void, size: isize, disp_unit: i6
         queued: AtomicUsize::new(0),
         slots: segment.map_or(std::ptr::null_mut(), |(at, _)| at.cast()),
         slots_bytes: segment.map_or(0, |(_, b)| b),
-        own: (mine.record.kind == 1).then_some((base, size as usize)),
+        own: (mine.record.kind == 1).then_some(base),
         size_attribute: size,
         origins: Vec::new(),
         targets: Vec::new(),
@@ -601,29 +601,29 @@ pub fn test(_name: &'static str, win: Handle, flag: *mut c_int, call: impl FnOnc
 
 fn message_each(ranks: &[c_int], tag: c_int, comm: Handle) -> c_int {
     let (Some(p), abi) = (real::pmpi(), abi::get()) else { return abi::get().err_intern };
-    ranks.iter().fold(0, |first, &r| {
-        // SAFETY: no bytes, on the window's communicator.
-        let rc = unsafe { (p.send)(std::ptr::null(), 0, abi.byte, r, tag, comm) };
-        if first != 0 {
-            first
-        } else {
-            rc
-        }
-    })
+    // SAFETY: no bytes, on the window's communicator.
+    each(ranks, |r| unsafe { (p.send)(std::ptr::null(), 0, abi.byte, r, tag, comm) })
 }
 
 fn take_each(ranks: &[c_int], tag: c_int, comm: Handle) -> c_int {
     let (Some(p), abi) = (real::pmpi(), abi::get()) else { return abi::get().err_intern };
-    ranks.iter().fold(0, |first, &r| {
+    each(ranks, |r| {
         let mut status = abi::Status::zeroed();
         let mut req: Handle = 0;
         // SAFETY: no bytes, on the window's communicator; waited for at once.
-        let rc = unsafe {
+        unsafe {
             match (p.irecv)(std::ptr::null_mut(), 0, abi.byte, r, tag, comm, &mut req) {
                 0 => (p.wait)((&mut req as *mut Handle).cast(), status.as_mut_ptr()),
                 rc => rc,
             }
-        };
+        }
+    })
+}
+
+/// `call` for every rank, all of them whatever fails: the first failure's code, or 0.
+fn each(ranks: &[c_int], mut call: impl FnMut(c_int) -> c_int) -> c_int {
+    ranks.iter().fold(0, |first, &r| {
+        let rc = call(r);
         if first != 0 {
             first
         } else {
@@ -728,7 +728,7 @@ pub fn attribute(win: Handle, keyval: c_int, value: *mut c_void) {
     let Some(m) = get(win) else { return };
     let m = lock(&m);
     let abi = abi::get();
-    let Some((base, _)) = m.own else { return };
+    let Some(base) = m.own else { return };
     if keyval == abi.win_base {
         // SAFETY: for MPI_WIN_BASE the library stores the base address at `value`.
         unsafe { value.cast::<*mut c_void>().write_unaligned(base) };
