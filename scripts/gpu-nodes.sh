@@ -13,9 +13,11 @@
 # on a network). CUDAMPI_* in the environment reach every rank.
 #
 # Environment: NODES_SIZES (bench/bw -m, default 64K:64M), NODES_CAP (bench/bw -B, default 4G:
-# 64 messages even at 64 MiB), NODES_ROUNDS (bench/bw -r, default 1: the ways in turn, medians), NODES_TRANSPORTS (default "shm tcp"), NODES_TIMEOUT (seconds per
-# run, default 150), NODES_RUN (the folder's name under the output, default "run"), SHIM,
-# CUDA_HOME, MPICC, MPIRUN, FIXTURE_LIB and FIXTURE_INC (the stand-in driver instead of CUDA).
+# 64 messages even at 64 MiB), NODES_ROUNDS (bench/bw -r, default 1: the ways in turn, medians),
+# NODES_CHECK=1 (bench/bw -c: every message's bytes compared; the times then include it),
+# NODES_TRANSPORTS (default "shm tcp"), NODES_TIMEOUT (seconds per run, default 150),
+# NODES_RUN (the folder's name under the output, default "run"), SHIM, CUDA_HOME, MPICC,
+# MPIRUN, FIXTURE_LIB and FIXTURE_INC (the stand-in driver instead of CUDA).
 # Output, under $OUT if set, else build/gpu-nodes/: NODES_RUN/bw-shm.json, bw-shm-both.json,
 # bw-tcp.json, bw-tcp-both.json with their printed tables (.txt), and nodes.png.
 #
@@ -75,7 +77,7 @@ for tr in ${NODES_TRANSPORTS:-shm tcp}; do
         f=$DIR/bw-$tr${both:+-both}
         if [ -n "$both" ]; then echo "== $tr, both ways"; else echo "== $tr, one way"; fi
         timeout "${NODES_TIMEOUT:-150}" "${run[@]}" -n 2 "${extra[@]}" "${fwd[@]}" tests/mpi/as-node.sh "$BIN/bw" $both \
-            -m "${NODES_SIZES:-64K:64M}" -W host,device -B "${NODES_CAP:-4G}" -r "${NODES_ROUNDS:-1}" -o "$f.json" >"$f.txt" 2>&1 || {
+            -m "${NODES_SIZES:-64K:64M}" -W host,device -B "${NODES_CAP:-4G}" -r "${NODES_ROUNDS:-1}" ${NODES_CHECK:+-c} -o "$f.json" >"$f.txt" 2>&1 || {
             echo "   failed (rc $?): $f.txt"
             failed=1
         }
