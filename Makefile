@@ -7,10 +7,12 @@
 #                       (tests/run-matrix.sh; its last line is "N passed, N failed")
 #   make layers         scripts/layers.py: src/ imports only downward, no import circle
 #   make demo           scripts/demo.sh
-#   make install        PREFIX=/usr/local (and DESTDIR=): lib/libcudampi.so.0, lib/libcudampi.so,
-#                       include/cudampi.h, include/cudampi-ext/mpi-ext.h (first on the include
-#                       path of pkg-config --cflags cudampi), lib/pkgconfig/cudampi.pc,
-#                       bin/cudampi-run
+#   make install        PREFIX=/usr/local (and DESTDIR=, LIBDIR=$(PREFIX)/lib): LIBDIR/libcudampi.so.0,
+#                       LIBDIR/libcudampi.so, include/cudampi.h, include/cudampi-ext/mpi-ext.h
+#                       (first on the include path of pkg-config --cflags cudampi),
+#                       LIBDIR/pkgconfig/cudampi.pc, bin/cudampi-run
+#   make wheel          build/dist/cudampi-VERSION-py3-none-manylinux_*.whl (pip install cudampi)
+#   make deb            build/dist/cudampi_VERSION_ARCH.deb (packaging/deb/build.sh)
 #   make header         regenerate include/cudampi.h with cbindgen, when it is installed
 #   make clean          cargo clean, and build/ except the downloaded MPIs (distclean: all)
 #
@@ -23,6 +25,7 @@ SHELL := bash
 
 CARGO ?= cargo
 PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
 DESTDIR ?=
 MATRIX_ARGS ?=
 
@@ -38,7 +41,7 @@ fixture:
 	@echo "make fixture: tests/fixture/fixture.mk does not exist yet" >&2; exit 1
 endif
 
-.PHONY: all build fixture mpis test layers demo install header clean distclean
+.PHONY: all build fixture mpis test layers demo install wheel deb header clean distclean
 
 all: build
 
@@ -69,17 +72,17 @@ demo: build fixture mpis
 
 install:
 	@test -f $(LIB) || { echo "make install: $(LIB) is missing; run make first" >&2; exit 1; }
-	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
 	install -m 755 scripts/cudampi-run $(DESTDIR)$(PREFIX)/bin/cudampi-run
-	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libcudampi.so.0
-	ln -sfn libcudampi.so.0 $(DESTDIR)$(PREFIX)/lib/libcudampi.so
+	install -m 755 $(LIB) $(DESTDIR)$(LIBDIR)/libcudampi.so.0
+	ln -sfn libcudampi.so.0 $(DESTDIR)$(LIBDIR)/libcudampi.so
 	install -m 644 include/cudampi.h $(DESTDIR)$(PREFIX)/include/cudampi.h
 	install -d $(DESTDIR)$(PREFIX)/include/cudampi-ext
 	install -m 644 include/cudampi-ext/mpi-ext.h $(DESTDIR)$(PREFIX)/include/cudampi-ext/mpi-ext.h
 	printf '%s\n' \
 		'prefix=$(PREFIX)' \
 		'exec_prefix=$${prefix}' \
-		'libdir=$${exec_prefix}/lib' \
+		'libdir=$(LIBDIR)' \
 		'includedir=$${prefix}/include' \
 		'' \
 		'Name: cudampi' \
@@ -87,7 +90,13 @@ install:
 		'Version: $(VERSION)' \
 		'Libs: -L$${libdir} -Wl,--no-as-needed -lcudampi' \
 		'Cflags: -I$${includedir}/cudampi-ext -I$${includedir}' \
-		>$(DESTDIR)$(PREFIX)/lib/pkgconfig/cudampi.pc
+		>$(DESTDIR)$(LIBDIR)/pkgconfig/cudampi.pc
+
+wheel: build
+	CUDAMPI_PREBUILT_LIB=$(LIB) python3 packaging/python/cudampi_build.py wheel build/dist
+
+deb: build
+	packaging/deb/build.sh build/dist
 
 header:
 	@if command -v cbindgen >/dev/null; then \
