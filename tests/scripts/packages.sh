@@ -42,8 +42,9 @@ venv=$SCRATCH/venv
 python3 -m venv --without-pip "$venv" || { echo "python3 -m venv failed"; exit 1; }
 python3 -m pip --python "$venv/bin/python" install -q --disable-pip-version-check --no-deps --no-index "$wheel" || fail "pip install of the wheel"
 # mpi4py and NumPy from PyPI (binary wheels), into the same venv
+mpi4py=yes
 python3 -m pip --python "$venv/bin/python" install -q --disable-pip-version-check --only-binary=:all: 'mpi4py>=4.1' numpy ||
-    { echo "cannot install mpi4py and numpy into the venv: skipped"; exit 77; }
+    { echo "   cannot install mpi4py and numpy into the venv: the mpi4py run is left out"; mpi4py=no; }
 
 out=$(clean "$venv/bin" python -m cudampi info 2>&1)
 echo "$out" | sed 's/^/   /'
@@ -69,7 +70,7 @@ run() { # run NAME PATH-FIRST CMD...: one run in the clean environment, expected
     [ $rc = 0 ] || fail "$name (exit status $rc)"
 }
 run "demo through the wheel's cudampi-run" "$venv/bin" cudampi-run -n 2 "$demo"
-run "mpi4py on device memory through the wheel's cudampi-run" "$venv/bin" cudampi-run -n 2 python "$repo/tests/python/device_cai.py"
+[ $mpi4py = yes ] && run "mpi4py on device memory through the wheel's cudampi-run" "$venv/bin" cudampi-run -n 2 python "$repo/tests/python/device_cai.py"
 
 echo "== the Debian package"
 deb=$(packaging/deb/build.sh "$dist") || { echo "packaging/deb/build.sh failed"; exit 1; }
