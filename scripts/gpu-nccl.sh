@@ -54,7 +54,8 @@
 # figures"), GPU_NCCL_TIMEOUT (cap of one test run, default 150; a test's timeout= header wins
 # when smaller), GPU_NCCL_TESTS_SHARE (default 40), GPU_NCCL_SOCKET_MIN (default 32k), NRANKS,
 # GPU_NCCL_MAX (largest size of the figures, default 64M; GPU_NCCL_EVERY_MAX for coll-nccl-every
-# alone, whose point is where NCCL overtakes staging), GPU_NCCL_FIGURES (which figure runs,
+# alone, whose point is where NCCL overtakes staging), GPU_NCCL_ROUNDS (bench/coll -r of the
+# figures, default 3; 9 settle points a few microseconds apart), GPU_NCCL_FIGURES (which figure runs,
 # default "nccl staged every socket host"; also nb and steps), GPU_NCCL_QUICK=1 (small sizes, few
 # iterations, one round), SHIM, CUDA_HOME, MPICC, MPIRUN, FIXTURE_LIB, FIXTURE_INC and
 # FIXTURE_NCCL (the stand-in CUDA and NCCL instead of the real ones; FAKECUDA_DEVICES GPUs,
@@ -320,7 +321,7 @@ bench() {
 if [ $QUICK = 1 ]; then
     MAX=${GPU_NCCL_MAX:-256k} CHECK_MAX=64k ITER=(-i 5 -x 1) ROUNDS=1 HOST_ROUNDS=1 STEPS_ARGS=(-m 8:64k -i 10 -r 1)
 else
-    MAX=${GPU_NCCL_MAX:-64M} CHECK_MAX=4M ITER=() ROUNDS=3 HOST_ROUNDS=5 STEPS_ARGS=()
+    MAX=${GPU_NCCL_MAX:-64M} CHECK_MAX=4M ITER=() ROUNDS=${GPU_NCCL_ROUNDS:-3} HOST_ROUNDS=5 STEPS_ARGS=()
 fi
 
 if [ $BENCH_OK = 1 ] && step check; then
