@@ -384,17 +384,16 @@ impl Mapped {
         }
     }
 
-    /// Waits for this process's copies on the window.
+    /// Waits for this process's copies on the window (see [`Mapped::settle_for`]).
     fn settle(&self, name: &'static str, win: Handle) -> Result<(), c_int> {
         self.settle_for(name, errors::on_window(win))
     }
 
-    /// [`Mapped::settle`] for an operation, raising on `errh`.
     /// Waits for the window's copies, and for the work the program queued on the stream, such
     /// as a copy of its own into its part, whose bytes peers may read once this returns (a
-    /// copy from pageable memory is still landing when `cudaMemcpy` returns). Where this
-    /// process queued nothing it costs a query of the stream (a device part) or nothing (a
-    /// host part).
+    /// copy from pageable memory is still landing when `cudaMemcpy` returns); errors go to
+    /// `errh`. Where this process queued nothing it costs a query of the stream (a device part)
+    /// or nothing (a host part).
     fn settle_for(&self, name: &'static str, errh: Option<Handle>) -> Result<(), c_int> {
         let bytes = self.queued.swap(0, Ordering::AcqRel);
         if bytes == 0 && self.own.is_none() {
@@ -404,8 +403,8 @@ impl Mapped {
         let d = driver::get().ok_or(CudaError { call: "cuInit", code: 3 }).map_err(fail)?;
         let _ctx = InContext::enter(&self.dev).map_err(fail)?;
         if bytes == 0 {
-            // SAFETY: the legacy default stream of the current context.
             if let Some(s) = d.signals.as_ref() {
+                // SAFETY: the legacy default stream of the current context.
                 if unsafe { (s.stream_query)(LEGACY) } == 0 {
                     return Ok(());
                 }
