@@ -12,10 +12,11 @@
 #
 # Steps, in this order (a run never outlasts the limit: each gets at most the time left, and a
 # step that finds no time left is SKIPPED, so the summary is always printed):
-#   tests    tests/c/coll_nccl_nb.c, tests/c/coll_nccl.c and
+#   tests    tests/c/coll_nccl_nb.c, tests/c/coll_nccl.c, tests/c/coll_nccl_sizes.c and
 #            tests/c/coll_blocking.c, built against the real CUDA, run with the shim preloaded,
-#            CUDAMPI_NCCL_LIB set, CUDAMPI_NCCL_BYTES=0 (NCCL at every size) and CMTEST_MODE=nccl
-#            (coll_nccl checks cudampi_stats.nccl_calls exactly), on NRANKS ranks and on 2; the
+#            CUDAMPI_NCCL_LIB set, CUDAMPI_NCCL_BYTES=0 (NCCL at every size; the test's env=
+#            header wins, as coll_nccl_sizes's 8K) and CMTEST_MODE=nccl (coll_nccl and
+#            coll_nccl_sizes check cudampi_stats.nccl_calls exactly), on NRANKS ranks and on 2; the
 #            step ends after GPU_NCCL_TESTS_SHARE percent of the limit (default 40), so that the
 #            figures keep their time
 #   check    bench/coll -c (every result compared with the host computation) with
@@ -253,10 +254,10 @@ check() {
 hdr() { head -n 10 "$1" | grep -m1 'cudampi-test:' | grep -o "$2=[^ ]*" | sed "s/^$2=//"; }
 if step tests; then
     TESTS_END=$(($(el) + LIMIT * ${GPU_NCCL_TESTS_SHARE:-40} / 100))
-    say "tests: coll_nccl_nb, coll_nccl and coll_blocking, NCCL at every size (CMTEST_MODE=nccl), one GPU per rank (until ${TESTS_END}s)"
+    say "tests: coll_nccl_nb, coll_nccl, coll_nccl_sizes and coll_blocking, mode nccl, one GPU per rank (until ${TESTS_END}s)"
     nps=("$N")
     [ "$N" != 2 ] && nps+=(2)
-    for t in coll_nccl_nb coll_nccl coll_blocking; do
+    for t in coll_nccl_nb coll_nccl coll_nccl_sizes coll_blocking; do
         src=tests/c/$t.c
         if [ ! -f "$src" ]; then
             record SKIP "$t" 0 "$src does not exist (yet)"
@@ -270,6 +271,7 @@ if step tests; then
         fi
         cap=$(hdr "$src" timeout)
         [ -n "$cap" ] && [ "$cap" -lt "$TMO" ] || cap=$TMO
+        bytes=$(hdr "$src" env | grep -o 'CUDAMPI_NCCL_BYTES=[^,]*' | cut -d= -f2)
         for np in "${nps[@]}"; do
             c=$((TESTS_END - $(el)))
             [ "$c" -gt "$cap" ] && c=$cap
@@ -277,7 +279,7 @@ if step tests; then
                 record SKIP "$t, $np ranks" 0 "the tests' share of the limit (${GPU_NCCL_TESTS_SHARE:-40}%) is spent"
                 continue
             fi
-            mpi_cmd "$np" CUDAMPI_NCCL_BYTES=0 CMTEST_MODE=nccl CUDAMPI_TEST_GPU_PER_RANK=1 -- "$BIN/$t"
+            mpi_cmd "$np" CUDAMPI_NCCL_BYTES="${bytes:-0}" CMTEST_MODE=nccl CUDAMPI_TEST_GPU_PER_RANK=1 -- "$BIN/$t"
             check "$t, $np ranks" "$c" "$LOGS/$t.np$np.log" "${CMD[@]}"
             # the test's own verdict line
             grep -E '^(PASS|FAIL) [a-z_]+ \(' "$LOGS/$t.np$np.log" | head -1 | cut -c1-160 | sed 's/^/           | /'

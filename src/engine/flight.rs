@@ -7,10 +7,12 @@
 //! collectives. Where that agreement chose NCCL, every rank runs the call there whatever its
 //! buffers are this time: memory NCCL cannot take as it is (host memory, another GPU's) is
 //! copied through scratch memory on the communicator's GPU, in at the start and back at the
-//! completion. A datatype with gaps cannot be moved so; that call fails on its rank with one
-//! line, and the other ranks' completions fail after `CUDAMPI_HANDSHAKE_WAIT`, as any stalled
-//! collective does. A persistent collective agrees at its initialization (`super::plan`),
-//! which may wait, and runs every start the way the ranks agreed then.
+//! completion. A datatype with gaps is moved packed, as the operations lay its elements out: the
+//! library's own `MPI_Pack` of a host copy goes in at the start, and `MPI_Unpack` into a host
+//! copy at the completion writes back the datatype's bytes alone. Arguments the library would
+//! refuse (the null datatype, a negative count) are left to it: the call is staged on that rank
+//! and gets the library's own error. A persistent collective agrees at its initialization
+//! (`super::plan`), which may wait, and runs every start the way the ranks agreed then.
 
 use std::ffi::{c_int, c_void};
 use std::time::Duration;
@@ -23,7 +25,8 @@ use crate::cuda::copy::{check, CudaError, InContext};
 use crate::cuda::nccl::{self, Op};
 use crate::cuda::{self, Device, Location};
 use crate::mpi::abi::{self, Handle};
-use crate::mpi::errors;
+use crate::mpi::datatype::{self, Span};
+use crate::mpi::{errors, real};
 
 /// A persistent collective the ranks agreed to run on NCCL: its operations, queued afresh at
 /// every `MPI_Start`.
@@ -104,7 +107,7 @@ impl InFlight {
     fn deliver(&mut self) -> Result<(), c_int> {
         for s in self.scratch.iter().filter(|s| s.back) {
             if let Err(e) = s.copy_back() {
-                log::error(format_args!("{}: {} failed with {}", self.name, e.call, e.name()));
+                log::error(format_args!("{}: {e}", self.name));
                 return Err(errors::raise(Some(self.comm), abi::get().err_other));
             }
         }
@@ -169,17 +172,21 @@ fn begin(name: &'static str, comm: Handle, job: &Job, slot: &agreement::Slot, ma
         log::error(format_args!("{name}: {why}; the other ranks run this collective on NCCL (set CUDAMPI_NCCL=0 to stage every collective)"));
         Some(Err(errors::raise(Some(comm), abi::get().err_other)))
     };
-    if !shape.ok || !job.consistent(rank) {
+    // Arguments the library refuses: its own error, from the staged path.
+    if !shape.ok || job.refused(rank) {
+        return None;
+    }
+    if !job.consistent(rank) {
         return fail("this rank's counts do not match its datatypes");
     }
     let bases = job.buffers(rank);
-    if bases.iter().any(|&(b, t)| b.is_null() || !gapless(t)) {
-        return fail("a buffer with gaps in its datatype (or MPI_BOTTOM) cannot go through NCCL");
+    if bases.iter().any(|&(b, _)| b.is_null()) {
+        return fail("a buffer at MPI_BOTTOM cannot go through NCCL");
     }
     let ops = job.ops(&shape, rank, size);
     let (ops, scratch) = match through_scratch(&dev, &bases, job.send(), ops, size as usize) {
         Ok(x) => x,
-        Err(e) => return fail(&format!("{} failed with {}", e.call, e.name())),
+        Err(e) => return fail(&e),
     };
     if !scratch.is_empty() {
         slot.lock().strayed = true;
@@ -210,36 +217,137 @@ struct Scratch {
     on_device: bool,
     /// Written by the collective: copied back at its completion.
     back: bool,
+    /// The elements of a datatype with gaps, held packed.
+    packed: Option<Packed>,
+}
+
+/// `count` elements of `datatype` from `user`, which leave gaps: the scratch holds them as
+/// `MPI_Pack` lays them out, `span` of the program's bytes around them.
+struct Packed {
+    datatype: Handle,
+    count: c_int,
+    span: Span,
+}
+
+/// Why scratch memory cannot stand in for a buffer.
+fn cuda_failed(e: CudaError) -> String {
+    format!("{} failed with {}", e.call, e.name())
 }
 
 impl Scratch {
-    fn new(dev: Device, user: *mut c_void, len: usize, back: bool) -> Result<Scratch, CudaError> {
+    fn new(dev: Device, user: *mut c_void, len: usize, back: bool) -> Result<Scratch, String> {
         let on_device = matches!(cuda::locate(user), Location::Device(d) if !d.managed);
-        let ctx = InContext::enter(&dev)?;
+        let ctx = InContext::enter(&dev).map_err(cuda_failed)?;
         let d = ctx.driver();
-        let mut s = Scratch { dev, ptr: 0, len, user, on_device, back };
+        let mut s = Scratch { dev, ptr: 0, len, user, on_device, back, packed: None };
         // SAFETY: a valid out-pointer in the GPU's context; the program's range is `len`
         // bytes it passed to the collective (read before the start, as MPI reads a send).
         unsafe {
-            check("cuMemAlloc", (d.mem_alloc)(&mut s.ptr, len.max(1)))?;
+            check("cuMemAlloc", (d.mem_alloc)(&mut s.ptr, len.max(1))).map_err(cuda_failed)?;
             match on_device {
-                true => check("cuMemcpyDtoD", (d.memcpy_dtod)(s.ptr, user as u64, len))?,
-                false => check("cuMemcpyHtoD", (d.memcpy_htod)(s.ptr, user, len))?,
+                true => check("cuMemcpyDtoD", (d.memcpy_dtod)(s.ptr, user as u64, len)),
+                false => check("cuMemcpyHtoD", (d.memcpy_htod)(s.ptr, user, len)),
             }
+            .map_err(cuda_failed)?;
         }
         Ok(s)
     }
 
-    fn copy_back(&self) -> Result<(), CudaError> {
-        let ctx = InContext::enter(&self.dev)?;
+    /// Elements `first..end` of `datatype` at `base`, packed: the whole range, so that packed
+    /// bytes the operations leave alone go back as they were.
+    fn packed(dev: Device, base: *const c_void, datatype: Handle, (first, end): (i64, i64), back: bool) -> Result<Scratch, String> {
+        let t = datatype::query(datatype).map_err(|rc| format!("the datatype could not be read (MPI error {rc})"))?;
+        let count = c_int::try_from(end - first).map_err(|_| "too many elements of a datatype with gaps to pack".to_string())?;
+        let len = usize::try_from(t.size).ok().and_then(|s| s.checked_mul(count as usize)).filter(|&l| c_int::try_from(l).is_ok());
+        let Some(len) = len else { return Err("too many bytes of a datatype with gaps to pack".into()) };
+        let span = t.span(count as i64).map_err(|_| "the datatype's span does not fit in memory".to_string())?;
+        let user = base.wrapping_byte_offset((first * t.extent) as isize).cast_mut();
+        let on_device = matches!(cuda::locate(user.wrapping_byte_offset(span.offset as isize)), Location::Device(d) if !d.managed);
+        let mut s = Scratch { dev, ptr: 0, len, user, on_device, back, packed: Some(Packed { datatype, count, span }) };
+        let mut packed = vec![0u8; len];
+        let host = s.user_bytes()?;
+        let mut position: c_int = 0;
+        let p = real::pmpi().ok_or("MPI is not loaded")?;
+        // SAFETY: `host` holds the elements' span, whose first byte is `span.offset` from the
+        // first element; `packed` takes `len` bytes, their packed size.
+        let rc = unsafe {
+            let origin = host.as_ptr().wrapping_byte_offset(-span.offset as isize);
+            (p.pack)(origin.cast(), count, datatype, packed.as_mut_ptr().cast(), len as c_int, &mut position, datatype::quiet::comm().unwrap_or(0))
+        };
+        if rc != 0 {
+            return Err(format!("MPI_Pack of a datatype with gaps failed (MPI error {rc})"));
+        }
+        let ctx = InContext::enter(&dev).map_err(cuda_failed)?;
         let d = ctx.driver();
-        // SAFETY: the scratch memory and the program's range it stands in for, both `len`.
+        // SAFETY: a valid out-pointer in the GPU's context, then `len` bytes into it.
         unsafe {
+            check("cuMemAlloc", (d.mem_alloc)(&mut s.ptr, len.max(1))).map_err(cuda_failed)?;
+            check("cuMemcpyHtoD", (d.memcpy_htod)(s.ptr, packed.as_ptr().cast(), len)).map_err(cuda_failed)?;
+        }
+        Ok(s)
+    }
+
+    /// A host copy of the program's span around packed elements, as it is now.
+    fn user_bytes(&self) -> Result<Vec<u8>, String> {
+        let Some(k) = &self.packed else { return Ok(Vec::new()) };
+        let mut host = vec![0u8; k.span.len];
+        let from = self.user.wrapping_byte_offset(k.span.offset as isize);
+        if self.on_device {
+            let ctx = InContext::enter(&self.dev).map_err(cuda_failed)?;
+            // SAFETY: the span is device memory the program passed to the collective.
+            unsafe { check("cuMemcpyDtoH", (ctx.driver().memcpy_dtoh)(host.as_mut_ptr().cast(), from as u64, host.len())) }.map_err(cuda_failed)?;
+        } else {
+            // SAFETY: host (or managed) memory the program passed, `span.len` bytes of it.
+            unsafe { std::ptr::copy_nonoverlapping(from.cast::<u8>(), host.as_mut_ptr(), host.len()) };
+        }
+        Ok(host)
+    }
+
+    fn copy_back(&self) -> Result<(), String> {
+        let ctx = InContext::enter(&self.dev).map_err(cuda_failed)?;
+        let d = ctx.driver();
+        let Some(k) = &self.packed else {
+            // SAFETY: the scratch memory and the program's range it stands in for, both `len`.
+            return unsafe {
+                match self.on_device {
+                    true => check("cuMemcpyDtoD", (d.memcpy_dtod)(self.user as u64, self.ptr, self.len)),
+                    false => check("cuMemcpyDtoH", (d.memcpy_dtoh)(self.user, self.ptr, self.len)),
+                }
+            }
+            .map_err(cuda_failed);
+        };
+        let mut packed = vec![0u8; self.len];
+        // SAFETY: `len` bytes of scratch memory into a buffer as long.
+        unsafe { check("cuMemcpyDtoH", (d.memcpy_dtoh)(packed.as_mut_ptr().cast(), self.ptr, self.len)) }.map_err(cuda_failed)?;
+        drop(ctx);
+        let mut host = self.user_bytes()?;
+        let mut position: c_int = 0;
+        let p = real::pmpi().ok_or("MPI is not loaded")?;
+        // SAFETY: as in `packed`, the other way.
+        let rc = unsafe {
+            let origin = host.as_mut_ptr().wrapping_byte_offset(-k.span.offset as isize);
+            (p.unpack)(packed.as_ptr().cast(), self.len as c_int, &mut position, origin.cast(), k.count, k.datatype, datatype::quiet::comm().unwrap_or(0))
+        };
+        if rc != 0 {
+            return Err(format!("MPI_Unpack of a datatype with gaps failed (MPI error {rc})"));
+        }
+        // Only the datatype's bytes: the gaps are the program's.
+        let t = datatype::query(k.datatype).map_err(|rc| format!("the datatype could not be read (MPI error {rc})"))?;
+        let element = datatype::element_runs(k.datatype, &t).map_err(|rc| format!("the datatype's layout could not be read (MPI error {rc})"))?;
+        let mut runs = Vec::new();
+        datatype::push_runs(&mut runs, &element, t.extent, 0, k.count as i64);
+        let to = self.user.wrapping_byte_offset(k.span.offset as isize);
+        let ctx = InContext::enter(&self.dev).map_err(cuda_failed)?;
+        for (at, len) in datatype::normalize(runs, k.span.offset) {
+            let from = host[at..at + len].as_ptr();
             match self.on_device {
-                true => check("cuMemcpyDtoD", (d.memcpy_dtod)(self.user as u64, self.ptr, self.len)),
-                false => check("cuMemcpyDtoH", (d.memcpy_dtoh)(self.user, self.ptr, self.len)),
+                // SAFETY: a run of the program's device buffer inside the span.
+                true => unsafe { check("cuMemcpyHtoD", (ctx.driver().memcpy_htod)(to as u64 + at as u64, from.cast(), len)) }.map_err(cuda_failed)?,
+                // SAFETY: a run of the program's host buffer inside the span.
+                false => unsafe { std::ptr::copy_nonoverlapping(from, to.cast::<u8>().add(at), len) },
             }
         }
+        Ok(())
     }
 }
 
@@ -252,14 +360,18 @@ impl Drop for Scratch {
     }
 }
 
-/// `ops` with every buffer NCCL cannot take as it is (not device memory of `dev`'s GPU) moved
-/// to scratch memory there. Each such buffer gets one scratch range covering what the
-/// operations touch of it: the program's bytes copied in (so a receive's gaps between blocks
-/// keep their values), and copied back if an operation writes it, unless it is the send buffer.
-fn through_scratch(dev: &Device, bases: &[(*const c_void, Handle)], send: *const c_void, ops: Vec<Op>, ranks: usize) -> Result<(Vec<Op>, Vec<Scratch>), CudaError> {
+/// `ops` with every buffer NCCL cannot take as it is (not device memory of `dev`'s GPU, or a
+/// datatype with gaps) moved to scratch memory there. Each such buffer gets one scratch range
+/// covering what the operations touch of it: the program's bytes copied in (so a receive's gaps
+/// between blocks keep their values), and copied back if an operation writes it, unless it is
+/// the send buffer. The operations lay a datatype's elements out packed (a displacement in
+/// sizes), so a datatype with gaps is packed into its scratch and unpacked from it.
+fn through_scratch(dev: &Device, bases: &[(*const c_void, Handle)], send: *const c_void, ops: Vec<Op>, ranks: usize) -> Result<(Vec<Op>, Vec<Scratch>), String> {
     // Each buffer located once (a driver query), not once per operation on it.
-    let located: Vec<(usize, bool)> =
-        bases.iter().map(|&(b, _)| (b as usize, matches!(cuda::locate(b), Location::Device(d) if !d.managed && d.ordinal == dev.ordinal))).collect();
+    let located: Vec<(usize, bool)> = bases
+        .iter()
+        .map(|&(b, t)| (b as usize, gapless(t) && matches!(cuda::locate(b), Location::Device(d) if !d.managed && d.ordinal == dev.ordinal)))
+        .collect();
     let direct = |b: usize| located.iter().any(|&(x, on)| x == b && on);
     let mut moved: Vec<(usize, usize, usize, bool)> = Vec::new(); // (base, low, high, written)
     let base_of = |p: usize| bases.iter().map(|&(b, _)| b as usize).filter(|&b| b <= p).max();
@@ -284,9 +396,20 @@ fn through_scratch(dev: &Device, bases: &[(*const c_void, Handle)], send: *const
         return Ok((ops, Vec::new()));
     }
     let mut scratch = Vec::with_capacity(moved.len());
-    for &(b, lo, hi, writes) in &moved {
+    for m in moved.iter_mut() {
+        let (b, lo, hi, writes) = *m;
         let back = writes && b != send as usize;
-        scratch.push(Scratch::new(*dev, (b + lo) as *mut c_void, hi - lo, back)?);
+        let datatype = bases.iter().find(|&&(x, _)| x as usize == b).map(|&(_, t)| t);
+        match datatype.filter(|&t| !gapless(t)) {
+            None => scratch.push(Scratch::new(*dev, (b + lo) as *mut c_void, hi - lo, back)?),
+            Some(t) => {
+                // Whole elements: the scratch starts at the first one the operations touch.
+                let size = datatype::size(t).filter(|&s| s > 0).ok_or("a datatype of no size")? as usize;
+                let (first, end) = (lo / size, hi.div_ceil(size));
+                m.1 = first * size;
+                scratch.push(Scratch::packed(*dev, b as *const c_void, t, (first as i64, end as i64), back)?);
+            }
+        }
     }
     let to = |p: *const c_void| -> *const c_void {
         let Some(b) = base_of(p as usize) else { return p };

@@ -10,7 +10,7 @@ use super::kinds;
 use crate::cuda::nccl::{DataType, Op, RedOp};
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::counts::Ints;
-use crate::mpi::datatype;
+use crate::mpi::{datatype, typemap};
 
 /// One rank's blocks of a rooted collective's buffer at the root: the same count for each
 /// rank, packed in rank order, or counts and displacements (in the datatype's extents).
@@ -213,6 +213,15 @@ impl Job {
             | Job::Gather { send, .. }
             | Job::Scatter { send, .. } => send,
         }
+    }
+
+    /// Whether the library may refuse this rank's arguments where NCCL would take them: the
+    /// send and receive buffers are one without `MPI_IN_PLACE` (MPICH's `MPI_ERR_BUFFER`), or
+    /// a derived datatype is not committed. The staged path gives the library's own answer.
+    pub fn refused(&self, rank: c_int) -> bool {
+        let b = self.buffers(rank);
+        let aliased = b.len() == 2 && !b[0].0.is_null() && b[0].0 == b[1].0;
+        aliased || b.iter().any(|&(_, t)| datatype::size_known(t).is_none() && !typemap::committed(t))
     }
 
     /// The buffers significant on this rank, each with its datatype.

@@ -100,7 +100,7 @@ fn local(job: &Job, rank: c_int) -> Local {
     }
     // Only a rank with device memory here loads NCCL.
     out.no_nccl = out.any_device && nccl::get().is_none();
-    out.ready = out.ready && job.consistent(rank) && out.device.is_some() && !out.no_nccl;
+    out.ready = out.ready && job.consistent(rank) && !job.refused(rank) && out.device.is_some() && !out.no_nccl;
     out
 }
 

@@ -96,7 +96,7 @@ pub fn analysis(datatype: Handle, t: &TypeInfo) -> Analysis {
 
 /// Whether the library takes `dt` for communication: a send of one element to
 /// `MPI_PROC_NULL`, which transfers nothing, on a communicator whose errors return.
-fn committed(dt: Handle) -> bool {
+pub fn committed(dt: Handle) -> bool {
     static BYTE: u64 = 0;
     let (Some(p), Ok(comm)) = (real::pmpi(), datatype::quiet::comm()) else { return false };
     // SAFETY: a send to MPI_PROC_NULL reads nothing; the buffer is a readable address.

@@ -59,7 +59,7 @@ static MPI_Win open_window(char *winbuf, int win_kind, int dynamic, int use_c)
     CHECK(flag && model, "MPI_WIN_MODEL missing");
     /* A created device window is mapped by every rank when all run on one node with IPC on
      * (MPI_WIN_UNIFIED); otherwise it has a public copy (MPI_WIN_SEPARATE). */
-    int want = !dynamic && windows_mapped() ? MPI_WIN_UNIFIED : MPI_WIN_SEPARATE;
+    int want = !dynamic && windows_mapped(MPI_COMM_WORLD) ? MPI_WIN_UNIFIED : MPI_WIN_SEPARATE;
     if (flag && model && mem_kind_is_device(win_kind) && !host_mode())
         CHECK(*model == want, "MPI_WIN_MODEL of a %s device window is %d, not %s", dynamic ? "dynamic" : "created", *model,
               want == MPI_WIN_UNIFIED ? "MPI_WIN_UNIFIED" : "MPI_WIN_SEPARATE");
@@ -140,7 +140,7 @@ int main(int argc, char **argv)
     /* A window cudampi maps combines MPI_BXOR itself: compared against the computed bytes,
      * which the library's own run may not have (rma_bxor_fixed). */
     struct trace fixed = {0};
-    int mapped = windows_mapped(), wrong = rma_bxor_fixed(&ref, &fixed);
+    int mapped = windows_mapped(MPI_COMM_WORLD), wrong = rma_bxor_fixed(&ref, &fixed);
     if (wrong && mapped) note("the library's own MPI_BXOR accumulates left %d bytes other than computed; mapped windows are held to the computed bytes", wrong);
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         struct trace got = {0};

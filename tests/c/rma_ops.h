@@ -42,10 +42,10 @@ typedef int (*getacc_c_fn)(const void *, MPI_Count, MPI_Datatype, void *, MPI_Co
  * memory, the target's MPI_Get_address of the attached memory for a dynamic window. */
 static MPI_Aint rma_target_base = 0;
 
-/* Whether cudampi maps a window created over device memory into every rank (every rank on
- * one node, as MPI_Get_processor_name tells, and IPC not turned off): it is then
- * MPI_WIN_UNIFIED. */
-static int windows_mapped(void)
+/* Whether cudampi maps a window created over device memory on `comm` into every rank of it
+ * (all of them on one node, as MPI_Get_processor_name tells, however few, and IPC not turned
+ * off): it is then MPI_WIN_UNIFIED. Collective over `comm`. */
+static int windows_mapped(MPI_Comm comm)
 {
     const char *ipc = getenv("CUDAMPI_IPC");
     int off = ipc && (!strcmp(ipc, "0") || !strcmp(ipc, "no") || !strcmp(ipc, "off") || !strcmp(ipc, "false"));
@@ -53,10 +53,10 @@ static int windows_mapped(void)
     int len = 0, same, all = 0;
     MPI_CHECK(MPI_Get_processor_name(name, &len));
     memcpy(first, name, sizeof first);
-    MPI_CHECK(MPI_Bcast(first, (int)sizeof first, MPI_CHAR, 0, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Bcast(first, (int)sizeof first, MPI_CHAR, 0, comm));
     same = strcmp(first, name) == 0;
-    MPI_CHECK(MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD));
-    return shim_loaded() && !host_mode() && !off && all && t_size > 1;
+    MPI_CHECK(MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_LAND, comm));
+    return shim_loaded() && !host_mode() && !off && all;
 }
 
 /* The large-count functions, looked up by symbol: MPI-3 headers (Open MPI) do not declare

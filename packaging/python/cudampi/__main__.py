@@ -78,7 +78,12 @@ def info():
 
 def main(argv):
     if argv[:1] == ["info"]:
-        return info()
+        try:
+            return info()
+        except BrokenPipeError:
+            # the reader (| head) has gone: quiet, as other command-line tools are
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
     print("usage: python -m cudampi info", file=sys.stderr)
     return 2
 
