@@ -41,7 +41,7 @@ fixture:
 	@echo "make fixture: tests/fixture/fixture.mk does not exist yet" >&2; exit 1
 endif
 
-.PHONY: all build fixture mpis test layers demo install wheel deb header clean distclean
+.PHONY: all build fixture mpis test layers demo install wheel deb dist header clean distclean
 
 all: build
 
@@ -97,6 +97,10 @@ wheel: build
 
 deb: build
 	packaging/deb/build.sh build/dist
+
+# The release tarball (crates vendored) and a Spack repository that builds it.
+dist:
+	packaging/dist.sh build/dist
 
 header:
 	@if command -v cbindgen >/dev/null; then \
