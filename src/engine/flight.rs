@@ -268,11 +268,12 @@ impl Scratch {
         let host = s.user_bytes()?;
         let mut position: c_int = 0;
         let p = real::pmpi().ok_or("MPI is not loaded")?;
+        let quiet = datatype::quiet::comm().map_err(|rc| format!("no communicator to pack on (MPI error {rc})"))?;
         // SAFETY: `host` holds the elements' span, whose first byte is `span.offset` from the
         // first element; `packed` takes `len` bytes, their packed size.
         let rc = unsafe {
             let origin = host.as_ptr().wrapping_byte_offset(-span.offset as isize);
-            (p.pack)(origin.cast(), count, datatype, packed.as_mut_ptr().cast(), len as c_int, &mut position, datatype::quiet::comm().unwrap_or(0))
+            (p.pack)(origin.cast(), count, datatype, packed.as_mut_ptr().cast(), len as c_int, &mut position, quiet)
         };
         if rc != 0 {
             return Err(format!("MPI_Pack of a datatype with gaps failed (MPI error {rc})"));
@@ -323,10 +324,11 @@ impl Scratch {
         let mut host = self.user_bytes()?;
         let mut position: c_int = 0;
         let p = real::pmpi().ok_or("MPI is not loaded")?;
+        let quiet = datatype::quiet::comm().map_err(|rc| format!("no communicator to unpack on (MPI error {rc})"))?;
         // SAFETY: as in `packed`, the other way.
         let rc = unsafe {
             let origin = host.as_mut_ptr().wrapping_byte_offset(-k.span.offset as isize);
-            (p.unpack)(packed.as_ptr().cast(), self.len as c_int, &mut position, origin.cast(), k.count, k.datatype, datatype::quiet::comm().unwrap_or(0))
+            (p.unpack)(packed.as_ptr().cast(), self.len as c_int, &mut position, origin.cast(), k.count, k.datatype, quiet)
         };
         if rc != 0 {
             return Err(format!("MPI_Unpack of a datatype with gaps failed (MPI error {rc})"));
