@@ -6,7 +6,7 @@
     scripts/figures.py --check README.md    exit 1 when the block in README.md is not current
     scripts/figures.py --results DIR ...    use DIR instead of the newest folder
 
-The newest folder is the one under bench/results/ whose latency.json (written by
+The newest folder is the one under bench/results/ (or a subfolder of one) whose latency.json (written by
 bench/suite.sh) has the latest machine.date_utc. The table takes the one-way latency from
 latency.json and latency-staged.json, the bandwidth from bw.json and bw-staged.json, and the
 GPU's floor (a manual CUDA IPC copy per message, bench/floor) from floor.json. The line above
@@ -36,9 +36,15 @@ def load(folder, name):
 
 
 def newest(results):
-    """The suite folder with the latest date, by latency.json's machine.date_utc."""
+    """The suite folder with the latest date, by latency.json's machine.date_utc: a folder of
+    bench/results or one of its subfolders (a run's placements, say per-gpu)."""
     best = None
+    names = []
     for name in sorted(os.listdir(results)):
+        if os.path.isdir(os.path.join(results, name)):
+            names.append(name)
+            names += [os.path.join(name, sub) for sub in sorted(os.listdir(os.path.join(results, name)))]
+    for name in names:
         folder = os.path.join(results, name)
         lat = load(folder, "latency") if os.path.isdir(folder) else None
         if not lat or "machine" not in lat or "results" not in lat:

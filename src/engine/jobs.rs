@@ -221,7 +221,7 @@ impl Job {
     pub fn refused(&self, rank: c_int) -> bool {
         let b = self.buffers(rank);
         let aliased = b.len() == 2 && !b[0].0.is_null() && b[0].0 == b[1].0;
-        aliased || b.iter().any(|&(_, t)| datatype::size_known(t).is_none() && !typemap::committed(t))
+        aliased || b.iter().any(|&(_, t)| !datatype::query(t).is_ok_and(|i| i.named) && !typemap::committed(t))
     }
 
     /// The buffers significant on this rank, each with its datatype.
