@@ -10,9 +10,10 @@
 //! completion. A datatype with gaps is moved packed, as the operations lay its elements out: the
 //! library's own `MPI_Pack` of a host copy goes in at the start, and `MPI_Unpack` into a host
 //! copy at the completion writes back the datatype's bytes alone. Arguments the library would
-//! refuse (the null datatype, a negative count) are left to it: the call is staged on that rank
-//! and gets the library's own error. A persistent collective agrees at its initialization
-//! (`super::plan`), which may wait, and runs every start the way the ranks agreed then.
+//! refuse (the null datatype, a negative count, an uncommitted datatype, one buffer passed as
+//! both) are left to it: the call is staged on that rank and gets the library's own error. A
+//! persistent collective agrees at its initialization (`super::plan`), which may wait, and
+//! runs every start the way the ranks agreed then.
 
 use std::ffi::{c_int, c_void};
 use std::time::Duration;
