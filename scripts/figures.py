@@ -6,10 +6,10 @@
     scripts/figures.py --check README.md    exit 1 when the block in README.md is not current
     scripts/figures.py --results DIR ...    use DIR instead of the newest folder
 
-The newest folder is the one under bench/results/ (or a subfolder of one) whose latency.json (written by
-bench/suite.sh) has the latest machine.date_utc. The table takes the one-way latency from
-latency.json and latency-staged.json, the bandwidth from bw.json and bw-staged.json, and the
-GPU's floor (a manual CUDA IPC copy per message, bench/floor) from floor.json. The line above
+The newest folder is the one under bench/results/ (or a subfolder of one) whose latency.json
+(written by bench/suite.sh) has the latest machine.date_utc. The table takes the one-way
+latency from latency.json and latency-staged.json, the bandwidth from bw.json and
+bw-staged.json, and the GPU's floor (a manual CUDA IPC copy per message, bench/floor) from floor.json. The line above
 the table gives the date, the machine and the MPI from the JSON, and the library commit from
 the folder's README.md (its first "commit <hash>"). The plots are the folder's latency.png and
 bandwidth.png. Python 3 standard library only.
