@@ -19,14 +19,14 @@ use std::ffi::{c_int, c_void};
 use std::time::Duration;
 
 use super::agreement::{self, Shared};
-use super::jobs::{gapless, Job};
+use super::jobs::{gapless, refused, Job};
 use super::{counted, on};
 use crate::base::{config, log};
 use crate::cuda::copy::{check, CudaError, InContext};
 use crate::cuda::nccl::{self, Op};
 use crate::cuda::{self, Device, Location};
 use crate::mpi::abi::{self, Handle};
-use crate::mpi::datatype::{self, Span};
+use crate::mpi::datatype::{self, Span, TypeInfo};
 use crate::mpi::{errors, real};
 
 /// A persistent collective the ranks agreed to run on NCCL: its operations, queued afresh at
@@ -173,14 +173,14 @@ fn begin(name: &'static str, comm: Handle, job: &Job, slot: &agreement::Slot, ma
         log::error(format_args!("{name}: {why}; the other ranks run this collective on NCCL (set CUDAMPI_NCCL=0 to stage every collective)"));
         Some(Err(errors::raise(Some(comm), abi::get().err_other)))
     };
+    let bases = job.buffers(rank);
     // Arguments the library refuses: its own error, from the staged path.
-    if !shape.ok || job.refused(rank) {
+    if !shape.ok || refused(&bases) {
         return None;
     }
     if !job.consistent(rank) {
         return fail("this rank's counts do not match its datatypes");
     }
-    let bases = job.buffers(rank);
     if bases.iter().any(|&(b, _)| b.is_null()) {
         return fail("a buffer at MPI_BOTTOM cannot go through NCCL");
     }
@@ -226,6 +226,7 @@ struct Scratch {
 /// `MPI_Pack` lays them out, `span` of the program's bytes around them.
 struct Packed {
     datatype: Handle,
+    info: TypeInfo,
     count: c_int,
     span: Span,
 }
@@ -264,7 +265,7 @@ impl Scratch {
         let span = t.span(count as i64).map_err(|_| "the datatype's span does not fit in memory".to_string())?;
         let user = base.wrapping_byte_offset((first * t.extent) as isize).cast_mut();
         let on_device = matches!(cuda::locate(user.wrapping_byte_offset(span.offset as isize)), Location::Device(d) if !d.managed);
-        let mut s = Scratch { dev, ptr: 0, len, user, on_device, back, packed: Some(Packed { datatype, count, span }) };
+        let mut s = Scratch { dev, ptr: 0, len, user, on_device, back, packed: Some(Packed { datatype, info: t, count, span }) };
         let mut packed = vec![0u8; len];
         let host = s.user_bytes()?;
         let mut position: c_int = 0;
@@ -296,8 +297,7 @@ impl Scratch {
         let from = self.user.wrapping_byte_offset(k.span.offset as isize);
         if self.on_device {
             let ctx = InContext::enter(&self.dev).map_err(cuda_failed)?;
-            // SAFETY: the span is device memory the program passed to the collective.
-            unsafe { check("cuMemcpyDtoH", (ctx.driver().memcpy_dtoh)(host.as_mut_ptr().cast(), from as u64, host.len())) }.map_err(cuda_failed)?;
+            ctx.to_host(host.as_mut_ptr().cast(), from, host.len(), false).map_err(cuda_failed)?;
         } else {
             // SAFETY: host (or managed) memory the program passed, `span.len` bytes of it.
             unsafe { std::ptr::copy_nonoverlapping(from.cast::<u8>(), host.as_mut_ptr(), host.len()) };
@@ -335,20 +335,18 @@ impl Scratch {
             return Err(format!("MPI_Unpack of a datatype with gaps failed (MPI error {rc})"));
         }
         // Only the datatype's bytes: the gaps are the program's.
-        let t = datatype::query(k.datatype).map_err(|rc| format!("the datatype could not be read (MPI error {rc})"))?;
-        let element = datatype::element_runs(k.datatype, &t).map_err(|rc| format!("the datatype's layout could not be read (MPI error {rc})"))?;
+        let element = datatype::element_runs(k.datatype, &k.info).map_err(|rc| format!("the datatype's layout could not be read (MPI error {rc})"))?;
         let mut runs = Vec::new();
-        datatype::push_runs(&mut runs, &element, t.extent, 0, k.count as i64);
+        datatype::push_runs(&mut runs, &element, k.info.extent, 0, k.count as i64);
+        let runs = datatype::normalize(runs, k.span.offset);
         let to = self.user.wrapping_byte_offset(k.span.offset as isize);
-        let ctx = InContext::enter(&self.dev).map_err(cuda_failed)?;
-        for (at, len) in datatype::normalize(runs, k.span.offset) {
-            let from = host[at..at + len].as_ptr();
-            match self.on_device {
-                // SAFETY: a run of the program's device buffer inside the span.
-                true => unsafe { check("cuMemcpyHtoD", (ctx.driver().memcpy_htod)(to as u64 + at as u64, from.cast(), len)) }.map_err(cuda_failed)?,
-                // SAFETY: a run of the program's host buffer inside the span.
-                false => unsafe { std::ptr::copy_nonoverlapping(from, to.cast::<u8>().add(at), len) },
-            }
+        if self.on_device {
+            let ctx = InContext::enter(&self.dev).map_err(cuda_failed)?;
+            return ctx.runs_to_device(to, host.as_ptr().cast(), &runs, None).map_err(cuda_failed);
+        }
+        for (at, len) in runs {
+            // SAFETY: a run of the program's host buffer inside the span.
+            unsafe { std::ptr::copy_nonoverlapping(host[at..at + len].as_ptr(), to.cast::<u8>().add(at), len) };
         }
         Ok(())
     }
@@ -371,11 +369,15 @@ impl Drop for Scratch {
 /// sizes), so a datatype with gaps is packed into its scratch and unpacked from it.
 fn through_scratch(dev: &Device, bases: &[(*const c_void, Handle)], send: *const c_void, ops: Vec<Op>, ranks: usize) -> Result<(Vec<Op>, Vec<Scratch>), String> {
     // Each buffer located once (a driver query), not once per operation on it.
-    let located: Vec<(usize, bool)> = bases
+    // (base, its datatype if it has gaps, NCCL takes it as it is)
+    let located: Vec<(usize, Option<Handle>, bool)> = bases
         .iter()
-        .map(|&(b, t)| (b as usize, gapless(t) && matches!(cuda::locate(b), Location::Device(d) if !d.managed && d.ordinal == dev.ordinal)))
+        .map(|&(b, t)| {
+            let gaps = (!gapless(t)).then_some(t);
+            (b as usize, gaps, gaps.is_none() && matches!(cuda::locate(b), Location::Device(d) if !d.managed && d.ordinal == dev.ordinal))
+        })
         .collect();
-    let direct = |b: usize| located.iter().any(|&(x, on)| x == b && on);
+    let direct = |b: usize| located.iter().any(|&(x, _, on)| x == b && on);
     let mut moved: Vec<(usize, usize, usize, bool)> = Vec::new(); // (base, low, high, written)
     let base_of = |p: usize| bases.iter().map(|&(b, _)| b as usize).filter(|&b| b <= p).max();
     for op in &ops {
@@ -402,8 +404,7 @@ fn through_scratch(dev: &Device, bases: &[(*const c_void, Handle)], send: *const
     for m in moved.iter_mut() {
         let (b, lo, hi, writes) = *m;
         let back = writes && b != send as usize;
-        let datatype = bases.iter().find(|&&(x, _)| x as usize == b).map(|&(_, t)| t);
-        match datatype.filter(|&t| !gapless(t)) {
+        match located.iter().find(|l| l.0 == b).and_then(|l| l.1) {
             None => scratch.push(Scratch::new(*dev, (b + lo) as *mut c_void, hi - lo, back)?),
             Some(t) => {
                 // Whole elements: the scratch starts at the first one the operations touch.

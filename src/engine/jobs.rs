@@ -215,15 +215,6 @@ impl Job {
         }
     }
 
-    /// Whether the library may refuse this rank's arguments where NCCL would take them: the
-    /// send and receive buffers are one without `MPI_IN_PLACE` (MPICH's `MPI_ERR_BUFFER`), or
-    /// a derived datatype is not committed. The staged path gives the library's own answer.
-    pub fn refused(&self, rank: c_int) -> bool {
-        let b = self.buffers(rank);
-        let aliased = b.len() == 2 && !b[0].0.is_null() && b[0].0 == b[1].0;
-        aliased || b.iter().any(|&(_, t)| !datatype::query(t).is_ok_and(|i| i.named) && !typemap::committed(t))
-    }
-
     /// The buffers significant on this rank, each with its datatype.
     pub fn buffers(&self, rank: c_int) -> Vec<(*const c_void, Handle)> {
         let mut out = Vec::with_capacity(2);
@@ -421,4 +412,13 @@ impl Job {
         }
         ops
     }
+}
+
+/// Whether the library may refuse a rank's arguments where NCCL would take them, given its
+/// significant buffers (`Job::buffers`): the send and receive buffers are one without
+/// `MPI_IN_PLACE` (MPICH's `MPI_ERR_BUFFER`), or a derived datatype is not committed. The
+/// staged path gives the library's own answer.
+pub fn refused(bases: &[(*const c_void, Handle)]) -> bool {
+    let aliased = bases.len() == 2 && !bases[0].0.is_null() && bases[0].0 == bases[1].0;
+    aliased || bases.iter().any(|&(_, t)| !datatype::query(t).is_ok_and(|i| i.named) && !typemap::committed(t))
 }

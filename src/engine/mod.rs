@@ -73,7 +73,8 @@ struct Local {
 
 fn local(job: &Job, rank: c_int) -> Local {
     let mut out = Local { device: None, ready: true, any_device: false, no_nccl: false };
-    for (buf, datatype) in job.buffers(rank) {
+    let bases = job.buffers(rank);
+    for &(buf, datatype) in &bases {
         if buf.is_null() {
             // MPI_BOTTOM with absolute addresses: the staged path describes it.
             out.ready = false;
@@ -100,7 +101,7 @@ fn local(job: &Job, rank: c_int) -> Local {
     }
     // Only a rank with device memory here loads NCCL.
     out.no_nccl = out.any_device && nccl::get().is_none();
-    out.ready = out.ready && job.consistent(rank) && !job.refused(rank) && out.device.is_some() && !out.no_nccl;
+    out.ready = out.ready && job.consistent(rank) && !jobs::refused(&bases) && out.device.is_some() && !out.no_nccl;
     out
 }
 
