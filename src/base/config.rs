@@ -67,6 +67,10 @@ pub struct Config {
     /// before it stops the job (a rank that does not load cudampi never answers), and that an
     /// NCCL collective may take before it is aborted.
     pub handshake_wait_s: u64,
+    /// `CUDAMPI_RMA_RING`: bytes of the mailbox ring each process whose part of a window is
+    /// device memory exposes where peers cannot map that memory (`handlers/served.rs`). `0`
+    /// gives such windows a host public copy instead, synchronised whole at every epoch.
+    pub rma_ring: usize,
 }
 
 /// 1 MiB chunks at most: a 16 MiB message crosses in 16.
@@ -117,6 +121,8 @@ pub const DEFAULT_NCCL_BYTES: usize = 8 << 10;
 /// 60 s: ranks leave the library's `MPI_Init` at nearly the same time, but an oversubscribed
 /// node or a slow file system can hold one back for seconds.
 pub const DEFAULT_HANDSHAKE_WAIT_S: u64 = 60;
+/// The mailbox ring of a served window: 16 MiB, entries of up to 4 MiB.
+pub const DEFAULT_RMA_RING: usize = 16 << 20;
 
 /// 256 MiB: enough to stage the largest messages whole on typical codes, small next to host RAM.
 pub const DEFAULT_POOL_BYTES: usize = 256 << 20;
@@ -164,6 +170,10 @@ pub fn get() -> &'static Config {
         nccl_lib: std::env::var("CUDAMPI_NCCL_LIB").ok().filter(|s| !s.is_empty()),
         nccl_bytes: bytes("CUDAMPI_NCCL_BYTES").unwrap_or(DEFAULT_NCCL_BYTES),
         handshake_wait_s: whole("CUDAMPI_HANDSHAKE_WAIT").unwrap_or(DEFAULT_HANDSHAKE_WAIT_S).max(1),
+        rma_ring: match bytes("CUDAMPI_RMA_RING").unwrap_or(DEFAULT_RMA_RING) {
+            0 => 0,
+            n => n.clamp(64 << 10, 1 << 30) / 64 * 64,
+        },
         }
     })
 }

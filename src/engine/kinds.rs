@@ -151,6 +151,13 @@ pub fn operation(op: Handle) -> Option<RedOp> {
     handles().ops.iter().find(|(h, _)| *h != 0 && abi.same(*h, op)).map(|&(_, r)| r)
 }
 
+/// `MPI_LONG_LONG` and `MPI_SUM`, which origins reserve space in a served window's mailbox
+/// with.
+pub fn long_long_and_sum() -> (Handle, Handle) {
+    let h = handles();
+    (h.long_long, h.ops[0].0)
+}
+
 /// `MPI_LONG_LONG` and `MPI_MAX`, which the agreement reduces its flags with.
 pub fn agreement_type_and_op() -> (Handle, Handle) {
     let h = handles();

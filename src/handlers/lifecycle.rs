@@ -62,6 +62,7 @@ pub fn finalize(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
     requests::clear();
     crate::handlers::windows::clear();
     crate::handlers::mapped::clear();
+    crate::handlers::served::clear();
     crate::handlers::io::finalize();
     pool::release_all();
     cuda::signal::release();

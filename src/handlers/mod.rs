@@ -12,11 +12,14 @@ pub mod completion;
 pub mod host;
 pub mod io;
 pub mod lifecycle;
+pub mod mailbox;
 pub mod mapped;
 pub mod nonblocking;
 pub mod p2p;
 pub mod packing;
 pub mod rma;
+pub mod served;
+pub mod side;
 pub mod windows;
 
 pub use crate::fastpath::held::{improbe, iprobe, mprobe, probe};

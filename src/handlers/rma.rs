@@ -14,6 +14,7 @@ use std::ffi::{c_int, c_void};
 use crate::base::stats;
 use crate::cuda;
 use crate::handlers::mapped::{self, Target, What};
+use crate::handlers::served;
 use crate::handlers::windows::{self, Pending};
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::errors;
@@ -69,6 +70,9 @@ pub fn rma_put(name: &'static str, origin: Buf, target: c_int, at: Target, op: O
         Some(op) => What::Accumulate(origin, op),
         None => What::Put(origin),
     };
+    if let Some(rc) = served::operate(name, win, target, at, what, request) {
+        return rc;
+    }
     if let Some(rc) = mapped::operate(name, win, target, at, what, request) {
         return rc;
     }
@@ -84,6 +88,9 @@ pub fn rma_put(name: &'static str, origin: Buf, target: c_int, at: Target, op: O
 
 /// `MPI_Get` and its request and large-count forms: MPI writes `result`.
 pub fn rma_get(name: &'static str, result: Buf, target: c_int, at: Target, win: Handle, request: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+    if let Some(rc) = served::operate(name, win, target, at, What::Get(result), request) {
+        return rc;
+    }
     if let Some(rc) = mapped::operate(name, win, target, at, What::Get(result), request) {
         return rc;
     }
@@ -110,6 +117,9 @@ pub fn rma_get_accumulate(
     request: *mut c_void,
     call: impl FnOnce(*const c_void, *mut c_void) -> c_int,
 ) -> c_int {
+    if let Some(rc) = served::operate(name, win, target, at, What::GetAccumulate(origin, result, op), request) {
+        return rc;
+    }
     if let Some(rc) = mapped::operate(name, win, target, at, What::GetAccumulate(origin, result, op), request) {
         return rc;
     }
@@ -138,6 +148,9 @@ pub fn rma_compare_and_swap(
 ) -> c_int {
     let one = |p: *const c_void| (p, 1, datatype);
     let what = What::CompareAndSwap(one(origin), one(compare), one(result));
+    if let Some(rc) = served::operate(name, win, target, (disp, 1, datatype), what, std::ptr::null_mut()) {
+        return rc;
+    }
     if let Some(rc) = mapped::operate(name, win, target, (disp, 1, datatype), what, std::ptr::null_mut()) {
         return rc;
     }

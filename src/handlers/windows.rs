@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::base::log;
 use crate::cuda::{self, Location};
 use crate::handlers::mapped::{self, Plan};
+use crate::handlers::served;
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::errors;
 use crate::requests;
@@ -84,7 +85,7 @@ fn any() -> bool {
 /// Whether a synchronisation call on some window may have work for cudampi: the Fortran entry
 /// points serve window calls without buffers only then.
 pub fn tracked() -> bool {
-    any() || mapped::any()
+    any() || mapped::any() || served::any()
 }
 
 fn recount(t: &BTreeMap<Handle, Win>) {
@@ -202,6 +203,20 @@ pub fn win_create(name: &'static str, base: *mut c_void, size: isize, disp_unit:
             return rc;
         }
         Ok(Plan::Declined) => (),
+    }
+    match served::prepare(name, base, size, disp_unit, comm) {
+        Err(rc) => return rc,
+        Ok(Some(s)) => {
+            let rc = if s.own_device() { call(std::ptr::null_mut(), 0) } else { call(base, size) };
+            if rc == 0 && !win.is_null() {
+                // SAFETY: MPI has just written the new window's handle there.
+                (*s).register(unsafe { abi::get().handle_at(win) });
+            } else {
+                (*s).discard();
+            }
+            return rc;
+        }
+        Ok(None) => (),
     }
     let dev = match cuda::locate(base) {
         Location::Device(dev) if size >= 0 => dev,
@@ -340,7 +355,7 @@ pub fn win_free(name: &'static str, win: *mut c_void, call: impl FnOnce() -> c_i
     }
     // SAFETY: the caller's window handle.
     let h = unsafe { abi::get().handle_at(win) };
-    let call = || mapped::free(name, h, call);
+    let call = || served::free(name, h, || mapped::free(name, h, call));
     if !any() {
         return call();
     }
@@ -366,7 +381,7 @@ fn nostore(assert: c_int) -> bool {
 }
 
 pub fn win_fence(name: &'static str, assert: c_int, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
-    let call = || mapped::fence(name, assert, win, call);
+    let call = || served::fence(name, win, || mapped::fence(name, assert, win, call));
     if !any() {
         return call();
     }
@@ -380,7 +395,7 @@ pub fn win_fence(name: &'static str, assert: c_int, win: Handle, call: impl FnOn
 }
 
 pub fn win_post(name: &'static str, group: Handle, assert: c_int, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
-    let call = || mapped::post(name, group, assert, win, call);
+    let call = || served::post(name, win, || mapped::post(name, group, assert, win, call));
     if !any() {
         return call();
     }
@@ -396,7 +411,7 @@ pub fn win_start(name: &'static str, group: Handle, assert: c_int, win: Handle, 
 /// `MPI_Win_complete`: what this process's operations of the epoch bring back lands as at a
 /// flush of every target.
 pub fn win_complete(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
-    completed(None, win, || mapped::complete(name, win, call))
+    completed(None, win, || served::complete(name, win, || mapped::complete(name, win, call)))
 }
 
 pub fn win_wait(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
@@ -436,7 +451,7 @@ pub fn win_test(name: &'static str, win: Handle, flag: *mut c_int, call: impl Fn
 
 /// `MPI_Win_unlock` (`target`) and `MPI_Win_unlock_all` (`None`).
 pub fn win_unlock(name: &'static str, target: Option<c_int>, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
-    let call = || mapped::unlock(name, target, win, call);
+    let call = || served::unlock(name, target, win, || mapped::unlock(name, target, win, call));
     if !any() {
         return call();
     }
@@ -451,7 +466,7 @@ pub fn win_unlock(name: &'static str, target: Option<c_int>, win: Handle, call: 
 
 /// `MPI_Win_flush(_local)` (`target`) and `MPI_Win_flush(_local)_all` (`None`).
 pub fn win_flush(name: &'static str, target: Option<c_int>, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
-    completed(target, win, || mapped::flush(name, win, call))
+    completed(target, win, || served::flush(name, target, win, || mapped::flush(name, win, call)))
 }
 
 /// The staged operations to `target` (all for `None`) complete once `call` returns.
@@ -467,7 +482,7 @@ fn completed(target: Option<c_int>, win: Handle, call: impl FnOnce() -> c_int) -
 }
 
 pub fn win_sync(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
-    let call = || mapped::sync(name, win, call);
+    let call = || served::sync(name, win, || mapped::sync(name, win, call));
     if !any() {
         return call();
     }
@@ -490,6 +505,7 @@ pub fn win_get_attr(name: &'static str, win: Handle, keyval: c_int, value: *mut 
         return rc;
     }
     mapped::attribute(win, keyval, value);
+    served::attribute(win, keyval, value);
     if !any() {
         return rc;
     }

@@ -194,6 +194,15 @@ define_pmpi! {
     info_set = "PMPI_Info_set": fn(Handle, *const c_char, *const c_char);
     info_dup = "PMPI_Info_dup": fn(Handle, *mut Handle);
     info_free = "PMPI_Info_free": fn(*mut Handle);
+    win_create = "PMPI_Win_create": fn(*mut c_void, isize, c_int, Handle, Handle, *mut Handle);
+    win_free = "PMPI_Win_free": fn(*mut Handle);
+    win_lock_all = "PMPI_Win_lock_all": fn(c_int, Handle);
+    win_unlock_all = "PMPI_Win_unlock_all": fn(Handle);
+    win_flush = "PMPI_Win_flush": fn(c_int, Handle);
+    win_set_errhandler = "PMPI_Win_set_errhandler": fn(Handle, Handle);
+    put = "PMPI_Put": fn(*const c_void, c_int, Handle, c_int, isize, c_int, Handle, Handle);
+    get = "PMPI_Get": fn(*mut c_void, c_int, Handle, c_int, isize, c_int, Handle, Handle);
+    fetch_and_op = "PMPI_Fetch_and_op": fn(*const c_void, *mut c_void, Handle, c_int, isize, Handle, Handle);
 }
 
 /// `MPI_Comm_copy_attr_function` and `MPI_Comm_delete_attr_function`.

@@ -9,8 +9,8 @@
  * every (poisoned) result buffer. The reference is checked against values computed from the
  * operations (where the library's own MPI_BXOR accumulate on 64-bit integers is wrong, as Open
  * MPI 5.0.11's is, a window cudampi maps is held to the computed bytes). A window over device memory reports its device base (MPI_WIN_BASE), its size
- * (MPI_WIN_SIZE) and MPI_WIN_UNIFIED where every rank maps it (one node, IPC on), else
- * MPI_WIN_SEPARATE (MPI_WIN_MODEL); MPI_Win_create_c serves it too. The same runs with the memory
+ * (MPI_WIN_SIZE) and MPI_WIN_UNIFIED where cudampi maps it (one node, IPC on) or its owners
+ * serve it, MPI_WIN_SEPARATE with CUDAMPI_RMA_RING=0 (MPI_WIN_MODEL); MPI_Win_create_c serves it too. The same runs with the memory
  * attached to a dynamic window, origins naming it by the target's MPI_Get_address: the same
  * bytes, MPI_WIN_SEPARATE, and the same device range attached to a second window is accepted
  * where an overlapping one is refused with MPI_ERR_RMA_ATTACH. MPI_Win_free (after
@@ -57,9 +57,10 @@ static MPI_Win open_window(char *winbuf, int win_kind, int dynamic, int use_c)
     if (!dynamic) CHECK(flag && base == winbuf, "MPI_WIN_BASE %p, window memory %p", base, (void *)winbuf);
     MPI_CHECK(MPI_Win_get_attr(win, MPI_WIN_MODEL, &model, &flag));
     CHECK(flag && model, "MPI_WIN_MODEL missing");
-    /* A created device window is mapped by every rank when all run on one node with IPC on
-     * (MPI_WIN_UNIFIED); otherwise it has a public copy (MPI_WIN_SEPARATE). */
-    int want = !dynamic && windows_mapped(MPI_COMM_WORLD) ? MPI_WIN_UNIFIED : MPI_WIN_SEPARATE;
+    /* A created device window is mapped by every rank when all run on one node with IPC on,
+     * else served by its owners (MPI_WIN_UNIFIED either way); with CUDAMPI_RMA_RING=0, and
+     * attached to a dynamic window, it has a public copy (MPI_WIN_SEPARATE). */
+    int want = !dynamic && windows_carried(MPI_COMM_WORLD) ? MPI_WIN_UNIFIED : MPI_WIN_SEPARATE;
     if (flag && model && mem_kind_is_device(win_kind) && !host_mode())
         CHECK(*model == want, "MPI_WIN_MODEL of a %s device window is %d, not %s", dynamic ? "dynamic" : "created", *model,
               want == MPI_WIN_UNIFIED ? "MPI_WIN_UNIFIED" : "MPI_WIN_SEPARATE");
@@ -137,15 +138,16 @@ int main(int argc, char **argv)
         {MEM_DEVICE, MEM_DEVICE, 1, "dynamic window, device memory and buffers"},
         {MEM_DEVICE, MEM_HOST, 1, "dynamic window, device memory, host buffers"},
     };
-    /* A window cudampi maps combines MPI_BXOR itself: compared against the computed bytes,
-     * which the library's own run may not have (rma_bxor_fixed). */
+    /* A window cudampi carries out operations on combines MPI_BXOR with MPI_Reduce_local:
+     * compared against the computed bytes, which the library's own run may not have
+     * (rma_bxor_fixed). */
     struct trace fixed = {0};
-    int mapped = windows_mapped(MPI_COMM_WORLD), wrong = rma_bxor_fixed(&ref, &fixed);
-    if (wrong && mapped) note("the library's own MPI_BXOR accumulates left %d bytes other than computed; mapped windows are held to the computed bytes", wrong);
+    int carried = windows_carried(MPI_COMM_WORLD), wrong = rma_bxor_fixed(&ref, &fixed);
+    if (wrong && carried) note("the library's own MPI_BXOR accumulates left %d bytes other than computed; device windows are held to the computed bytes", wrong);
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         struct trace got = {0};
         run(&got, runs[i].win, runs[i].buf, runs[i].dynamic, i == 0);
-        int computed = mapped && runs[i].win == MEM_DEVICE && !runs[i].dynamic;
+        int computed = carried && runs[i].win == MEM_DEVICE && !runs[i].dynamic;
         trace_compare(computed ? &fixed : &ref, &got, runs[i].what);
         trace_free(&got);
     }

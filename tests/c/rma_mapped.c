@@ -1,7 +1,8 @@
 // cudampi-test: ranks=3 env=OMPI_MCA_osc=^ucx timeout=240
 /* One-sided communication that touches a few bytes of large device windows: 1 GiB per rank
- * where cudampi maps windows (every rank on one node, IPC on), 16 MiB where it keeps a public
- * copy (there every synchronisation compares the window). Each run makes windows over
+ * where cudampi carries out the operations (windows mapped inside a node, served by their
+ * owners elsewhere), 16 MiB where it keeps a public copy (CUDAMPI_RMA_RING=0: there every
+ * synchronisation compares the window). Each run makes windows over
  * MPI_COMM_WORLD, a duplicate, a split with the ranks reversed and a subset the last rank takes
  * no part in, and on each runs one epoch of every synchronisation mode, touching bytes at the
  * start, the middle and the end of the window: MPI_Put and MPI_Get of bytes and of a vector
@@ -19,7 +20,7 @@
 #define SPOT 1024
 #define N_SPOTS 3
 static size_t win_bytes;
-static int mapped; /* windows_mapped(MPI_COMM_WORLD): the size of the windows */
+static int carried; /* windows_carried(MPI_COMM_WORLD): the size of the windows */
 
 static size_t spot(int i) { return i == 0 ? 64 : i == 1 ? win_bytes / 2 + 8 : win_bytes - SPOT; }
 
@@ -121,10 +122,10 @@ static void sequence(struct trace *t, MPI_Comm comm, int part_kind, int buf_kind
     MPI_CHECK(MPI_Barrier(comm));
 
     /* a window on a subset of ranks on different nodes may still lie on one node */
-    int *model = NULL, flag = 0, here_mapped = windows_mapped(comm);
+    int *model = NULL, flag = 0, here = windows_carried(comm);
     MPI_CHECK(MPI_Win_get_attr(win, MPI_WIN_MODEL, &model, &flag));
     if (mem_kind_is_device(part_kind) && !host_mode() && flag && model)
-        CHECK(*model == (here_mapped ? MPI_WIN_UNIFIED : MPI_WIN_SEPARATE), "%s: MPI_WIN_MODEL %d", what, *model);
+        CHECK(*model == (here ? MPI_WIN_UNIFIED : MPI_WIN_SEPARATE), "%s: MPI_WIN_MODEL %d", what, *model);
     MPI_CHECK(MPI_Win_free(&win));
 
     /* The fetched counter values, in whatever order the origins came: their sum. */
@@ -177,8 +178,8 @@ static int mixed_part(int r) { return r % 2 ? MEM_HOST : MEM_DEVICE; }
 int main(int argc, char **argv)
 {
     test_init(&argc, &argv);
-    mapped = windows_mapped(MPI_COMM_WORLD);
-    win_bytes = mapped ? (size_t)1 << 30 : (size_t)16 << 20;
+    carried = windows_carried(MPI_COMM_WORLD);
+    win_bytes = carried ? (size_t)1 << 30 : (size_t)16 << 20;
     if (t_rank == 0) note("windows of %zu MiB", win_bytes >> 20);
     struct trace ref = {0};
     every_comm(&ref, host_part, MEM_HOST);

@@ -59,6 +59,19 @@ static int windows_mapped(MPI_Comm comm)
     return shim_loaded() && !host_mode() && !off && all;
 }
 
+/* Whether cudampi carries out the operations on a window created over device memory on `comm`
+ * itself: mapped inside a node, or served by the parts' owners elsewhere unless
+ * CUDAMPI_RMA_RING=0 keeps a public copy. Such a window is MPI_WIN_UNIFIED, its synchronisations
+ * cost no copy of it, and its accumulates combine with the library's MPI_Reduce_local.
+ * Collective over `comm`. */
+static int windows_carried(MPI_Comm comm)
+{
+    const char *ring = getenv("CUDAMPI_RMA_RING");
+    int public_copy = ring && !strcmp(ring, "0");
+    int mapped = windows_mapped(comm);
+    return mapped || (shim_loaded() && !host_mode() && !public_copy);
+}
+
 /* The large-count functions, looked up by symbol: MPI-3 headers (Open MPI) do not declare
  * them, and a library without them gets them from cudampi. */
 static void *rma_sym(const char *name) { return dlsym(RTLD_DEFAULT, name); }

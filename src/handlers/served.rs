@@ -1,0 +1,734 @@
+//! Windows whose device parts their owners serve: one-sided communication at the cost of the
+//! bytes it moves where peers cannot map the memory (a member on another node, `CUDAMPI_IPC=0`,
+//! a handle that does not open).
+//!
+//! `MPI_Win_create` exchanges one record per process (`Record`) when `mapped.rs` declined.
+//! Where some part is device memory, each process whose part is device memory makes a mailbox
+//! (`mailbox.rs`) and the library gets two windows: the program's, with no bytes for a device
+//! part (a host part as it is, which the library serves as always), and cudampi's own over the
+//! mailboxes, on a duplicate of the communicator, held in one `MPI_Win_lock_all` epoch from
+//! creation to free. The program's synchronisation calls stay the library's, on the program's
+//! window: the fence's barrier, post-start-complete-wait's messages and the passive-target
+//! locks order every access, whatever its target's memory.
+//!
+//! An operation on a device part is written into its owner's mailbox through cudampi's window,
+//! and the owner's progress thread carries it out on the device memory:
+//! - *Put* (and an accumulate with `MPI_REPLACE`): the origin's payload, packed, in entries of
+//!   at most a quarter of the ring; the call returns once they are in the mailbox, so the
+//!   origin's buffer is free at once, as MPI allows.
+//! - *Get*: an entry names the byte ranges, the thread copies them into it, and the origin
+//!   reads them and marks the entry taken.
+//! - *Accumulates, fetch-and-op, compare-and-swap*: the thread reads the target's bytes into
+//!   the entry and holds every later entry back while the origin combines them with its own
+//!   with the library's `MPI_Reduce_local` (any predefined operation and type) and writes the
+//!   result back. So accumulates on one part never interleave, from any number of origins and
+//!   whatever their buffers, and each origin's apply in its program order.
+//! - *Completion*: a call that completes operations at a target (fence, complete, unlock,
+//!   flush) first waits until that target's thread has carried out this process's entries (its
+//!   `applied` counter passed them), then makes the library's call. A call after which peers
+//!   may read this process's own part (fence, post, unlock, sync, free) waits for the program's
+//!   work on the legacy default stream first, as for mapped windows.
+//!
+//! Nothing of a synchronisation grows with the window: the model is `MPI_WIN_UNIFIED`.
+//!
+//! It may use every layer below the handlers; `windows.rs` and `rma.rs` call it.
+
+use std::collections::BTreeMap;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::base::{config, log};
+use crate::cuda::{self, driver, signal, CudaError, Device, InContext, Location};
+use crate::engine::kinds;
+use crate::fastpath::held;
+use crate::handlers::mailbox::{self, EntryHead, Mailbox};
+use crate::handlers::mapped::{Target, What};
+use crate::handlers::side::{element_of, matching, too_complex, Side};
+use crate::mpi::abi::{self, Handle};
+use crate::mpi::{errors, real, typemap};
+
+/// One process's account of its part, as exchanged at `MPI_Win_create`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Record {
+    /// 1: device memory; 2: memory no one can read; 0: host memory, or none.
+    kind: u32,
+    _pad: u32,
+    size: u64,
+    disp_unit: i64,
+    /// The ring of its mailbox (a device part's).
+    ring: u64,
+}
+
+const RECORD_BYTES: c_int = std::mem::size_of::<Record>() as c_int;
+
+struct Part {
+    device: bool,
+    size: usize,
+    disp_unit: i64,
+    ring: u64,
+}
+
+pub struct Served {
+    /// The window's communicator duplicated, and cudampi's window over the mailboxes on it.
+    comm: Handle,
+    mail: Handle,
+    parts: Vec<Part>,
+    /// This process's own part, where it is device memory.
+    own: Option<(*mut c_void, Device)>,
+    /// Its bytes: the value `MPI_WIN_SIZE` points to.
+    size_attribute: isize,
+    mailbox: Option<Arc<Mailbox>>,
+    /// Per target, the end of this process's last entry not yet known to be carried out.
+    owed: BTreeMap<c_int, u64>,
+}
+
+// SAFETY: handles and addresses, used under the window's mutex.
+unsafe impl Send for Served {}
+
+static SERVED: Mutex<BTreeMap<Handle, Arc<Mutex<Served>>>> = Mutex::new(BTreeMap::new());
+/// Entries in `SERVED`: the RMA and synchronisation calls look no further while there are none.
+static COUNT: AtomicUsize = AtomicUsize::new(0);
+
+fn table() -> MutexGuard<'static, BTreeMap<Handle, Arc<Mutex<Served>>>> {
+    SERVED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn lock(s: &Mutex<Served>) -> MutexGuard<'_, Served> {
+    s.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Whether any window is served.
+pub fn any() -> bool {
+    COUNT.load(Ordering::Relaxed) != 0
+}
+
+fn get(win: Handle) -> Option<Arc<Mutex<Served>>> {
+    if !any() {
+        return None;
+    }
+    table().get(&abi::get().key(win)).cloned()
+}
+
+/// The collective step of `MPI_Win_create(_c)` on `comm` where the window is not mapped: every
+/// process calls it, whatever its memory, and all reach the same answer; `None` leaves the
+/// window to the public-copy path of `windows.rs` (no device part anywhere, memory no one can
+/// read, `CUDAMPI_RMA_RING=0`). `Err` is an MPI code (raised on `comm`).
+pub fn prepare(name: &'static str, base: *mut c_void, size: isize, disp_unit: i64, comm: Handle) -> Result<Option<Box<Served>>, c_int> {
+    let abi = abi::get();
+    let Some(p) = real::pmpi() else { return Ok(None) };
+    let (mut n, mut inter) = (0, 0);
+    // SAFETY: valid out-pointers; the caller's communicator.
+    unsafe {
+        if (p.comm_test_inter)(comm, &mut inter) != 0 || inter != 0 || (p.comm_size)(comm, &mut n) != 0 || n <= 0 {
+            return Ok(None);
+        }
+    }
+    let ring = config::get().rma_ring;
+    let (kind, dev) = match cuda::locate(base) {
+        Location::Device(d) if size > 0 && !d.managed => (1, Some(d)),
+        Location::Unreadable if size > 0 => (2, None),
+        _ => (0, None),
+    };
+    let me = Record { kind, _pad: 0, size: size.max(0) as u64, disp_unit, ring: if kind == 1 { ring as u64 } else { 0 } };
+    let mut all = vec![me; n as usize];
+    // SAFETY: one record in, `n` out, as bytes.
+    let rc = unsafe { (p.allgather)((&me as *const Record).cast(), RECORD_BYTES, abi.byte, all.as_mut_ptr().cast(), RECORD_BYTES, abi.byte, comm) };
+    if rc != 0 {
+        return Err(rc);
+    }
+    if !all.iter().any(|r| r.kind == 1) || all.iter().any(|r| r.kind == 2 || (r.kind == 1 && r.ring == 0)) {
+        return Ok(None);
+    }
+    let mailbox = dev.and_then(|d| Mailbox::new(ring, d, base, size as usize)).map(Arc::new);
+    let ok = (dev.is_none() || mailbox.is_some()) as u8;
+    let mut oks = vec![0u8; n as usize];
+    // SAFETY: one byte in, `n` out.
+    let rc = unsafe { (p.allgather)((&ok as *const u8).cast(), 1, abi.byte, oks.as_mut_ptr().cast(), 1, abi.byte, comm) };
+    if rc != 0 {
+        return Err(rc);
+    }
+    if oks.iter().any(|&b| b != 1) {
+        log::debug(format_args!("{name}: a process could not make the mailbox of its device part: the window keeps a public copy"));
+        return Ok(None);
+    }
+    let parts = all.iter().map(|r| Part { device: r.kind == 1, size: r.size as usize, disp_unit: r.disp_unit, ring: r.ring }).collect();
+    let mut s = Served { comm: 0, mail: 0, parts, own: dev.map(|d| (base, d)), size_attribute: size, mailbox, owed: BTreeMap::new() };
+    // SAFETY: valid out-pointers; the caller's communicator, then cudampi's own.
+    let rc = unsafe { (p.comm_dup)(comm, &mut s.comm) };
+    if rc != 0 {
+        s.comm = 0;
+        return Err(rc);
+    }
+    let (at, bytes) = s.mailbox.as_ref().map_or((std::ptr::null_mut(), 0), |m| m.memory());
+    // SAFETY: the mailbox's memory (none for a host part), on cudampi's communicator.
+    let rc = unsafe {
+        (p.comm_set_errhandler)(s.comm, abi.errors_return);
+        match (p.win_create)(at, bytes as isize, 1, abi.info_null, s.comm, &mut s.mail) {
+            0 => {
+                (p.win_set_errhandler)(s.mail, abi.errors_return);
+                (p.win_lock_all)(abi.mode_nocheck, s.mail)
+            }
+            rc => {
+                s.mail = 0;
+                rc
+            }
+        }
+    };
+    if rc != 0 {
+        s.release();
+        return Err(rc);
+    }
+    if let Some(m) = &s.mailbox {
+        if !mailbox::serve(m.clone()) {
+            log::error(format_args!("{name}: cudampi could not start the thread that serves device windows"));
+            s.release();
+            return Err(abi.err_other);
+        }
+    }
+    Ok(Some(Box::new(s)))
+}
+
+impl Served {
+    /// Records the window the library made, under its handle.
+    pub fn register(self, win: Handle) {
+        let mut t = table();
+        t.insert(abi::get().key(win), Arc::new(Mutex::new(self)));
+        COUNT.store(t.len(), Ordering::Relaxed);
+    }
+
+    /// This process's part is device memory: the library gets none of it.
+    pub fn own_device(&self) -> bool {
+        self.own.is_some()
+    }
+
+    /// Closes what a window the library refused to make had opened.
+    pub fn discard(mut self) {
+        self.release();
+    }
+
+    /// Ends cudampi's epoch and frees its window and communicator (collective), and stops
+    /// serving the mailbox.
+    fn release(&mut self) {
+        if let Some(p) = real::pmpi() {
+            if self.mail != 0 {
+                // SAFETY: cudampi's window, in the epoch opened at `prepare`.
+                unsafe {
+                    (p.win_unlock_all)(self.mail);
+                    (p.win_free)(&mut self.mail);
+                }
+                self.mail = 0;
+            }
+            if self.comm != 0 {
+                // SAFETY: the communicator made at `prepare`.
+                unsafe { (p.comm_free)(&mut self.comm) };
+                self.comm = 0;
+            }
+        }
+        if let Some(m) = self.mailbox.take() {
+            mailbox::forget(&m);
+        }
+    }
+
+    fn ring(&self, t: c_int) -> u64 {
+        self.parts[t as usize].ring
+    }
+
+    /// Where the entry at `pos` of `t`'s ring starts in its mailbox.
+    fn entry_at(&self, t: c_int, pos: u64) -> usize {
+        mailbox::HEAD + (pos % self.ring(t)) as usize
+    }
+
+    fn flush(&self, t: c_int) -> Result<(), c_int> {
+        let p = real::pmpi().ok_or(abi::get().err_intern)?;
+        // SAFETY: cudampi's window, in its epoch.
+        check(unsafe { (p.win_flush)(t, self.mail) })
+    }
+
+    /// `bytes` into `t`'s mailbox at `at`, complete at the target on return.
+    fn write(&self, t: c_int, at: usize, bytes: &[u8]) -> Result<(), c_int> {
+        let (p, abi) = (real::pmpi().ok_or(abi::get().err_intern)?, abi::get());
+        let n = bytes.len() as c_int;
+        // SAFETY: `bytes` stays alive until the flush; the range lies in the mailbox (the ring
+        // holds every entry).
+        check(unsafe { (p.put)(bytes.as_ptr().cast(), n, abi.byte, t, at as isize, n, abi.byte, self.mail) })?;
+        self.flush(t)
+    }
+
+    /// `out.len()` bytes of `t`'s mailbox at `at`.
+    fn read(&self, t: c_int, at: usize, out: &mut [u8]) -> Result<(), c_int> {
+        let (p, abi) = (real::pmpi().ok_or(abi::get().err_intern)?, abi::get());
+        let n = out.len() as c_int;
+        // SAFETY: as for `write`.
+        check(unsafe { (p.get)(out.as_mut_ptr().cast(), n, abi.byte, t, at as isize, n, abi.byte, self.mail) })?;
+        self.flush(t)
+    }
+
+    fn word(&self, t: c_int, at: usize) -> Result<u64, c_int> {
+        let mut w = [0u8; 8];
+        self.read(t, at, &mut w)?;
+        Ok(u64::from_ne_bytes(w))
+    }
+
+    fn set_state(&self, t: c_int, pos: u64, state: u64) -> Result<(), c_int> {
+        self.write(t, self.entry_at(t, pos), &(pos | state).to_ne_bytes())
+    }
+
+    /// Waits until the state of the entry at `pos` is one of `states`; which it is.
+    fn until_state(&self, t: c_int, pos: u64, states: &[u64]) -> Result<u64, c_int> {
+        poll(|| {
+            let w = self.word(t, self.entry_at(t, pos))?;
+            Ok(states.iter().find(|&&s| w == pos | s).copied())
+        })
+    }
+
+    /// Reserves `len` bytes of `t`'s ring, free to write on return: a reservation that would
+    /// wrap round the ring's end is written off as padding and the next taken.
+    fn reserve(&self, t: c_int, len: usize) -> Result<u64, c_int> {
+        let p = real::pmpi().ok_or(abi::get().err_intern)?;
+        let (long_long, sum) = kinds::long_long_and_sum();
+        let ring = self.ring(t);
+        loop {
+            let add = len as i64;
+            let mut pos: i64 = 0;
+            // SAFETY: one counter of the mailbox's header; valid buffers.
+            check(unsafe { (p.fetch_and_op)((&add as *const i64).cast(), (&mut pos as *mut i64).cast(), long_long, t, mailbox::RESERVED_AT as isize, sum, self.mail) })?;
+            self.flush(t)?;
+            let pos = pos as u64;
+            let end = pos + len as u64;
+            if end > ring {
+                poll(|| Ok((self.word(t, mailbox::RELEASED_AT)? >= end - ring).then_some(())))?;
+            }
+            if pos % ring + len as u64 <= ring {
+                return Ok(pos);
+            }
+            let pad = EntryHead { len: len as u64, kind: mailbox::PAD, ..EntryHead::default() };
+            self.write(t, self.entry_at(t, pos), as_bytes(&pad))?;
+            self.set_state(t, pos, mailbox::FILLED)?;
+        }
+    }
+
+    /// Writes an entry of `kind` over `runs` into `t`'s mailbox, with `data` as its payload
+    /// (a get's and an update's payload is the thread's to fill); its position.
+    fn post(&mut self, t: c_int, kind: u32, runs: &[(u64, usize)], data: Option<&[u8]>) -> Result<u64, c_int> {
+        let bytes: usize = runs.iter().map(|r| r.1).sum();
+        let len = mailbox::entry_len(runs.len(), bytes);
+        let pos = self.reserve(t, len)?;
+        let head = EntryHead { len: len as u64, kind, runs: runs.len() as u32, bytes: bytes as u64, ..EntryHead::default() };
+        let mut body = Vec::with_capacity(mailbox::payload_at(runs.len()) + data.map_or(0, |d| d.len()));
+        body.extend_from_slice(as_bytes(&head));
+        for &(off, n) in runs {
+            body.extend_from_slice(&off.to_ne_bytes());
+            body.extend_from_slice(&(n as u64).to_ne_bytes());
+        }
+        if let Some(d) = data {
+            body.extend_from_slice(d);
+        }
+        self.write(t, self.entry_at(t, pos), &body)?;
+        self.set_state(t, pos, mailbox::FILLED)?;
+        let end = pos + len as u64;
+        let owed = self.owed.entry(t).or_insert(end);
+        *owed = (*owed).max(end);
+        Ok(pos)
+    }
+
+    /// Where the payload of the entry at `pos` with `runs` runs starts in `t`'s mailbox.
+    fn payload(&self, t: c_int, pos: u64, runs: usize) -> usize {
+        self.entry_at(t, pos) + mailbox::payload_at(runs)
+    }
+
+    fn put(&mut self, t: c_int, runs: &[(u64, usize)], data: &[u8]) -> Result<(), c_int> {
+        let mut at = 0;
+        for piece in pieces(runs, self.chunk(t), 1) {
+            let n: usize = piece.iter().map(|r| r.1).sum();
+            self.post(t, mailbox::PUT, &piece, Some(&data[at..at + n]))?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    fn get(&mut self, name: &'static str, errh: Option<Handle>, t: c_int, runs: &[(u64, usize)], out: &mut [u8]) -> Result<(), c_int> {
+        let mut at = 0;
+        for piece in pieces(runs, self.chunk(t), 1) {
+            let n: usize = piece.iter().map(|r| r.1).sum();
+            let pos = self.post(t, mailbox::GET, &piece, None)?;
+            if self.until_state(t, pos, &[mailbox::APPLIED, mailbox::FAILED])? == mailbox::FAILED {
+                return Err(failed(name, errh, t));
+            }
+            self.read(t, self.payload(t, pos, piece.len()), &mut out[at..at + n])?;
+            self.set_state(t, pos, mailbox::TAKEN)?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Read-modify-write of `runs` in pieces of whole elements of `grain` bytes: `f` gets the
+    /// old bytes of a piece and the piece's offset in the payload, changes them in place and
+    /// says whether they are to be written back.
+    fn update(
+        &mut self,
+        name: &'static str,
+        errh: Option<Handle>,
+        t: c_int,
+        runs: &[(u64, usize)],
+        grain: usize,
+        mut f: impl FnMut(&mut [u8], usize) -> Result<bool, c_int>,
+    ) -> Result<(), c_int> {
+        let mut at = 0;
+        for piece in pieces(runs, self.chunk(t), grain) {
+            let n: usize = piece.iter().map(|r| r.1).sum();
+            let pos = self.post(t, mailbox::UPDATE, &piece, None)?;
+            if self.until_state(t, pos, &[mailbox::OLD, mailbox::FAILED])? == mailbox::FAILED {
+                return Err(failed(name, errh, t));
+            }
+            let payload = self.payload(t, pos, piece.len());
+            let mut old = vec![0u8; n];
+            let changed = self.read(t, payload, &mut old).and_then(|()| f(&mut old, at));
+            match changed {
+                Ok(true) => {
+                    self.write(t, payload, &old)?;
+                    self.set_state(t, pos, mailbox::NEW)?;
+                }
+                // The thread waits for an answer whatever happened here.
+                Ok(false) => self.set_state(t, pos, mailbox::SAME)?,
+                Err(rc) => {
+                    let _ = self.set_state(t, pos, mailbox::SAME);
+                    return Err(rc);
+                }
+            }
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// Most payload bytes of one entry into `t`'s ring: a quarter of it, so that two entries
+    /// of one origin and others' fit.
+    fn chunk(&self, t: c_int) -> usize {
+        (self.ring(t) as usize / 4).max(mailbox::GRAIN)
+    }
+
+    /// Waits until the targets' threads carried out this process's entries (`owed`: none for
+    /// `None`, every target's for `Some(None)`, `t`'s for `Some(Some(t))`), and with `own`,
+    /// until the program's work on the legacy default stream is done, which may write this
+    /// process's own part.
+    fn settle(&mut self, name: &'static str, errh: Option<Handle>, owed: Option<Option<c_int>>, own: bool) -> Result<(), c_int> {
+        let mine = |t: c_int| owed.is_some_and(|o| o.map_or(true, |x| x == t));
+        let owed: Vec<(c_int, u64)> = self.owed.iter().filter(|(t, _)| mine(**t)).map(|(t, e)| (*t, *e)).collect();
+        for (t, end) in owed {
+            poll(|| Ok((self.word(t, mailbox::APPLIED_AT)? >= end).then_some(()))).map_err(|rc| errors::raise(errh, rc))?;
+            self.owed.remove(&t);
+        }
+        match self.own {
+            Some((_, dev)) if own => settle_stream(name, errh, &dev),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Waits for the program's work on the legacy default stream of `dev`'s context: a query where
+/// it is idle.
+fn settle_stream(name: &'static str, errh: Option<Handle>, dev: &Device) -> Result<(), c_int> {
+    let fail = |e: CudaError| errors::cuda(name, errh, e, std::ptr::null(), 0, dev);
+    let d = driver::get().ok_or(CudaError { call: "cuInit", code: 3 }).map_err(fail)?;
+    let _ctx = InContext::enter(dev).map_err(fail)?;
+    if let Some(s) = d.signals.as_ref() {
+        // SAFETY: the legacy default stream of the current context.
+        if unsafe { (s.stream_query)(std::ptr::null_mut()) } == 0 {
+            return Ok(());
+        }
+    }
+    signal::wait(d, 0).map_err(fail)
+}
+
+fn check(rc: c_int) -> Result<(), c_int> {
+    match rc {
+        0 => Ok(()),
+        rc => Err(rc),
+    }
+}
+
+/// Polls `f` until it answers, keeping the library progressing meanwhile (each round is a
+/// call of it).
+fn poll<T>(mut f: impl FnMut() -> Result<Option<T>, c_int>) -> Result<T, c_int> {
+    let mut round = 0u32;
+    loop {
+        if let Some(v) = f()? {
+            return Ok(v);
+        }
+        round = round.wrapping_add(1);
+        if round % 16 == 0 {
+            std::thread::yield_now();
+        }
+    }
+}
+
+fn as_bytes(h: &EntryHead) -> &[u8] {
+    // SAFETY: a plain `repr(C)` struct of integers, without padding.
+    unsafe { std::slice::from_raw_parts((h as *const EntryHead).cast(), mailbox::ENTRY_HEAD) }
+}
+
+fn failed(name: &'static str, errh: Option<Handle>, t: c_int) -> c_int {
+    log::error(format_args!("{name}: rank {t} could not carry out the operation on its device memory (its own message says why)"));
+    errors::raise(errh, abi::get().err_other)
+}
+
+/// `runs` in pieces of at most `chunk` payload bytes and `chunk / 64` runs, a run cut only at
+/// a multiple of `grain` bytes.
+fn pieces(runs: &[(u64, usize)], chunk: usize, grain: usize) -> Vec<Vec<(u64, usize)>> {
+    let max_runs = (chunk / 64).max(1);
+    let (mut out, mut cur, mut bytes) = (Vec::new(), Vec::new(), 0usize);
+    for &(mut off, mut len) in runs {
+        while len > 0 {
+            let room = chunk - bytes;
+            let take = if len <= room { len } else { room / grain * grain };
+            if take == 0 {
+                out.push(std::mem::take(&mut cur));
+                bytes = 0;
+                continue;
+            }
+            cur.push((off, take));
+            (bytes, off, len) = (bytes + take, off + take as u64, len - take);
+            if bytes + grain > chunk || cur.len() >= max_runs {
+                out.push(std::mem::take(&mut cur));
+                bytes = 0;
+            }
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// The byte runs `(offset in the part, bytes)` of `count` elements of `datatype` at
+/// displacement `disp`, in MPI's order; `Err` past the part's end.
+fn target_runs(name: &'static str, errh: Option<Handle>, part: &Part, target: &Side, disp: isize) -> Result<Vec<(u64, usize)>, c_int> {
+    let span = target.t.span(target.count).map_err(|e| errors::raise(errh, e))?;
+    let origin = disp as i64 * part.disp_unit;
+    let first = origin + span.offset;
+    if disp < 0 || first < 0 || first as u64 + span.len as u64 > part.size as u64 {
+        log::error(format_args!("{name}: bytes {first} to {} of the target's window, which has {} bytes", first + span.len as i64, part.size));
+        return Err(errors::raise(errh, abi::get().err_rma_range));
+    }
+    if target.bytes() == 0 {
+        return Ok(Vec::new());
+    }
+    if target.contiguous() {
+        return Ok(vec![(origin as u64, target.bytes())]);
+    }
+    let (at, form) = target.blocks().ok_or_else(|| too_complex(name, errh))?;
+    let runs = typemap::runs(&form, 1 << 24).ok_or_else(|| too_complex(name, errh))?;
+    Ok(runs.into_iter().filter(|r| r.1 > 0).map(|(o, n)| ((origin + at as i64 + o) as u64, n)).collect())
+}
+
+/// Carries out `what` on `target` of window `win` when that target's part is served device
+/// memory; `None` leaves it to the library (not a served window, a host part,
+/// `MPI_PROC_NULL`). A request form (`request` not null) gets a request that is complete: the
+/// origin's buffers are free, and a get's bytes are in place.
+pub fn operate(name: &'static str, win: Handle, target: c_int, at: Target, what: What, request: *mut c_void) -> Option<c_int> {
+    let s = get(win)?;
+    let mut s = lock(&s);
+    if !s.parts.get(usize::try_from(target).ok()?)?.device {
+        return None;
+    }
+    let errh = errors::on_window(win);
+    if let Err(rc) = run(name, &mut s, target, at, what, errh) {
+        return Some(rc);
+    }
+    if request.is_null() {
+        return Some(0);
+    }
+    Some(held::completed(request, &abi::Status::zeroed(), 0))
+}
+
+fn run(name: &'static str, s: &mut Served, t: c_int, (disp, count, dt): Target, what: What, errh: Option<Handle>) -> Result<(), c_int> {
+    let abi = abi::get();
+    let target = Side::of(name, errh, (std::ptr::null(), count, dt), None)?;
+    let runs = target_runs(name, errh, &s.parts[t as usize], &target, disp)?;
+    let on_mail = |rc: c_int| errors::raise(errh, rc);
+    let n = target.bytes();
+    let payload = |side: &Side| -> Result<Vec<u8>, c_int> {
+        let mut bytes = vec![0u8; n];
+        side.read(name, errh, &mut bytes)?;
+        Ok(bytes)
+    };
+    match what {
+        What::Put(origin) => {
+            let data = payload(&matching(name, errh, origin, &target)?)?;
+            s.put(t, &runs, &data).map_err(on_mail)
+        }
+        What::Get(result) => {
+            let result = matching(name, errh, result, &target)?;
+            let mut bytes = vec![0u8; n];
+            s.get(name, errh, t, &runs, &mut bytes).map_err(on_mail)?;
+            result.write(name, errh, &bytes)
+        }
+        What::Accumulate(origin, op) => {
+            let data = payload(&matching(name, errh, origin, &target)?)?;
+            if abi.same(op, abi.op_no_op) {
+                return Ok(());
+            }
+            if abi.same(op, abi.op_replace) {
+                return s.put(t, &runs, &data).map_err(on_mail);
+            }
+            let (element, size) = element(name, errh, &target)?;
+            s.update(name, errh, t, &runs, size, |old, at| combine(name, errh, &data[at..at + old.len()], old, element, size, op).map(|()| true))
+        }
+        What::GetAccumulate(origin, result, op) => {
+            let result = matching(name, errh, result, &target)?;
+            let mut olds = vec![0u8; n];
+            if abi.same(op, abi.op_no_op) {
+                s.get(name, errh, t, &runs, &mut olds).map_err(on_mail)?;
+                return result.write(name, errh, &olds);
+            }
+            let data = payload(&matching(name, errh, origin, &target)?)?;
+            let replace = abi.same(op, abi.op_replace);
+            let (element, size) = match replace {
+                true => element(name, errh, &target).unwrap_or((abi.byte, 1)),
+                false => element(name, errh, &target)?,
+            };
+            s.update(name, errh, t, &runs, size, |old, at| {
+                olds[at..at + old.len()].copy_from_slice(old);
+                match replace {
+                    true => old.copy_from_slice(&data[at..at + old.len()]),
+                    false => combine(name, errh, &data[at..at + old.len()], old, element, size, op)?,
+                }
+                Ok(true)
+            })?;
+            result.write(name, errh, &olds)
+        }
+        What::CompareAndSwap(origin, compare, result) => {
+            let (new, expected) = (payload(&matching(name, errh, origin, &target)?)?, payload(&matching(name, errh, compare, &target)?)?);
+            let result = matching(name, errh, result, &target)?;
+            let mut olds = vec![0u8; n];
+            s.update(name, errh, t, &runs, n.max(1), |old, _| {
+                olds.copy_from_slice(old);
+                let swap = *old == expected[..];
+                if swap {
+                    old.copy_from_slice(&new);
+                }
+                Ok(swap)
+            })?;
+            result.write(name, errh, &olds)
+        }
+    }
+}
+
+/// The one predefined type an accumulate's target consists of, and its size.
+fn element(name: &'static str, errh: Option<Handle>, target: &Side) -> Result<(Handle, usize), c_int> {
+    element_of(target).map(|(e, size)| (e, size.max(1) as usize)).ok_or_else(|| {
+        log::error(format_args!("{name}: an accumulate's datatype must consist of one predefined type"));
+        errors::raise(errh, abi::get().err_type)
+    })
+}
+
+/// `old = origin op old`, with the library's own `MPI_Reduce_local`.
+fn combine(name: &'static str, errh: Option<Handle>, origin: &[u8], old: &mut [u8], element: Handle, size: usize, op: Handle) -> Result<(), c_int> {
+    let abi = abi::get();
+    let p = real::pmpi().ok_or(abi.err_intern)?;
+    let Ok(elements) = c_int::try_from(old.len() / size) else {
+        log::error(format_args!("{name}: more than 2^31 elements in one piece of an accumulate"));
+        return Err(errors::raise(errh, abi.err_count));
+    };
+    // SAFETY: both buffers hold `elements` packed elements of `element`.
+    match unsafe { (p.reduce_local)(origin.as_ptr().cast(), old.as_mut_ptr().cast(), elements, element, op) } {
+        0 => Ok(()),
+        rc => Err(errors::raise(errh, rc)),
+    }
+}
+
+/// A synchronisation call on a served window: `owed` says whose operations it completes
+/// (`Some(None)`: every target's, `Some(Some(t))`: `t`'s), `own` whether peers may read this
+/// process's part after it; then the library's call.
+fn around(name: &'static str, win: Handle, owed: Option<Option<c_int>>, own: bool, call: impl FnOnce() -> c_int) -> c_int {
+    let Some(s) = get(win) else { return call() };
+    let settled = lock(&s).settle(name, errors::on_window(win), owed, own);
+    let rc = call();
+    if rc != 0 {
+        rc
+    } else {
+        settled.err().unwrap_or(0)
+    }
+}
+
+pub fn fence(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    around(name, win, Some(None), true, call)
+}
+
+pub fn post(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    around(name, win, None, true, call)
+}
+
+pub fn complete(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    around(name, win, Some(None), false, call)
+}
+
+/// `MPI_Win_unlock` (`Some(rank)`) and `MPI_Win_unlock_all` (`None`).
+pub fn unlock(name: &'static str, target: Option<c_int>, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    around(name, win, Some(target), true, call)
+}
+
+/// `MPI_Win_flush(_local)` (`Some(rank)`) and `MPI_Win_flush(_local)_all` (`None`): a local
+/// flush completes them too, since the origin's buffers are free once an entry is written.
+pub fn flush(name: &'static str, target: Option<c_int>, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    around(name, win, Some(target), false, call)
+}
+
+pub fn sync(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    around(name, win, None, true, call)
+}
+
+/// `MPI_Win_free`: this process's operations are carried out, its own stores done, then
+/// cudampi's window goes (collective: no peer writes the mailbox after it), then the library's.
+pub fn free(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
+    let Some(s) = get(win) else { return call() };
+    let settled = lock(&s).settle(name, errors::on_window(win), Some(None), true);
+    {
+        let mut t = table();
+        t.remove(&abi::get().key(win));
+        COUNT.store(t.len(), Ordering::Relaxed);
+    }
+    lock(&s).release();
+    let rc = call();
+    if rc != 0 {
+        rc
+    } else {
+        settled.err().unwrap_or(0)
+    }
+}
+
+/// `MPI_Win_get_attr` of a served window with a device part: its base, size and model.
+pub fn attribute(win: Handle, keyval: c_int, value: *mut c_void) {
+    let Some(s) = get(win) else { return };
+    let s = lock(&s);
+    let abi = abi::get();
+    let Some((base, _)) = s.own else { return };
+    if keyval == abi.win_base {
+        // SAFETY: for MPI_WIN_BASE the library stores the base address at `value`.
+        unsafe { value.cast::<*mut c_void>().write_unaligned(base) };
+    } else if keyval == abi.win_size {
+        // SAFETY: for MPI_WIN_SIZE the library stores a pointer to an MPI_Aint at `value`;
+        // the window's own lives as long as the window.
+        unsafe { value.cast::<*const isize>().write_unaligned(&s.size_attribute) };
+    } else if keyval == abi.win_model {
+        static UNIFIED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+        UNIFIED.store(abi.win_unified, Ordering::Relaxed);
+        // SAFETY: for MPI_WIN_MODEL the library stores a pointer to an int at `value`.
+        unsafe { value.cast::<*mut c_int>().write_unaligned(UNIFIED.as_ptr()) };
+    }
+}
+
+/// Forgets every window (after the library's `MPI_Finalize`, which freed its windows and
+/// communicators) and stops the thread.
+pub fn clear() {
+    let all = std::mem::take(&mut *table());
+    COUNT.store(0, Ordering::Relaxed);
+    for s in all.into_values() {
+        let mut s = lock(&s);
+        s.comm = 0;
+        s.mail = 0;
+        s.release();
+    }
+    mailbox::clear();
+}

@@ -1,0 +1,201 @@
+//! One side of a one-sided operation (origin, result, compare or target buffer), in host or
+//! device memory, with any datatype: its payload read out packed and written back in place.
+//! The windows that cudampi carries out operations for (`mapped.rs`, `served.rs`) share it.
+//!
+//! It may use every layer below the handlers.
+
+use std::ffi::{c_int, c_void};
+
+use crate::base::log;
+use crate::cuda::{self, Device, InContext, Location};
+use crate::mpi::abi::{self, Handle};
+use crate::mpi::datatype::{self, TypeInfo};
+use crate::mpi::{errors, real, typemap};
+use crate::staging::stage::Window;
+
+/// `count` elements of `datatype` at `at`.
+pub type Buf = (*const c_void, i64, Handle);
+
+/// Where an operation lands in its target: displacement, count, datatype.
+pub type Target = (isize, i64, Handle);
+
+/// One side of an operation: its bytes, in host or device memory.
+pub struct Side {
+    pub at: *mut c_void,
+    pub count: i64,
+    pub dt: Handle,
+    pub t: TypeInfo,
+    /// The device memory's GPU, `None` for host memory.
+    pub dev: Option<Device>,
+}
+
+impl Side {
+    pub fn of(name: &'static str, errh: Option<Handle>, (at, count, dt): Buf, dev: Option<Device>) -> Result<Side, c_int> {
+        if count < 0 {
+            return Err(errors::raise(errh, abi::get().err_count));
+        }
+        let t = datatype::query(dt).map_err(|e| {
+            log::error(format_args!("{name}: the datatype is not one the MPI library knows"));
+            errors::raise(errh, e)
+        })?;
+        Ok(Side { at: at as *mut c_void, count, dt, t, dev })
+    }
+
+    pub fn located(name: &'static str, errh: Option<Handle>, buf: Buf) -> Result<Side, c_int> {
+        let dev = match cuda::locate(buf.0) {
+            Location::Device(d) => Some(d),
+            Location::Unreadable if buf.1 > 0 => return Err(errors::unreadable(name, errh, buf.0)),
+            _ => None,
+        };
+        Side::of(name, errh, buf, dev)
+    }
+
+    pub fn bytes(&self) -> usize {
+        (self.count * self.t.size) as usize
+    }
+
+    /// One run of bytes at `at`, in MPI's order: a copy of the run moves the payload as MPI
+    /// would (a derived type that lists its bytes out of address order does not qualify).
+    pub fn contiguous(&self) -> bool {
+        let t = &self.t;
+        if t.named {
+            return t.packed();
+        }
+        let shaped = (t.size == t.extent || self.count <= 1) && t.true_lb == 0 && t.true_extent == t.size;
+        shaped && typemap::element(self.dt, t).is_some_and(|f| matches!(&f[..], [b] if b.at == 0 && b.rows == 1 && b.planes == 1 && b.len as i64 == t.size))
+    }
+
+    /// The span's first byte and the blocks of the payload within it, in MPI's order.
+    pub fn blocks(&self) -> Option<(*mut c_void, typemap::Form)> {
+        let span = self.t.span(self.count).ok()?;
+        let element = typemap::element(self.dt, &self.t)?;
+        let form = typemap::message_of(self.dt, &element, self.count, self.t.extent, span.offset, span.len)?;
+        Some((self.at.cast::<u8>().wrapping_offset(span.offset as isize).cast(), form))
+    }
+
+    /// Copies the payload, packed, to `out` (host memory of `bytes()`).
+    pub fn read(&self, name: &'static str, errh: Option<Handle>, out: &mut [u8]) -> Result<(), c_int> {
+        let n = self.bytes();
+        match self.dev {
+            Some(dev) if self.contiguous() => {
+                let fail = |e| errors::cuda(name, errh, e, self.at, n, &dev);
+                let ctx = InContext::enter(&dev).map_err(fail)?;
+                ctx.to_host(out.as_mut_ptr().cast(), self.at, n, false).map_err(fail)
+            }
+            Some(dev) => {
+                let (user, form) = self.blocks().ok_or_else(|| too_complex(name, errh))?;
+                if !in_order(&form) {
+                    let span = self.span_to_host(name, errh, dev, user)?;
+                    let base = span.as_ptr().wrapping_offset(-self.span_offset()) as *mut c_void;
+                    return self.host_pack(name, errh, base, out.as_mut_ptr(), n, true);
+                }
+                let w = Window { dev, user, host: out.as_mut_ptr().cast(), len: n, pinned: false, packed: std::ptr::null_mut(), payload: true };
+                w.blocks_to_host(name, errh, &form)
+            }
+            None if self.contiguous() => {
+                // SAFETY: host memory holding the payload (the program's buffer).
+                unsafe { std::ptr::copy_nonoverlapping(self.at.cast::<u8>(), out.as_mut_ptr(), n) };
+                Ok(())
+            }
+            None => self.host_pack(name, errh, self.at, out.as_mut_ptr(), n, true),
+        }
+    }
+
+    /// Copies packed bytes from `from` into the payload's places; no other byte is written.
+    pub fn write(&self, name: &'static str, errh: Option<Handle>, from: &[u8]) -> Result<(), c_int> {
+        let n = self.bytes();
+        match self.dev {
+            Some(dev) if self.contiguous() => {
+                let fail = |e| errors::cuda(name, errh, e, self.at, n, &dev);
+                let ctx = InContext::enter(&dev).map_err(fail)?;
+                ctx.runs_to_device(self.at, from.as_ptr().cast(), &[(0, n)], None).map_err(fail)
+            }
+            Some(dev) => {
+                let (user, form) = self.blocks().ok_or_else(|| too_complex(name, errh))?;
+                if !in_order(&form) {
+                    // Unpacked into a host copy of the span, then only the blocks' bytes go back.
+                    let mut span = self.span_to_host(name, errh, dev, user)?;
+                    let base = span.as_mut_ptr().wrapping_offset(-self.span_offset()) as *mut c_void;
+                    self.host_pack(name, errh, base, from.as_ptr() as *mut u8, n, false)?;
+                    let w = Window { dev, user, host: span.as_mut_ptr().cast(), len: span.len(), pinned: false, packed: std::ptr::null_mut(), payload: false };
+                    return w.blocks_to_device(name, errh, &form);
+                }
+                let w = Window { dev, user, host: from.as_ptr() as *mut c_void, len: n, pinned: false, packed: std::ptr::null_mut(), payload: true };
+                w.blocks_to_device(name, errh, &form)
+            }
+            None if self.contiguous() => {
+                // SAFETY: host memory holding the payload (the program's buffer).
+                unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), self.at.cast::<u8>(), n) };
+                Ok(())
+            }
+            None => self.host_pack(name, errh, self.at, from.as_ptr() as *mut u8, n, false),
+        }
+    }
+
+    /// Where the span starts relative to `at` (the true lower bound; may be negative).
+    pub fn span_offset(&self) -> isize {
+        self.t.span(self.count).map_or(0, |s| s.offset as isize)
+    }
+
+    /// The device span of the payload (from `user`), copied to host memory.
+    pub fn span_to_host(&self, name: &'static str, errh: Option<Handle>, dev: Device, user: *mut c_void) -> Result<Vec<u8>, c_int> {
+        let len = self.t.span(self.count).map_err(|e| errors::raise(errh, e))?.len;
+        let mut span = vec![0u8; len];
+        let w = Window { dev, user, host: span.as_mut_ptr().cast(), len, pinned: false, packed: std::ptr::null_mut(), payload: false };
+        w.to_host(name, errh, 0, len)?;
+        Ok(span)
+    }
+
+    /// Packs the payload of host memory at `base` (the buffer's address) into `packed` (`len`
+    /// bytes), or unpacks it from there, with the library's own `MPI_Pack` and `MPI_Unpack`.
+    pub fn host_pack(&self, name: &'static str, errh: Option<Handle>, base: *mut c_void, packed: *mut u8, len: usize, pack: bool) -> Result<(), c_int> {
+        let abi = abi::get();
+        let p = real::pmpi().ok_or(abi.err_intern)?;
+        let (Ok(count), Ok(size)) = (c_int::try_from(self.count), c_int::try_from(len)) else {
+            log::error(format_args!("{name}: more than 2^31 bytes of a datatype with gaps in host memory, on a device window"));
+            return Err(errors::raise(errh, abi.err_count));
+        };
+        let comm = datatype::quiet::comm().map_err(|e| errors::raise(errh, e))?;
+        let mut position: c_int = 0;
+        // SAFETY: `packed` holds `len` bytes, the payload of `count` elements at `base`.
+        let rc = unsafe {
+            match pack {
+                true => (p.pack)(base, count, self.dt, packed.cast(), size, &mut position, comm),
+                false => (p.unpack)(packed.cast(), size, &mut position, base, count, self.dt, comm),
+            }
+        };
+        match rc {
+            0 => Ok(()),
+            rc => Err(errors::raise(errh, rc)),
+        }
+    }
+}
+
+/// Whether blocks copied as `cuda::strided` copies them (each block ascending) come out in
+/// MPI's order: not where a pitch runs backwards.
+pub fn in_order(form: &[crate::cuda::Strided]) -> bool {
+    form.iter().all(|b| b.ascending() == *b)
+}
+
+pub fn too_complex(name: &'static str, errh: Option<Handle>) -> c_int {
+    log::error(format_args!("{name}: the datatype has more blocks than cudampi copies on a device window ({})", typemap::MAX_BLOCKS));
+    errors::raise(errh, abi::get().err_type)
+}
+
+/// The origin-side buffer of an operation, which must carry as many bytes as the target.
+pub fn matching(name: &'static str, errh: Option<Handle>, buf: Buf, target: &Side) -> Result<Side, c_int> {
+    let side = Side::located(name, errh, buf)?;
+    if side.bytes() != target.bytes() {
+        log::error(format_args!("{name}: {} bytes at the origin, {} at the target: the type signatures must match", side.bytes(), target.bytes()));
+        return Err(errors::raise(errh, abi::get().err_type));
+    }
+    Ok(side)
+}
+
+/// The one predefined type a side's payload consists of, and its size.
+pub fn element_of(side: &Side) -> Option<(Handle, i64)> {
+    if side.t.named {
+        return Some((side.dt, side.t.size));
+    }
+    typemap::analysis(side.dt, &side.t).base
+}
