@@ -309,7 +309,7 @@ impl Drop for Mailbox {
 }
 
 /// Polls `f` until it answers, spinning first, then sleeping a little longer each round (up
-/// to 50 us), so that an idle wait costs little processor time.
+/// to 20 us), so that an idle wait costs little processor time.
 pub fn wait_for<T>(mut f: impl FnMut() -> Option<T>) -> T {
     let mut round = 0u32;
     loop {
@@ -325,7 +325,7 @@ fn pause(round: &mut u32) {
     match *round {
         0..=256 => std::hint::spin_loop(),
         257..=1024 => std::thread::yield_now(),
-        r => std::thread::sleep(Duration::from_micros(((r - 1024) as u64).min(50))),
+        r => std::thread::sleep(Duration::from_micros(((r - 1024) as u64).min(20))),
     }
 }
 

@@ -47,6 +47,7 @@ use crate::handlers::mapped::{Target, What};
 use crate::handlers::side::{element_of, matching, too_complex, Side};
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::{errors, real, typemap};
+use crate::staging::pool;
 
 /// One process's account of its part, as exchanged at `MPI_Win_create`.
 #[repr(C)]
@@ -248,12 +249,18 @@ impl Served {
 
     /// `bytes` into `t`'s mailbox at `at`, complete at the target on return.
     fn write(&self, t: c_int, at: usize, bytes: &[u8]) -> Result<(), c_int> {
+        self.put_bytes(t, at, bytes)?;
+        self.flush(t)
+    }
+
+    /// `bytes` into `t`'s mailbox at `at`, complete at the next flush, before which the caller
+    /// keeps them.
+    fn put_bytes(&self, t: c_int, at: usize, bytes: &[u8]) -> Result<(), c_int> {
         let (p, abi) = (real::pmpi().ok_or(abi::get().err_intern)?, abi::get());
         let n = bytes.len() as c_int;
-        // SAFETY: `bytes` stays alive until the flush; the range lies in the mailbox (the ring
-        // holds every entry).
-        check(unsafe { (p.put)(bytes.as_ptr().cast(), n, abi.byte, t, at as isize, n, abi.byte, self.mail) })?;
-        self.flush(t)
+        // SAFETY: the caller keeps `bytes` until the flush; the range lies in the mailbox (the
+        // ring holds every entry).
+        check(unsafe { (p.put)(bytes.as_ptr().cast(), n, abi.byte, t, at as isize, n, abi.byte, self.mail) })
     }
 
     /// `out.len()` bytes of `t`'s mailbox at `at`.
@@ -316,16 +323,17 @@ impl Served {
         let len = mailbox::entry_len(runs.len(), bytes);
         let pos = self.reserve(t, len)?;
         let head = EntryHead { len: len as u64, kind, runs: runs.len() as u32, bytes: bytes as u64, ..EntryHead::default() };
-        let mut body = Vec::with_capacity(mailbox::payload_at(runs.len()) + data.map_or(0, |d| d.len()));
+        let mut body = Vec::with_capacity(mailbox::payload_at(runs.len()));
         body.extend_from_slice(as_bytes(&head));
         for &(off, n) in runs {
             body.extend_from_slice(&off.to_ne_bytes());
             body.extend_from_slice(&(n as u64).to_ne_bytes());
         }
-        if let Some(d) = data {
-            body.extend_from_slice(d);
+        self.put_bytes(t, self.entry_at(t, pos), &body)?;
+        if let Some(d) = data.filter(|d| !d.is_empty()) {
+            self.put_bytes(t, self.payload(t, pos, runs.len()), d)?;
         }
-        self.write(t, self.entry_at(t, pos), &body)?;
+        self.flush(t)?;
         self.set_state(t, pos, mailbox::FILLED)?;
         let end = pos + len as u64;
         let owed = self.owed.entry(t).or_insert(end);
@@ -338,11 +346,13 @@ impl Served {
         self.entry_at(t, pos) + mailbox::payload_at(runs)
     }
 
-    fn put(&mut self, t: c_int, runs: &[(u64, usize)], data: &[u8]) -> Result<(), c_int> {
+    /// The operations' own steps return the library's codes as they are; these, which carry
+    /// out one call's operation, raise them on the window once.
+    fn put(&mut self, errh: Option<Handle>, t: c_int, runs: &[(u64, usize)], data: &[u8]) -> Result<(), c_int> {
         let mut at = 0;
         for piece in pieces(runs, self.chunk(t), 1) {
             let n: usize = piece.iter().map(|r| r.1).sum();
-            self.post(t, mailbox::PUT, &piece, Some(&data[at..at + n]))?;
+            self.post(t, mailbox::PUT, &piece, Some(&data[at..at + n])).map_err(|rc| errors::raise(errh, rc))?;
             at += n;
         }
         Ok(())
@@ -352,15 +362,111 @@ impl Served {
         let mut at = 0;
         for piece in pieces(runs, self.chunk(t), 1) {
             let n: usize = piece.iter().map(|r| r.1).sum();
-            let pos = self.post(t, mailbox::GET, &piece, None)?;
-            if self.until_state(t, pos, &[mailbox::APPLIED, mailbox::FAILED])? == mailbox::FAILED {
+            let raise = |rc| errors::raise(errh, rc);
+            let pos = self.post(t, mailbox::GET, &piece, None).map_err(raise)?;
+            if self.until_state(t, pos, &[mailbox::APPLIED, mailbox::FAILED]).map_err(raise)? == mailbox::FAILED {
                 return Err(failed(name, errh, t));
             }
-            self.read(t, self.payload(t, pos, piece.len()), &mut out[at..at + n])?;
-            self.set_state(t, pos, mailbox::TAKEN)?;
+            self.read(t, self.payload(t, pos, piece.len()), &mut out[at..at + n]).map_err(raise)?;
+            self.set_state(t, pos, mailbox::TAKEN).map_err(raise)?;
             at += n;
         }
         Ok(())
+    }
+
+    /// A put from `n` contiguous bytes of device memory at `src`, in pieces: the next piece is
+    /// copied out of device memory into a pinned buffer while the library writes this one.
+    fn put_from_device(&mut self, name: &'static str, errh: Option<Handle>, t: c_int, runs: &[(u64, usize)], src: *const c_void, dev: &Device) -> Result<(), c_int> {
+        let pieces = pieces(runs, self.chunk(t), 1);
+        let sizes: Vec<usize> = pieces.iter().map(|p| p.iter().map(|r| r.1).sum()).collect();
+        let total: usize = sizes.iter().sum();
+        let fail = |e: CudaError| errors::cuda(name, errh, e, src, total, dev);
+        let ctx = InContext::enter(dev).map_err(fail)?;
+        let d = ctx.driver();
+        let chunk = self.chunk(t);
+        let (Some(a), Some(b)) = (pool::lease(chunk, &ctx), pool::lease(chunk, &ctx)) else { return Err(errors::no_mem(name, errh, chunk)) };
+        let bufs = [a, b];
+        let copy_out = |k: usize, at: usize| {
+            // SAFETY: the piece lies in the origin's payload; the buffer holds a piece.
+            check_cuda("cuMemcpyDtoHAsync", unsafe { (d.memcpy_dtoh_async)(bufs[k % 2].ptr(), src as u64 + at as u64, sizes[k], std::ptr::null_mut()) })
+        };
+        let mut at = 0;
+        let mut done = copy_out(0, 0).map_err(fail);
+        for (k, piece) in pieces.iter().enumerate() {
+            done = done.and_then(|()| ctx.synchronize().map_err(fail));
+            if done.is_ok() && k + 1 < pieces.len() {
+                done = copy_out(k + 1, at + sizes[k]).map_err(fail);
+            }
+            if done.is_err() {
+                break;
+            }
+            // SAFETY: the buffer holds the piece's bytes, copied above.
+            let data = unsafe { std::slice::from_raw_parts(bufs[k % 2].ptr().cast::<u8>(), sizes[k]) };
+            if let Err(rc) = self.post(t, mailbox::PUT, piece, Some(data)) {
+                done = Err(errors::raise(errh, rc));
+                break;
+            }
+            at += sizes[k];
+        }
+        // No copy may still land in a buffer given back.
+        let _ = ctx.synchronize();
+        done
+    }
+
+    /// A get into `n` contiguous bytes of device memory at `dst`, in pieces: the next piece is
+    /// asked for before this one is read, and each goes on to the device while the next is read.
+    fn get_to_device(&mut self, name: &'static str, errh: Option<Handle>, t: c_int, runs: &[(u64, usize)], dst: *mut c_void, dev: &Device) -> Result<(), c_int> {
+        let pieces = pieces(runs, self.chunk(t), 1);
+        let sizes: Vec<usize> = pieces.iter().map(|p| p.iter().map(|r| r.1).sum()).collect();
+        let total: usize = sizes.iter().sum();
+        let fail = |e: CudaError| errors::cuda(name, errh, e, dst, total, dev);
+        let ctx = InContext::enter(dev).map_err(fail)?;
+        let d = ctx.driver();
+        let chunk = self.chunk(t);
+        let (Some(a), Some(b)) = (pool::lease(chunk, &ctx), pool::lease(chunk, &ctx)) else { return Err(errors::no_mem(name, errh, chunk)) };
+        let bufs = [a, b];
+        let mut asked: std::collections::VecDeque<(usize, u64)> = std::collections::VecDeque::new();
+        let mut at = 0;
+        let mut done = Ok(());
+        let take = |s: &mut Served, k: usize, pos: u64, at: &mut usize| -> Result<(), c_int> {
+            if s.until_state(t, pos, &[mailbox::APPLIED, mailbox::FAILED]).map_err(|rc| errors::raise(errh, rc))? == mailbox::FAILED {
+                return Err(failed(name, errh, t));
+            }
+            // The buffer's last piece is on the device before the buffer is refilled.
+            ctx.synchronize().map_err(fail)?;
+            // SAFETY: the buffer holds a piece.
+            let buf = unsafe { std::slice::from_raw_parts_mut(bufs[k % 2].ptr().cast::<u8>(), sizes[k]) };
+            s.read(t, s.payload(t, pos, pieces[k].len()), buf).map_err(|rc| errors::raise(errh, rc))?;
+            s.set_state(t, pos, mailbox::TAKEN).map_err(|rc| errors::raise(errh, rc))?;
+            // SAFETY: the piece lies in the result's payload.
+            check_cuda("cuMemcpyHtoDAsync", unsafe { (d.memcpy_htod_async)(dst as u64 + *at as u64, buf.as_ptr().cast(), sizes[k], std::ptr::null_mut()) }).map_err(fail)?;
+            *at += sizes[k];
+            Ok(())
+        };
+        for (k, piece) in pieces.iter().enumerate() {
+            match self.post(t, mailbox::GET, piece, None) {
+                Ok(pos) => asked.push_back((k, pos)),
+                Err(rc) => {
+                    done = Err(errors::raise(errh, rc));
+                    break;
+                }
+            }
+            if asked.len() == 2 {
+                let (k, pos) = asked.pop_front().unwrap_or_default();
+                done = take(self, k, pos, &mut at);
+                if done.is_err() {
+                    break;
+                }
+            }
+        }
+        while let (Ok(()), Some((k, pos))) = (&done, asked.pop_front()) {
+            done = take(self, k, pos, &mut at);
+        }
+        // A piece asked for and not taken is given up (its bytes are not wanted any more).
+        for (_, pos) in asked {
+            let _ = self.set_state(t, pos, mailbox::TAKEN);
+        }
+        done.and_then(|()| ctx.synchronize().map_err(fail))
     }
 
     /// Read-modify-write of `runs` in pieces of whole elements of `grain` bytes: `f` gets the
@@ -376,22 +482,23 @@ impl Served {
         mut f: impl FnMut(&mut [u8], usize) -> Result<bool, c_int>,
     ) -> Result<(), c_int> {
         let mut at = 0;
+        let raise = |rc| errors::raise(errh, rc);
         for piece in pieces(runs, self.chunk(t), grain) {
             let n: usize = piece.iter().map(|r| r.1).sum();
-            let pos = self.post(t, mailbox::UPDATE, &piece, None)?;
-            if self.until_state(t, pos, &[mailbox::OLD, mailbox::FAILED])? == mailbox::FAILED {
+            let pos = self.post(t, mailbox::UPDATE, &piece, None).map_err(raise)?;
+            if self.until_state(t, pos, &[mailbox::OLD, mailbox::FAILED]).map_err(raise)? == mailbox::FAILED {
                 return Err(failed(name, errh, t));
             }
             let payload = self.payload(t, pos, piece.len());
             let mut old = vec![0u8; n];
-            let changed = self.read(t, payload, &mut old).and_then(|()| f(&mut old, at));
+            let changed = self.read(t, payload, &mut old).map_err(raise).and_then(|()| f(&mut old, at));
             match changed {
                 Ok(true) => {
-                    self.write(t, payload, &old)?;
-                    self.set_state(t, pos, mailbox::NEW)?;
+                    self.write(t, payload, &old).map_err(raise)?;
+                    self.set_state(t, pos, mailbox::NEW).map_err(raise)?;
                 }
                 // The thread waits for an answer whatever happened here.
-                Ok(false) => self.set_state(t, pos, mailbox::SAME)?,
+                Ok(false) => self.set_state(t, pos, mailbox::SAME).map_err(raise)?,
                 Err(rc) => {
                     let _ = self.set_state(t, pos, mailbox::SAME);
                     return Err(rc);
@@ -439,6 +546,10 @@ fn settle_stream(name: &'static str, errh: Option<Handle>, dev: &Device) -> Resu
         }
     }
     signal::wait(d, 0).map_err(fail)
+}
+
+fn check_cuda(call: &'static str, code: driver::CuResult) -> Result<(), CudaError> {
+    crate::cuda::copy::check(call, code)
 }
 
 fn check(rc: c_int) -> Result<(), c_int> {
@@ -546,7 +657,6 @@ fn run(name: &'static str, s: &mut Served, t: c_int, (disp, count, dt): Target, 
     let abi = abi::get();
     let target = Side::of(name, errh, (std::ptr::null(), count, dt), None)?;
     let runs = target_runs(name, errh, &s.parts[t as usize], &target, disp)?;
-    let on_mail = |rc: c_int| errors::raise(errh, rc);
     let n = target.bytes();
     let payload = |side: &Side| -> Result<Vec<u8>, c_int> {
         let mut bytes = vec![0u8; n];
@@ -555,13 +665,30 @@ fn run(name: &'static str, s: &mut Served, t: c_int, (disp, count, dt): Target, 
     };
     match what {
         What::Put(origin) => {
-            let data = payload(&matching(name, errh, origin, &target)?)?;
-            s.put(t, &runs, &data).map_err(on_mail)
+            let origin = matching(name, errh, origin, &target)?;
+            if let Some(dev) = origin.dev.filter(|_| origin.contiguous() && n > s.chunk(t)) {
+                return s.put_from_device(name, errh, t, &runs, origin.at, &dev);
+            }
+            if origin.dev.is_none() && origin.contiguous() {
+                // SAFETY: the program's host buffer holds the payload.
+                let data = unsafe { std::slice::from_raw_parts(origin.at.cast::<u8>(), n) };
+                return s.put(errh, t, &runs, data);
+            }
+            let data = payload(&origin)?;
+            s.put(errh, t, &runs, &data)
         }
         What::Get(result) => {
             let result = matching(name, errh, result, &target)?;
+            if let Some(dev) = result.dev.filter(|_| result.contiguous() && n > s.chunk(t)) {
+                return s.get_to_device(name, errh, t, &runs, result.at, &dev);
+            }
+            if result.dev.is_none() && result.contiguous() && n > 0 {
+                // SAFETY: the program's host buffer holds the payload.
+                let out = unsafe { std::slice::from_raw_parts_mut(result.at.cast::<u8>(), n) };
+                return s.get(name, errh, t, &runs, out);
+            }
             let mut bytes = vec![0u8; n];
-            s.get(name, errh, t, &runs, &mut bytes).map_err(on_mail)?;
+            s.get(name, errh, t, &runs, &mut bytes)?;
             result.write(name, errh, &bytes)
         }
         What::Accumulate(origin, op) => {
@@ -570,7 +697,7 @@ fn run(name: &'static str, s: &mut Served, t: c_int, (disp, count, dt): Target, 
                 return Ok(());
             }
             if abi.same(op, abi.op_replace) {
-                return s.put(t, &runs, &data).map_err(on_mail);
+                return s.put(errh, t, &runs, &data);
             }
             let (element, size) = element(name, errh, &target)?;
             s.update(name, errh, t, &runs, size, |old, at| combine(name, errh, &data[at..at + old.len()], old, element, size, op).map(|()| true))
@@ -579,7 +706,7 @@ fn run(name: &'static str, s: &mut Served, t: c_int, (disp, count, dt): Target, 
             let result = matching(name, errh, result, &target)?;
             let mut olds = vec![0u8; n];
             if abi.same(op, abi.op_no_op) {
-                s.get(name, errh, t, &runs, &mut olds).map_err(on_mail)?;
+                s.get(name, errh, t, &runs, &mut olds)?;
                 return result.write(name, errh, &olds);
             }
             let data = payload(&matching(name, errh, origin, &target)?)?;
