@@ -70,6 +70,9 @@ pub struct EntryHead {
 pub const ENTRY_HEAD: usize = std::mem::size_of::<EntryHead>();
 const _: () = assert!(ENTRY_HEAD == GRAIN);
 
+/// `CUDA_ERROR_NOT_READY`.
+const NOT_READY: u32 = 600;
+
 /// The length of an entry of `runs` runs and `bytes` payload bytes.
 pub fn entry_len(runs: usize, bytes: usize) -> usize {
     (ENTRY_HEAD + 16 * runs + bytes).div_ceil(GRAIN) * GRAIN
@@ -89,6 +92,11 @@ pub struct Mailbox {
     base: CUdeviceptr,
     size: usize,
     pinned: bool,
+    /// The thread's copies run on a stream of their own, apart from the program's work on the
+    /// legacy default stream (the owner waits for that at its synchronisation calls), and are
+    /// waited for by polling: a blocking wait in the driver took a scheduler tick (4 ms) to
+    /// return on an H200 host while the rank's main thread spun in a blocking MPI call.
+    stream: *mut c_void,
     /// The thread's cursors: the next entry to carry out, the first not released.
     next: AtomicU64,
     free: AtomicU64,
@@ -109,10 +117,14 @@ impl Mailbox {
         if mem == libc::MAP_FAILED {
             return None;
         }
-        let mut m = Mailbox { mem: mem.cast(), bytes, ring, dev, base: base as CUdeviceptr, size, pinned: false, next: AtomicU64::new(0), free: AtomicU64::new(0) };
-        if let (Some(d), Ok(_ctx)) = (driver::get(), InContext::enter(&dev)) {
-            // SAFETY: the mapping above, `bytes` long.
-            m.pinned = unsafe { (d.mem_host_register)(mem, bytes, 0) } == 0;
+        let mut m = Mailbox { mem: mem.cast(), bytes, ring, dev, base: base as CUdeviceptr, size, pinned: false, stream: std::ptr::null_mut(), next: AtomicU64::new(0), free: AtomicU64::new(0) };
+        let (Some(d), Ok(_ctx)) = (driver::get(), InContext::enter(&dev)) else { return None };
+        // SAFETY: the mapping above, `bytes` long; a valid out-pointer (1: non-blocking).
+        unsafe {
+            m.pinned = (d.mem_host_register)(mem, bytes, 0) == 0;
+            if (d.stream_create)(&mut m.stream, 1) != 0 {
+                return None;
+            }
         }
         Some(m)
     }
@@ -177,7 +189,7 @@ impl Mailbox {
         }
         if queued {
             if let Some(Ok(c)) = &ctx {
-                if let Err(e) = c.synchronize() {
+                if let Err(e) = self.wait(c) {
                     log::error(format_args!("a one-sided operation on this rank's device window failed: {} ({})", e.call, e.name()));
                 }
             }
@@ -197,26 +209,29 @@ impl Mailbox {
         let runs = self.runs(pos, head)?;
         // SAFETY: within the entry, whose length was checked against the ring.
         let payload = unsafe { self.entry(pos).add(payload_at(runs.len())) };
-        let legacy = std::ptr::null_mut();
-        if head.kind == PUT {
+        let to_device = || -> Result<(), CudaError> {
             let mut at = 0;
             for &(off, n) in &runs {
                 // SAFETY: the run lies in the part (`runs`), the bytes in the entry.
-                check("cuMemcpyHtoDAsync", unsafe { (d.memcpy_htod_async)(self.base + off, payload.add(at).cast(), n, legacy) })?;
+                check("cuMemcpyHtoDAsync", unsafe { (d.memcpy_htod_async)(self.base + off, payload.add(at).cast(), n, self.stream) })?;
                 at += n;
             }
+            Ok(())
+        };
+        if head.kind == PUT {
             *queued = true;
-            return Ok(());
+            return to_device();
         }
         if std::mem::take(queued) {
-            c.synchronize()?;
+            self.wait(c)?;
         }
         let mut at = 0;
         for &(off, n) in &runs {
             // SAFETY: as above.
-            c.to_host(unsafe { payload.add(at) }.cast(), (self.base + off) as *const c_void, n, self.pinned)?;
+            check("cuMemcpyDtoHAsync", unsafe { (d.memcpy_dtoh_async)(payload.add(at).cast(), self.base + off, n, self.stream) })?;
             at += n;
         }
+        self.wait(c)?;
         if head.kind == GET {
             self.state(pos).store(pos | APPLIED, Ordering::Release);
             return Ok(());
@@ -227,16 +242,29 @@ impl Mailbox {
             (s == pos | NEW || s == pos | SAME).then_some(s)
         });
         if answer == pos | NEW {
-            let mut at = 0;
-            for &(off, n) in &runs {
-                // SAFETY: as above.
-                check("cuMemcpyHtoDAsync", unsafe { (d.memcpy_htod_async)(self.base + off, payload.add(at).cast(), n, legacy) })?;
-                at += n;
-            }
-            c.synchronize()?;
+            to_device()?;
+            self.wait(c)?;
         }
         self.state(pos).store(pos | APPLIED, Ordering::Release);
         Ok(())
+    }
+
+    /// Waits for the thread's copies by polling its stream.
+    fn wait(&self, c: &InContext) -> Result<(), CudaError> {
+        let d = c.driver();
+        let Some(sig) = d.signals.as_ref() else {
+            // SAFETY: the mailbox's stream.
+            return check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(self.stream) });
+        };
+        let mut round = 0u32;
+        loop {
+            // SAFETY: the mailbox's stream.
+            match unsafe { (sig.stream_query)(self.stream) } {
+                0 => return Ok(()),
+                NOT_READY => pause(&mut round),
+                code => return Err(CudaError { call: "cuStreamQuery", code }),
+            }
+        }
     }
 
     /// The entry's runs, each checked to lie in the part, and their bytes against the entry's.
@@ -296,11 +324,16 @@ impl Mailbox {
 
 impl Drop for Mailbox {
     fn drop(&mut self) {
-        if self.pinned {
-            if let (Some(d), Ok(_ctx)) = (driver::get(), InContext::enter(&self.dev)) {
-                // SAFETY: registered at `new`; no copy from it is in flight (the thread is done
-                // with a mailbox it no longer holds).
-                unsafe { (d.mem_host_unregister)(self.mem.cast()) };
+        if let (Some(d), Ok(_ctx)) = (driver::get(), InContext::enter(&self.dev)) {
+            // SAFETY: registered and made at `new`; no copy is in flight (the thread is done
+            // with a mailbox it no longer holds).
+            unsafe {
+                if self.pinned {
+                    (d.mem_host_unregister)(self.mem.cast());
+                }
+                if !self.stream.is_null() {
+                    (d.stream_destroy)(self.stream);
+                }
             }
         }
         // SAFETY: the mapping made at `new`.
@@ -326,6 +359,35 @@ fn pause(round: &mut u32) {
         0..=256 => std::hint::spin_loop(),
         257..=1024 => std::thread::yield_now(),
         r => std::thread::sleep(Duration::from_micros(((r - 1024) as u64).min(20))),
+    }
+}
+
+/// Moves the thread off the processors a launcher bound the rank to (Open MPI binds each of two
+/// ranks to a core), onto any other the process may use, where there are others. On the rank's
+/// own core the thread waited for the rank's main thread, spinning in one of the library's
+/// blocking calls, to give the processor up: a scheduler tick (4 ms) per entry, on an H200
+/// host. Its sleeps are made exact (1 us of timer slack, not 50), so that an idle thread
+/// answers within some 20 us.
+fn unbind() {
+    // SAFETY: zeroed sets filled by the libc macros, for the calling thread (0); prctl with a
+    // value.
+    unsafe {
+        let bytes = std::mem::size_of::<libc::cpu_set_t>();
+        let mut bound: libc::cpu_set_t = std::mem::zeroed();
+        let mut others: libc::cpu_set_t = std::mem::zeroed();
+        let n = libc::sysconf(libc::_SC_NPROCESSORS_CONF).clamp(1, libc::CPU_SETSIZE as libc::c_long) as usize;
+        let known = libc::sched_getaffinity(0, bytes, &mut bound) == 0;
+        let mut any = false;
+        for cpu in 0..n {
+            if !known || !libc::CPU_ISSET(cpu, &bound) {
+                libc::CPU_SET(cpu, &mut others);
+                any = true;
+            }
+        }
+        if any {
+            libc::sched_setaffinity(0, bytes, &others);
+        }
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong);
     }
 }
 
@@ -367,6 +429,7 @@ pub fn clear() {
 
 /// The thread: serves every mailbox until none is left.
 fn run() {
+    unbind();
     let mut round = 0u32;
     loop {
         let now: Vec<Arc<Mailbox>> = {

@@ -358,20 +358,49 @@ impl Served {
         Ok(())
     }
 
+    /// A get into host memory, in pieces: the next piece is asked for before this one is read,
+    /// so that the owner copies it out of device memory meanwhile.
     fn get(&mut self, name: &'static str, errh: Option<Handle>, t: c_int, runs: &[(u64, usize)], out: &mut [u8]) -> Result<(), c_int> {
         let mut at = 0;
-        for piece in pieces(runs, self.chunk(t), 1) {
-            let n: usize = piece.iter().map(|r| r.1).sum();
-            let raise = |rc| errors::raise(errh, rc);
-            let pos = self.post(t, mailbox::GET, &piece, None).map_err(raise)?;
-            if self.until_state(t, pos, &[mailbox::APPLIED, mailbox::FAILED]).map_err(raise)? == mailbox::FAILED {
-                return Err(failed(name, errh, t));
-            }
-            self.read(t, self.payload(t, pos, piece.len()), &mut out[at..at + n]).map_err(raise)?;
-            self.set_state(t, pos, mailbox::TAKEN).map_err(raise)?;
+        self.get_pieces(name, errh, t, runs, |s, pos, runs, n| {
+            s.read(t, s.payload(t, pos, runs), &mut out[at..at + n]).map_err(|rc| errors::raise(errh, rc))?;
             at += n;
+            Ok(())
+        })
+    }
+
+    /// Asks for the pieces of a get, two ahead, and hands each to `take` (with its position, its
+    /// number of runs and its bytes) once the owner copied it into the mailbox; a piece asked
+    /// for and not taken after a failure is given up.
+    fn get_pieces(&mut self, name: &'static str, errh: Option<Handle>, t: c_int, runs: &[(u64, usize)], mut take: impl FnMut(&mut Served, u64, usize, usize) -> Result<(), c_int>) -> Result<(), c_int> {
+        let raise = |rc| errors::raise(errh, rc);
+        let mut asked: std::collections::VecDeque<(u64, usize, usize)> = std::collections::VecDeque::new();
+        let mut done = Ok(());
+        let mut pieces = pieces(runs, self.chunk(t), 1).into_iter();
+        loop {
+            if done.is_ok() && asked.len() < 2 {
+                if let Some(piece) = pieces.next() {
+                    let n: usize = piece.iter().map(|r| r.1).sum();
+                    match self.post(t, mailbox::GET, &piece, None) {
+                        Ok(pos) => asked.push_back((pos, piece.len(), n)),
+                        Err(rc) => done = Err(raise(rc)),
+                    }
+                    if done.is_ok() {
+                        continue;
+                    }
+                }
+            }
+            let Some((pos, runs, n)) = asked.pop_front().filter(|_| done.is_ok()) else { break };
+            done = match self.until_state(t, pos, &[mailbox::APPLIED, mailbox::FAILED]).map_err(raise) {
+                Ok(mailbox::FAILED) => Err(failed(name, errh, t)),
+                Ok(_) => take(self, pos, runs, n).and_then(|()| self.set_state(t, pos, mailbox::TAKEN).map_err(raise)),
+                Err(rc) => Err(rc),
+            };
         }
-        Ok(())
+        for (pos, _, _) in asked {
+            let _ = self.set_state(t, pos, mailbox::TAKEN);
+        }
+        done
     }
 
     /// A put from `n` contiguous bytes of device memory at `src`, in pieces: the next piece is
@@ -413,60 +442,31 @@ impl Served {
         done
     }
 
-    /// A get into `n` contiguous bytes of device memory at `dst`, in pieces: the next piece is
-    /// asked for before this one is read, and each goes on to the device while the next is read.
+    /// A get into contiguous device memory at `dst`, in pieces asked for as `get` does: each
+    /// piece goes on to the device through a pinned buffer while the next is read.
     fn get_to_device(&mut self, name: &'static str, errh: Option<Handle>, t: c_int, runs: &[(u64, usize)], dst: *mut c_void, dev: &Device) -> Result<(), c_int> {
-        let pieces = pieces(runs, self.chunk(t), 1);
-        let sizes: Vec<usize> = pieces.iter().map(|p| p.iter().map(|r| r.1).sum()).collect();
-        let total: usize = sizes.iter().sum();
+        let total: usize = runs.iter().map(|r| r.1).sum();
         let fail = |e: CudaError| errors::cuda(name, errh, e, dst, total, dev);
         let ctx = InContext::enter(dev).map_err(fail)?;
         let d = ctx.driver();
         let chunk = self.chunk(t);
         let (Some(a), Some(b)) = (pool::lease(chunk, &ctx), pool::lease(chunk, &ctx)) else { return Err(errors::no_mem(name, errh, chunk)) };
         let bufs = [a, b];
-        let mut asked: std::collections::VecDeque<(usize, u64)> = std::collections::VecDeque::new();
-        let mut at = 0;
-        let mut done = Ok(());
-        let take = |s: &mut Served, k: usize, pos: u64, at: &mut usize| -> Result<(), c_int> {
-            if s.until_state(t, pos, &[mailbox::APPLIED, mailbox::FAILED]).map_err(|rc| errors::raise(errh, rc))? == mailbox::FAILED {
-                return Err(failed(name, errh, t));
-            }
+        let (mut k, mut at) = (0usize, 0usize);
+        let done = self.get_pieces(name, errh, t, runs, |s, pos, runs, n| {
             // The buffer's last piece is on the device before the buffer is refilled.
             ctx.synchronize().map_err(fail)?;
             // SAFETY: the buffer holds a piece.
-            let buf = unsafe { std::slice::from_raw_parts_mut(bufs[k % 2].ptr().cast::<u8>(), sizes[k]) };
-            s.read(t, s.payload(t, pos, pieces[k].len()), buf).map_err(|rc| errors::raise(errh, rc))?;
-            s.set_state(t, pos, mailbox::TAKEN).map_err(|rc| errors::raise(errh, rc))?;
+            let buf = unsafe { std::slice::from_raw_parts_mut(bufs[k % 2].ptr().cast::<u8>(), n) };
+            s.read(t, s.payload(t, pos, runs), buf).map_err(|rc| errors::raise(errh, rc))?;
             // SAFETY: the piece lies in the result's payload.
-            check_cuda("cuMemcpyHtoDAsync", unsafe { (d.memcpy_htod_async)(dst as u64 + *at as u64, buf.as_ptr().cast(), sizes[k], std::ptr::null_mut()) }).map_err(fail)?;
-            *at += sizes[k];
+            check_cuda("cuMemcpyHtoDAsync", unsafe { (d.memcpy_htod_async)(dst as u64 + at as u64, buf.as_ptr().cast(), n, std::ptr::null_mut()) }).map_err(fail)?;
+            (k, at) = (k + 1, at + n);
             Ok(())
-        };
-        for (k, piece) in pieces.iter().enumerate() {
-            match self.post(t, mailbox::GET, piece, None) {
-                Ok(pos) => asked.push_back((k, pos)),
-                Err(rc) => {
-                    done = Err(errors::raise(errh, rc));
-                    break;
-                }
-            }
-            if asked.len() == 2 {
-                let (k, pos) = asked.pop_front().unwrap_or_default();
-                done = take(self, k, pos, &mut at);
-                if done.is_err() {
-                    break;
-                }
-            }
-        }
-        while let (Ok(()), Some((k, pos))) = (&done, asked.pop_front()) {
-            done = take(self, k, pos, &mut at);
-        }
-        // A piece asked for and not taken is given up (its bytes are not wanted any more).
-        for (_, pos) in asked {
-            let _ = self.set_state(t, pos, mailbox::TAKEN);
-        }
-        done.and_then(|()| ctx.synchronize().map_err(fail))
+        });
+        // No copy may still read a buffer given back.
+        let synced = ctx.synchronize().map_err(fail);
+        done.and(synced)
     }
 
     /// Read-modify-write of `runs` in pieces of whole elements of `grain` bytes: `f` gets the
