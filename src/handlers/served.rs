@@ -452,20 +452,42 @@ impl Served {
         let chunk = self.chunk(t);
         let (Some(a), Some(b)) = (pool::lease(chunk, &ctx), pool::lease(chunk, &ctx)) else { return Err(errors::no_mem(name, errh, chunk)) };
         let bufs = [a, b];
+        // Each buffer's event marks its last copy to the device, so that a buffer is refilled
+        // once its own copy is done while the other's may still run.
+        let mut events = [std::ptr::null_mut(); 2];
+        // SAFETY: valid out-pointers; 2: no timing.
+        let made = events.iter_mut().try_for_each(|e| check_cuda("cuEventCreate", unsafe { (d.event_create)(e, 2) }));
+        if let Err(e) = made {
+            for ev in events.into_iter().filter(|ev| !ev.is_null()) {
+                // SAFETY: made above, never recorded.
+                unsafe { (d.event_destroy)(ev) };
+            }
+            return Err(fail(e));
+        }
         let (mut k, mut at) = (0usize, 0usize);
         let done = self.get_pieces(name, errh, t, runs, |s, pos, runs, n| {
-            // The buffer's last piece is on the device before the buffer is refilled.
-            ctx.synchronize().map_err(fail)?;
+            let event = events[k % 2];
+            if k >= 2 {
+                // SAFETY: an event this call recorded.
+                poll_cuda(|| unsafe { (d.event_query)(event) }).map_err(fail)?;
+            }
             // SAFETY: the buffer holds a piece.
             let buf = unsafe { std::slice::from_raw_parts_mut(bufs[k % 2].ptr().cast::<u8>(), n) };
             s.read(t, s.payload(t, pos, runs), buf).map_err(|rc| errors::raise(errh, rc))?;
-            // SAFETY: the piece lies in the result's payload.
-            check_cuda("cuMemcpyHtoDAsync", unsafe { (d.memcpy_htod_async)(dst as u64 + at as u64, buf.as_ptr().cast(), n, std::ptr::null_mut()) }).map_err(fail)?;
+            // SAFETY: the piece lies in the result's payload; the event is this call's.
+            unsafe {
+                check_cuda("cuMemcpyHtoDAsync", (d.memcpy_htod_async)(dst as u64 + at as u64, buf.as_ptr().cast(), n, std::ptr::null_mut())).map_err(fail)?;
+                check_cuda("cuEventRecord", (d.event_record)(event, std::ptr::null_mut())).map_err(fail)?;
+            }
             (k, at) = (k + 1, at + n);
             Ok(())
         });
         // No copy may still read a buffer given back.
         let synced = ctx.synchronize().map_err(fail);
+        for e in events {
+            // SAFETY: made above, no longer recorded.
+            unsafe { (d.event_destroy)(e) };
+        }
         done.and(synced)
     }
 
@@ -550,6 +572,17 @@ fn settle_stream(name: &'static str, errh: Option<Handle>, dev: &Device) -> Resu
 
 fn check_cuda(call: &'static str, code: driver::CuResult) -> Result<(), CudaError> {
     crate::cuda::copy::check(call, code)
+}
+
+/// Polls a driver query (`cuEventQuery`) until it answers done.
+fn poll_cuda(mut query: impl FnMut() -> driver::CuResult) -> Result<(), CudaError> {
+    loop {
+        match query() {
+            0 => return Ok(()),
+            600 => std::hint::spin_loop(),
+            code => return Err(CudaError { call: "cuEventQuery", code }),
+        }
+    }
 }
 
 fn check(rc: c_int) -> Result<(), c_int> {
