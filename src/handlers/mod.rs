@@ -2,7 +2,9 @@
 //! posting nonblocking, persistent and partitioned operations (`nonblocking`), `MPI_Wait`,
 //! `MPI_Test` and the other request calls (`completion`), collectives (`collectives`),
 //! `MPI_Pack` and `MPI_Unpack` (`packing`), MPI-IO reads and writes (`io`), one-sided
-//! communication (`rma`) and windows with their synchronisation (`windows`), and `MPI_Init`,
+//! communication (`rma`) and windows with their synchronisation (`windows`; device windows
+//! mapped inside a node, `mapped`, or served by their owners elsewhere, `served` and
+//! `mailbox`; the buffers of both, `side`), and `MPI_Init`,
 //! `MPI_Finalize`, `MPI_Type_free` and the CUDA-support queries (`lifecycle`); the probes live
 //! with the envelopes they look into
 //! (`fastpath::held`). A handler may use every layer below; only `entry` uses the handlers.
