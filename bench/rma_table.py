@@ -38,6 +38,32 @@ def row(data, size):
     return next(r for r in data["results"] if r["size"] == size)
 
 
+def bars(d, name, groups, ylabel, title, mark=None):
+    """A bar per metric for each (label, values) group, written to d/name (without matplotlib,
+    nothing)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    width = 0.8 / max(1, len(groups))
+    for i, (label, values) in enumerate(groups):
+        ax.bar([k + i * width for k in range(len(values))], values, width, label=label)
+    ax.set_xticks([k + width * (len(groups) - 1) / 2 for k in range(len(METRICS))])
+    ax.set_xticklabels([t.replace(" + MPI_Win_flush", "\n+ flush").replace(" in a fence epoch", "\nfence epoch") for _, t in METRICS], fontsize=7)
+    ax.axhline(1.0, color="gray", lw=0.8)
+    if mark:
+        ax.axhline(mark, color="gray", lw=0.8, ls=":")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(os.path.join(d, name), dpi=120)
+
+
 SERVED = [("ipc0", "one node, CUDAMPI_IPC=0"), ("nodes-shm", "each rank a node, shared memory"), ("nodes-tcp", "each rank a node, TCP")]
 
 
@@ -67,26 +93,8 @@ def served(d):
                 r = row(data, size)[key]
                 cells.append("-" if r["host"] is None or r["device_both"] is None else f"{r['device_both']:.2f} / {r['host']:.2f}")
             print(f"| {title} | {' | '.join(cells)} |")
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    fig, ax = plt.subplots(figsize=(8, 3.5))
-    width = 0.8 / len(ratios)
-    for i, (t, title, _) in enumerate(runs):
-        ax.bar([k + i * width for k in range(len(METRICS))], ratios[t], width, label=title)
-    ax.set_xticks([k + width * (len(ratios) - 1) / 2 for k in range(len(METRICS))])
-    ax.set_xticklabels([t.replace(" + MPI_Win_flush", "\n+ flush").replace(" in a fence epoch", "\nfence epoch") for _, t in METRICS], fontsize=7)
-    ax.axhline(1.0, color="gray", lw=0.8)
-    ax.axhline(0.9, color="gray", lw=0.8, ls=":")
-    ax.set_ylabel("host time / cudampi time")
-    ax.set_title("64 MiB one-sided operations on served device windows (1 = the host window)", fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(os.path.join(d, "served.png"), dpi=120)
+    bars(d, "served.png", [(title, ratios[t]) for t, title, _ in runs], "host time / cudampi time",
+         "64 MiB one-sided operations on served device windows (1 = the host window)", 0.9)
 
 
 def main():
@@ -120,26 +128,9 @@ def main():
             r = row(big, 64 << 20)[key]
             ratios.setdefault(place, []).append((title, floor / r["device_both"]))
             print(f"| {title} | {r['host']:,.0f} | {r['device_both']:,.1f} | {floor / r['device_both']:.2f}x |")
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    fig, ax = plt.subplots(figsize=(8, 3.5))
-    width = 0.8 / max(1, len(ratios))
-    for i, (place, rs) in enumerate(ratios.items()):
-        xs = [k + i * width for k in range(len(rs))]
-        ax.bar(xs, [v for _, v in rs], width, label="one GPU per rank" if place == "per" else "both ranks on one GPU")
-    ax.set_xticks([k + width * (len(ratios) - 1) / 2 for k in range(len(METRICS))])
-    ax.set_xticklabels([t.replace(" + MPI_Win_flush", "\n+ flush").replace(" in a fence epoch", "\nfence epoch") for _, t in METRICS], fontsize=7)
-    ax.axhline(1.0, color="gray", lw=0.8)
-    ax.set_ylabel("IPC copy floor / cudampi")
-    ax.set_title("64 MiB one-sided operations on device windows (higher is better, 1 = the floor)", fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(d, "rma.png"), dpi=120)
+    names = {"per": "one GPU per rank", "shared": "both ranks on one GPU"}
+    bars(d, "rma.png", [(names[p], [v for _, v in rs]) for p, rs in ratios.items()], "IPC copy floor / cudampi",
+         "64 MiB one-sided operations on device windows (higher is better, 1 = the floor)")
 
 
 if __name__ == "__main__":

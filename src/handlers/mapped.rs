@@ -39,10 +39,9 @@
 //!
 //! It may use every layer below the handlers; `windows.rs` and `rma.rs` call it.
 
-use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void, CString};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use crate::base::{config, log, shm};
 use crate::cuda::copy::check;
@@ -52,7 +51,7 @@ use crate::engine::kinds;
 use crate::fastpath::{self, held};
 use crate::mpi::abi::{self, Handle};
 pub use crate::handlers::side::{Buf, Target};
-use crate::handlers::side::{element_of, matching, Side};
+use crate::handlers::side::{device_window_attribute, lock, Carried, Table, element_of, matching, Side};
 use crate::mpi::{errors, real};
 
 /// One process's account of its part, as exchanged at `MPI_Win_create`.
@@ -136,31 +135,18 @@ pub struct Mapped {
 // SAFETY: handles and addresses, used under the window's mutex.
 unsafe impl Send for Mapped {}
 
-static MAPPED: Mutex<BTreeMap<Handle, Arc<Mutex<Mapped>>>> = Mutex::new(BTreeMap::new());
-/// Entries in `MAPPED`: the RMA and synchronisation calls look no further while there are none.
-static COUNT: AtomicUsize = AtomicUsize::new(0);
+static MAPPED: Table<Mapped> = Table::new();
 /// Windows this process made, which name the lock segments of those it is rank 0 of.
 static SERIAL: AtomicU32 = AtomicU32::new(0);
 
-fn table() -> MutexGuard<'static, BTreeMap<Handle, Arc<Mutex<Mapped>>>> {
-    MAPPED.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn lock(m: &Mutex<Mapped>) -> MutexGuard<'_, Mapped> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Whether any window is mapped.
 pub fn any() -> bool {
-    COUNT.load(Ordering::Relaxed) != 0
+    MAPPED.any()
 }
 
 /// The mapped window `win`, if it is one.
 pub fn get(win: Handle) -> Option<Arc<Mutex<Mapped>>> {
-    if COUNT.load(Ordering::Relaxed) == 0 {
-        return None;
-    }
-    table().get(&abi::get().key(win)).cloned()
+    MAPPED.get(win)
 }
 
 fn segment_name(pid: u32, serial: u32) -> CString {
@@ -337,24 +323,21 @@ fn describe(base: *mut c_void, size: isize, disp_unit: i64) -> Mine {
     Mine { record, dev }
 }
 
-impl Mapped {
-    /// Records the window the library made, under its handle.
-    pub fn register(self, win: Handle) {
-        let mut t = table();
-        t.insert(abi::get().key(win), Arc::new(Mutex::new(self)));
-        COUNT.store(t.len(), Ordering::Relaxed);
+impl Carried for Mapped {
+    fn register(self, win: Handle) {
+        MAPPED.insert(win, self);
     }
 
-    /// This process's part is device memory: the library gets none of it.
-    pub fn own_device(&self) -> bool {
+    fn own_device(&self) -> bool {
         self.own.is_some()
     }
 
-    /// Closes what a window the library refused to make had opened.
-    pub fn discard(mut self) {
+    fn discard(mut self) {
         self.release();
     }
+}
 
+impl Mapped {
     /// Closes what the window opened.
     fn release(&mut self) {
         if let Some(d) = driver::get() {
@@ -710,13 +693,7 @@ pub fn free(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_
     if rc != 0 {
         return rc;
     }
-    let gone = {
-        let mut t = table();
-        let gone = t.remove(&abi::get().key(win));
-        COUNT.store(t.len(), Ordering::Relaxed);
-        gone
-    };
-    if let Some(g) = gone {
+    if let Some(g) = MAPPED.remove(win) {
         lock(&g).release();
     }
     outcome(synced, settled)
@@ -726,29 +703,14 @@ pub fn free(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_
 pub fn attribute(win: Handle, keyval: c_int, value: *mut c_void) {
     let Some(m) = get(win) else { return };
     let m = lock(&m);
-    let abi = abi::get();
-    let Some(base) = m.own else { return };
-    if keyval == abi.win_base {
-        // SAFETY: for MPI_WIN_BASE the library stores the base address at `value`.
-        unsafe { value.cast::<*mut c_void>().write_unaligned(base) };
-    } else if keyval == abi.win_size {
-        // The attribute's value is a pointer to the size, which must outlive the call: the
-        // window's own, which lives as long as the window.
-        // SAFETY: for MPI_WIN_SIZE the library stores a pointer to an MPI_Aint at `value`.
-        unsafe { value.cast::<*const isize>().write_unaligned(&m.size_attribute) };
-    } else if keyval == abi.win_model {
-        static UNIFIED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-        UNIFIED.store(abi.win_unified, Ordering::Relaxed);
-        // SAFETY: for MPI_WIN_MODEL the library stores a pointer to an int at `value`.
-        unsafe { value.cast::<*mut c_int>().write_unaligned(UNIFIED.as_ptr()) };
+    if let Some(base) = m.own {
+        device_window_attribute(keyval, value, base, &m.size_attribute);
     }
 }
 
 /// Forgets every window (after the library's `MPI_Finalize`, which freed its communicators).
 pub fn clear() {
-    let all = std::mem::take(&mut *table());
-    COUNT.store(0, Ordering::Relaxed);
-    for m in all.into_values() {
+    for m in MAPPED.take_all() {
         let mut m = lock(&m);
         m.comm = 0;
         m.group = 0;
@@ -757,7 +719,6 @@ pub fn clear() {
 }
 
 // ---- the operations ----
-
 
 /// A one-sided operation on a target that cudampi carries out (mapped and served windows).
 #[derive(Clone, Copy)]
@@ -854,7 +815,6 @@ fn run(name: &'static str, m: &Mapped, part: &Part, (disp, count, dt): Target, w
         }
     }
 }
-
 
 fn part_rank(m: &Mapped, part: &Part) -> c_int {
     m.parts.iter().position(|p| std::ptr::eq(p, part)).unwrap_or(0) as c_int
@@ -976,7 +936,6 @@ fn on_gpu(datatype: Handle, op: Handle) -> Option<(reduce::Element, reduce::Op)>
     };
     Some((e, o))
 }
-
 
 /// A target's accumulate lock, held for one operation.
 struct Exclusive<'a>(&'a Slot);

@@ -35,8 +35,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use crate::base::{config, log};
 use crate::cuda::{self, driver, signal, CudaError, Device, InContext, Location};
@@ -44,7 +43,7 @@ use crate::engine::kinds;
 use crate::fastpath::held;
 use crate::handlers::mailbox::{self, EntryHead, Mailbox};
 use crate::handlers::mapped::{Target, What};
-use crate::handlers::side::{element_of, matching, too_complex, Side};
+use crate::handlers::side::{device_window_attribute, lock, Carried, Table, element_of, matching, too_complex, Side};
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::{errors, real, typemap};
 use crate::staging::pool;
@@ -88,28 +87,15 @@ pub struct Served {
 // SAFETY: handles and addresses, used under the window's mutex.
 unsafe impl Send for Served {}
 
-static SERVED: Mutex<BTreeMap<Handle, Arc<Mutex<Served>>>> = Mutex::new(BTreeMap::new());
-/// Entries in `SERVED`: the RMA and synchronisation calls look no further while there are none.
-static COUNT: AtomicUsize = AtomicUsize::new(0);
-
-fn table() -> MutexGuard<'static, BTreeMap<Handle, Arc<Mutex<Served>>>> {
-    SERVED.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn lock(s: &Mutex<Served>) -> MutexGuard<'_, Served> {
-    s.lock().unwrap_or_else(|e| e.into_inner())
-}
+static SERVED: Table<Served> = Table::new();
 
 /// Whether any window is served.
 pub fn any() -> bool {
-    COUNT.load(Ordering::Relaxed) != 0
+    SERVED.any()
 }
 
 fn get(win: Handle) -> Option<Arc<Mutex<Served>>> {
-    if !any() {
-        return None;
-    }
-    table().get(&abi::get().key(win)).cloned()
+    SERVED.get(win)
 }
 
 /// The collective step of `MPI_Win_create(_c)` on `comm` where the window is not mapped: every
@@ -191,24 +177,21 @@ pub fn prepare(name: &'static str, base: *mut c_void, size: isize, disp_unit: i6
     Ok(Some(Box::new(s)))
 }
 
-impl Served {
-    /// Records the window the library made, under its handle.
-    pub fn register(self, win: Handle) {
-        let mut t = table();
-        t.insert(abi::get().key(win), Arc::new(Mutex::new(self)));
-        COUNT.store(t.len(), Ordering::Relaxed);
+impl Carried for Served {
+    fn register(self, win: Handle) {
+        SERVED.insert(win, self);
     }
 
-    /// This process's part is device memory: the library gets none of it.
-    pub fn own_device(&self) -> bool {
+    fn own_device(&self) -> bool {
         self.own.is_some()
     }
 
-    /// Closes what a window the library refused to make had opened.
-    pub fn discard(mut self) {
+    fn discard(mut self) {
         self.release();
     }
+}
 
+impl Served {
     /// Ends cudampi's epoch and frees its window and communicator (collective), and stops
     /// serving the mailbox.
     fn release(&mut self) {
@@ -412,9 +395,7 @@ impl Served {
         let fail = |e: CudaError| errors::cuda(name, errh, e, src, total, dev);
         let ctx = InContext::enter(dev).map_err(fail)?;
         let d = ctx.driver();
-        let chunk = self.chunk(t);
-        let (Some(a), Some(b)) = (pool::lease(chunk, &ctx), pool::lease(chunk, &ctx)) else { return Err(errors::no_mem(name, errh, chunk)) };
-        let bufs = [a, b];
+        let bufs = two_buffers(name, errh, self.chunk(t), &ctx)?;
         let copy_out = |k: usize, at: usize| {
             // SAFETY: the piece lies in the origin's payload; the buffer holds a piece.
             check_cuda("cuMemcpyDtoHAsync", unsafe { (d.memcpy_dtoh_async)(bufs[k % 2].ptr(), src as u64 + at as u64, sizes[k], std::ptr::null_mut()) })
@@ -449,9 +430,7 @@ impl Served {
         let fail = |e: CudaError| errors::cuda(name, errh, e, dst, total, dev);
         let ctx = InContext::enter(dev).map_err(fail)?;
         let d = ctx.driver();
-        let chunk = self.chunk(t);
-        let (Some(a), Some(b)) = (pool::lease(chunk, &ctx), pool::lease(chunk, &ctx)) else { return Err(errors::no_mem(name, errh, chunk)) };
-        let bufs = [a, b];
+        let bufs = two_buffers(name, errh, self.chunk(t), &ctx)?;
         // Each buffer's event marks its last copy to the device, so that a buffer is refilled
         // once its own copy is done while the other's may still run.
         let mut events = [std::ptr::null_mut(); 2];
@@ -572,6 +551,14 @@ fn settle_stream(name: &'static str, errh: Option<Handle>, dev: &Device) -> Resu
 
 fn check_cuda(call: &'static str, code: driver::CuResult) -> Result<(), CudaError> {
     crate::cuda::copy::check(call, code)
+}
+
+/// The two buffers a streamed put or get alternates between, pinned where the pool can.
+fn two_buffers(name: &'static str, errh: Option<Handle>, chunk: usize, ctx: &InContext) -> Result<[pool::Lease; 2], c_int> {
+    match (pool::lease(chunk, ctx), pool::lease(chunk, ctx)) {
+        (Some(a), Some(b)) => Ok([a, b]),
+        _ => Err(errors::no_mem(name, errh, chunk)),
+    }
 }
 
 /// Polls a driver query (`cuEventQuery`) until it answers done.
@@ -844,11 +831,7 @@ pub fn sync(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_
 pub fn free(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_int {
     let Some(s) = get(win) else { return call() };
     let settled = lock(&s).settle(name, errors::on_window(win), Some(None), true);
-    {
-        let mut t = table();
-        t.remove(&abi::get().key(win));
-        COUNT.store(t.len(), Ordering::Relaxed);
-    }
+    SERVED.remove(win);
     lock(&s).release();
     let rc = call();
     if rc != 0 {
@@ -862,29 +845,15 @@ pub fn free(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_
 pub fn attribute(win: Handle, keyval: c_int, value: *mut c_void) {
     let Some(s) = get(win) else { return };
     let s = lock(&s);
-    let abi = abi::get();
-    let Some((base, _)) = s.own else { return };
-    if keyval == abi.win_base {
-        // SAFETY: for MPI_WIN_BASE the library stores the base address at `value`.
-        unsafe { value.cast::<*mut c_void>().write_unaligned(base) };
-    } else if keyval == abi.win_size {
-        // SAFETY: for MPI_WIN_SIZE the library stores a pointer to an MPI_Aint at `value`;
-        // the window's own lives as long as the window.
-        unsafe { value.cast::<*const isize>().write_unaligned(&s.size_attribute) };
-    } else if keyval == abi.win_model {
-        static UNIFIED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-        UNIFIED.store(abi.win_unified, Ordering::Relaxed);
-        // SAFETY: for MPI_WIN_MODEL the library stores a pointer to an int at `value`.
-        unsafe { value.cast::<*mut c_int>().write_unaligned(UNIFIED.as_ptr()) };
+    if let Some((base, _)) = s.own {
+        device_window_attribute(keyval, value, base, &s.size_attribute);
     }
 }
 
 /// Forgets every window (after the library's `MPI_Finalize`, which freed its windows and
 /// communicators) and stops the thread.
 pub fn clear() {
-    let all = std::mem::take(&mut *table());
-    COUNT.store(0, Ordering::Relaxed);
-    for s in all.into_values() {
+    for s in SERVED.take_all() {
         let mut s = lock(&s);
         s.comm = 0;
         s.mail = 0;

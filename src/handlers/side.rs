@@ -1,10 +1,15 @@
 //! One side of a one-sided operation (origin, result, compare or target buffer), in host or
 //! device memory, with any datatype: its payload read out packed and written back in place.
-//! The windows that cudampi carries out operations for (`mapped.rs`, `served.rs`) share it.
+//! The windows that cudampi carries out operations for (`mapped.rs`, `served.rs`) share it,
+//! with what `windows.rs` asks of such a window (`Carried`), the table each kind keeps its
+//! windows in (`Table`), and the attributes they report.
 //!
 //! It may use every layer below the handlers.
 
+use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::base::log;
 use crate::cuda::{self, Device, InContext, Location};
@@ -198,4 +203,87 @@ pub fn element_of(side: &Side) -> Option<(Handle, i64)> {
         return Some((side.dt, side.t.size));
     }
     typemap::analysis(side.dt, &side.t).base
+}
+
+/// `MPI_Win_get_attr` of a window whose device part cudampi carries operations out on (mapped
+/// or served): its base, its size (`size` lives as long as the window: the attribute's value
+/// points to it) and the unified model. Other keys keep the library's answer.
+pub fn device_window_attribute(keyval: c_int, value: *mut c_void, base: *mut c_void, size: &isize) {
+    let abi = abi::get();
+    if keyval == abi.win_base {
+        // SAFETY: for MPI_WIN_BASE the library stores the base address at `value`.
+        unsafe { value.cast::<*mut c_void>().write_unaligned(base) };
+    } else if keyval == abi.win_size {
+        // SAFETY: for MPI_WIN_SIZE the library stores a pointer to an MPI_Aint at `value`.
+        unsafe { value.cast::<*const isize>().write_unaligned(size) };
+    } else if keyval == abi.win_model {
+        static UNIFIED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+        UNIFIED.store(abi.win_unified, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: for MPI_WIN_MODEL the library stores a pointer to an int at `value`.
+        unsafe { value.cast::<*mut c_int>().write_unaligned(UNIFIED.as_ptr()) };
+    }
+}
+
+/// A window cudampi carries operations out on, mapped or served, as `MPI_Win_create` made it.
+pub trait Carried {
+    /// This process's part is device memory: the library gets none of it.
+    fn own_device(&self) -> bool;
+    /// Records the window the library made, under its handle.
+    fn register(self, win: Handle);
+    /// Closes what a window the library refused to make had opened.
+    fn discard(self);
+}
+
+
+/// The windows of one kind, by handle. The RMA and synchronisation calls look no further than
+/// one atomic load while there are none.
+pub struct Table<T> {
+    windows: Mutex<BTreeMap<Handle, Arc<Mutex<T>>>>,
+    count: AtomicUsize,
+}
+
+impl<T> Table<T> {
+    pub const fn new() -> Table<T> {
+        Table { windows: Mutex::new(BTreeMap::new()), count: AtomicUsize::new(0) }
+    }
+
+    fn windows(&self) -> MutexGuard<'_, BTreeMap<Handle, Arc<Mutex<T>>>> {
+        self.windows.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn any(&self) -> bool {
+        self.count.load(Ordering::Relaxed) != 0
+    }
+
+    pub fn get(&self, win: Handle) -> Option<Arc<Mutex<T>>> {
+        if !self.any() {
+            return None;
+        }
+        self.windows().get(&abi::get().key(win)).cloned()
+    }
+
+    pub fn insert(&self, win: Handle, w: T) {
+        let mut t = self.windows();
+        t.insert(abi::get().key(win), Arc::new(Mutex::new(w)));
+        self.count.store(t.len(), Ordering::Relaxed);
+    }
+
+    pub fn remove(&self, win: Handle) -> Option<Arc<Mutex<T>>> {
+        let mut t = self.windows();
+        let gone = t.remove(&abi::get().key(win));
+        self.count.store(t.len(), Ordering::Relaxed);
+        gone
+    }
+
+    /// Every window, the table left empty.
+    pub fn take_all(&self) -> Vec<Arc<Mutex<T>>> {
+        let all = std::mem::take(&mut *self.windows());
+        self.count.store(0, Ordering::Relaxed);
+        all.into_values().collect()
+    }
+}
+
+/// A window's own state, poisoned or not.
+pub fn lock<T>(w: &Mutex<T>) -> MutexGuard<'_, T> {
+    w.lock().unwrap_or_else(|e| e.into_inner())
 }

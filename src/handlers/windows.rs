@@ -33,6 +33,7 @@ use crate::base::log;
 use crate::cuda::{self, Location};
 use crate::handlers::mapped::{self, Plan};
 use crate::handlers::served;
+use crate::handlers::side::Carried;
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::errors;
 use crate::requests;
@@ -186,36 +187,30 @@ fn outcome(rc: c_int, mine: &[Result<(), c_int>]) -> c_int {
     mine.iter().find_map(|r| r.err()).unwrap_or(0)
 }
 
-/// `MPI_Win_create(_c)`: inside a node a window may be mapped (`mapped.rs`), a process with a
-/// device part then giving the library no bytes; otherwise a device base gets a host public
-/// copy, which the library is given.
+/// The library's `MPI_Win_create` of a carried window: no bytes of a device part.
+fn carried(c: impl Carried, base: *mut c_void, size: isize, win: *mut c_void, call: impl FnOnce(*mut c_void, isize) -> c_int) -> c_int {
+    let rc = if c.own_device() { call(std::ptr::null_mut(), 0) } else { call(base, size) };
+    if rc == 0 && !win.is_null() {
+        // SAFETY: MPI has just written the new window's handle there.
+        c.register(unsafe { abi::get().handle_at(win) });
+    } else {
+        c.discard();
+    }
+    rc
+}
+
+/// `MPI_Win_create(_c)`: inside a node a window may be mapped (`mapped.rs`), elsewhere served
+/// (`served.rs`), a process with a device part then giving the library no bytes; otherwise
+/// (`CUDAMPI_RMA_RING=0`) a device base gets a host public copy, which the library is given.
 pub fn win_create(name: &'static str, base: *mut c_void, size: isize, disp_unit: i64, comm: Handle, win: *mut c_void, call: impl FnOnce(*mut c_void, isize) -> c_int) -> c_int {
     match mapped::prepare(name, base, size, disp_unit, comm) {
         Err(rc) => return rc,
-        Ok(Plan::Mapped(m)) => {
-            let rc = if m.own_device() { call(std::ptr::null_mut(), 0) } else { call(base, size) };
-            if rc == 0 && !win.is_null() {
-                // SAFETY: MPI has just written the new window's handle there.
-                (*m).register(unsafe { abi::get().handle_at(win) });
-            } else {
-                (*m).discard();
-            }
-            return rc;
-        }
+        Ok(Plan::Mapped(m)) => return carried(*m, base, size, win, call),
         Ok(Plan::Declined) => (),
     }
     match served::prepare(name, base, size, disp_unit, comm) {
         Err(rc) => return rc,
-        Ok(Some(s)) => {
-            let rc = if s.own_device() { call(std::ptr::null_mut(), 0) } else { call(base, size) };
-            if rc == 0 && !win.is_null() {
-                // SAFETY: MPI has just written the new window's handle there.
-                (*s).register(unsafe { abi::get().handle_at(win) });
-            } else {
-                (*s).discard();
-            }
-            return rc;
-        }
+        Ok(Some(s)) => return carried(*s, base, size, win, call),
         Ok(None) => (),
     }
     let dev = match cuda::locate(base) {
