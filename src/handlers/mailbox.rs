@@ -20,7 +20,7 @@
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use crate::base::log;
@@ -87,16 +87,19 @@ pub struct Mailbox {
     mem: *mut u8,
     bytes: usize,
     ring: usize,
-    dev: Device,
-    /// The part: its first byte and its length.
+    /// The GPU of the memory served and the thread's stream there, set once: at the window's
+    /// creation, or for a dynamic window when device memory is first attached. The thread's
+    /// copies run on that stream, apart from the program's work on the legacy default stream
+    /// (the owner waits for that at its synchronisation calls), and are waited for by polling:
+    /// a blocking wait in the driver took a scheduler tick (4 ms) to return on an H200 host
+    /// while the rank's main thread spun in a blocking MPI call.
+    device: OnceLock<(Device, usize)>,
+    pinned: AtomicBool,
+    /// What origins name: an offset from `base` (a created window's part), or for a dynamic
+    /// window (`base` 0) an address within attached device memory; `ranges` are the spans
+    /// (start, length) they may name.
     base: CUdeviceptr,
-    size: usize,
-    pinned: bool,
-    /// The thread's copies run on a stream of their own, apart from the program's work on the
-    /// legacy default stream (the owner waits for that at its synchronisation calls), and are
-    /// waited for by polling: a blocking wait in the driver took a scheduler tick (4 ms) to
-    /// return on an H200 host while the rank's main thread spun in a blocking MPI call.
-    stream: *mut c_void,
+    ranges: Mutex<Vec<(u64, u64)>>,
     /// The thread's cursors: the next entry to carry out, the first not released.
     next: AtomicU64,
     free: AtomicU64,
@@ -108,25 +111,63 @@ unsafe impl Send for Mailbox {}
 unsafe impl Sync for Mailbox {}
 
 impl Mailbox {
-    /// A mailbox with a ring of `ring` bytes (a multiple of [`GRAIN`]) for the part of `size`
-    /// bytes at `base` on `dev`, its memory pinned. `None` where memory is not to be had.
-    pub fn new(ring: usize, dev: Device, base: *mut c_void, size: usize) -> Option<Mailbox> {
+    /// A mailbox with a ring of `ring` bytes (a multiple of [`GRAIN`]) for `size` bytes at
+    /// `base` (a created window's part), or for attached memory (`base` null), not yet bound to
+    /// a GPU ([`Mailbox::bind`]). `None` where memory is not to be had.
+    pub fn new(ring: usize, base: *mut c_void, size: usize) -> Option<Mailbox> {
         let bytes = HEAD + ring;
         // SAFETY: a fresh anonymous mapping, zeroed by the kernel.
         let mem = unsafe { libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
         if mem == libc::MAP_FAILED {
             return None;
         }
-        let mut m = Mailbox { mem: mem.cast(), bytes, ring, dev, base: base as CUdeviceptr, size, pinned: false, stream: std::ptr::null_mut(), next: AtomicU64::new(0), free: AtomicU64::new(0) };
-        let (Some(d), Ok(_ctx)) = (driver::get(), InContext::enter(&dev)) else { return None };
-        // SAFETY: the mapping above, `bytes` long; a valid out-pointer (1: non-blocking).
-        unsafe {
-            m.pinned = (d.mem_host_register)(mem, bytes, 0) == 0;
-            if (d.stream_create)(&mut m.stream, 1) != 0 {
-                return None;
-            }
+        let ranges = if base.is_null() { Vec::new() } else { vec![(0, size as u64)] };
+        Some(Mailbox {
+            mem: mem.cast(),
+            bytes,
+            ring,
+            device: OnceLock::new(),
+            pinned: AtomicBool::new(false),
+            base: base as CUdeviceptr,
+            ranges: Mutex::new(ranges),
+            next: AtomicU64::new(0),
+            free: AtomicU64::new(0),
+        })
+    }
+
+    /// Binds the mailbox to `dev`: its memory pinned, the thread's stream made there. False if
+    /// it is bound to another GPU already, or no stream can be made.
+    pub fn bind(&self, dev: Device) -> bool {
+        if let Some((d, _)) = self.device.get() {
+            return d.ordinal == dev.ordinal;
         }
-        Some(m)
+        let (Some(d), Ok(_ctx)) = (driver::get(), InContext::enter(&dev)) else { return false };
+        let mut stream: *mut c_void = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer (1: non-blocking); the mailbox's own mapping.
+        unsafe {
+            if (d.stream_create)(&mut stream, 1) != 0 {
+                return false;
+            }
+            self.pinned.store((d.mem_host_register)(self.mem.cast(), self.bytes, 0) == 0, Ordering::Relaxed);
+        }
+        self.device.set((dev, stream as usize)).is_ok()
+    }
+
+    /// Device memory attached to a dynamic window, which origins may now name.
+    pub fn attach(&self, start: u64, len: u64) {
+        lock(&self.ranges).push((start, len));
+    }
+
+    /// Attached memory detached again; its length, if it was attached.
+    pub fn detach(&self, start: u64) -> Option<u64> {
+        let mut r = lock(&self.ranges);
+        let i = r.iter().position(|x| x.0 == start)?;
+        Some(r.remove(i).1)
+    }
+
+    /// The spans origins may name.
+    pub fn ranges(&self) -> Vec<(u64, u64)> {
+        lock(&self.ranges).clone()
     }
 
     /// The memory the library's window exposes.
@@ -153,6 +194,8 @@ impl Mailbox {
     /// Carries out the entries written since the last call, releases what it can; whether
     /// there was anything to do.
     fn serve(&self) -> bool {
+        let Some(&(dev, stream)) = self.device.get() else { return false };
+        let stream = stream as *mut c_void;
         let mut next = self.next.load(Ordering::Relaxed);
         let start = next;
         let mut ctx: Option<Result<InContext<'static>, CudaError>> = None;
@@ -173,9 +216,9 @@ impl Mailbox {
                 continue;
             }
             if head.kind != PAD {
-                let ctx = ctx.get_or_insert_with(|| InContext::enter(&self.dev));
+                let ctx = ctx.get_or_insert_with(|| InContext::enter(&dev));
                 let done = match ctx {
-                    Ok(c) => self.carry_out(c, next, &head, &mut queued),
+                    Ok(c) => self.carry_out(c, stream, next, &head, &mut queued),
                     Err(e) => Err(*e),
                 };
                 if let Err(e) = done {
@@ -189,7 +232,7 @@ impl Mailbox {
         }
         if queued {
             if let Some(Ok(c)) = &ctx {
-                if let Err(e) = self.wait(c) {
+                if let Err(e) = self.wait(c, stream) {
                     log::error(format_args!("a one-sided operation on this rank's device window failed: {} ({})", e.call, e.name()));
                 }
             }
@@ -204,7 +247,7 @@ impl Mailbox {
 
     /// One entry. Puts are queued (`queued`); a get or an update first waits for them, since
     /// it may read their bytes.
-    fn carry_out(&self, c: &InContext, pos: u64, head: &EntryHead, queued: &mut bool) -> Result<(), CudaError> {
+    fn carry_out(&self, c: &InContext, stream: *mut c_void, pos: u64, head: &EntryHead, queued: &mut bool) -> Result<(), CudaError> {
         let d = c.driver();
         let runs = self.runs(pos, head)?;
         // SAFETY: within the entry, whose length was checked against the ring.
@@ -213,7 +256,7 @@ impl Mailbox {
             let mut at = 0;
             for &(off, n) in &runs {
                 // SAFETY: the run lies in the part (`runs`), the bytes in the entry.
-                check("cuMemcpyHtoDAsync", unsafe { (d.memcpy_htod_async)(self.base + off, payload.add(at).cast(), n, self.stream) })?;
+                check("cuMemcpyHtoDAsync", unsafe { (d.memcpy_htod_async)(self.base + off, payload.add(at).cast(), n, stream) })?;
                 at += n;
             }
             Ok(())
@@ -223,15 +266,15 @@ impl Mailbox {
             return to_device();
         }
         if std::mem::take(queued) {
-            self.wait(c)?;
+            self.wait(c, stream)?;
         }
         let mut at = 0;
         for &(off, n) in &runs {
             // SAFETY: as above.
-            check("cuMemcpyDtoHAsync", unsafe { (d.memcpy_dtoh_async)(payload.add(at).cast(), self.base + off, n, self.stream) })?;
+            check("cuMemcpyDtoHAsync", unsafe { (d.memcpy_dtoh_async)(payload.add(at).cast(), self.base + off, n, stream) })?;
             at += n;
         }
-        self.wait(c)?;
+        self.wait(c, stream)?;
         if head.kind == GET {
             self.state(pos).store(pos | APPLIED, Ordering::Release);
             return Ok(());
@@ -243,23 +286,23 @@ impl Mailbox {
         });
         if answer == pos | NEW {
             to_device()?;
-            self.wait(c)?;
+            self.wait(c, stream)?;
         }
         self.state(pos).store(pos | APPLIED, Ordering::Release);
         Ok(())
     }
 
     /// Waits for the thread's copies by polling its stream.
-    fn wait(&self, c: &InContext) -> Result<(), CudaError> {
+    fn wait(&self, c: &InContext, stream: *mut c_void) -> Result<(), CudaError> {
         let d = c.driver();
         let Some(sig) = d.signals.as_ref() else {
             // SAFETY: the mailbox's stream.
-            return check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(self.stream) });
+            return check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(stream) });
         };
         let mut round = 0u32;
         loop {
             // SAFETY: the mailbox's stream.
-            match unsafe { (sig.stream_query)(self.stream) } {
+            match unsafe { (sig.stream_query)(stream) } {
                 0 => return Ok(()),
                 NOT_READY => pause(&mut round),
                 code => return Err(CudaError { call: "cuStreamQuery", code }),
@@ -278,9 +321,11 @@ impl Mailbox {
         let mut total = 0u64;
         // SAFETY: the runs lie in the entry (checked above).
         let raw = unsafe { std::slice::from_raw_parts(self.entry(pos).add(ENTRY_HEAD).cast::<u64>(), 2 * n) };
+        let ranges = lock(&self.ranges);
         for r in raw.chunks_exact(2) {
             let (off, len) = (r[0], r[1]);
-            if off.checked_add(len).map_or(true, |end| end > self.size as u64) {
+            let inside = off.checked_add(len).is_some_and(|end| ranges.iter().any(|&(s, l)| off >= s && end <= s + l));
+            if !inside {
                 return Err(bad);
             }
             runs.push((off, len as usize));
@@ -324,15 +369,15 @@ impl Mailbox {
 
 impl Drop for Mailbox {
     fn drop(&mut self) {
-        if let (Some(d), Ok(_ctx)) = (driver::get(), InContext::enter(&self.dev)) {
-            // SAFETY: registered and made at `new`; no copy is in flight (the thread is done
-            // with a mailbox it no longer holds).
-            unsafe {
-                if self.pinned {
-                    (d.mem_host_unregister)(self.mem.cast());
-                }
-                if !self.stream.is_null() {
-                    (d.stream_destroy)(self.stream);
+        if let Some(&(dev, stream)) = self.device.get() {
+            if let (Some(d), Ok(_ctx)) = (driver::get(), InContext::enter(&dev)) {
+                // SAFETY: registered and made at `bind`; no copy is in flight (the thread is
+                // done with a mailbox it no longer holds).
+                unsafe {
+                    if self.pinned.load(Ordering::Relaxed) {
+                        (d.mem_host_unregister)(self.mem.cast());
+                    }
+                    (d.stream_destroy)(stream as *mut c_void);
                 }
             }
         }
@@ -395,7 +440,11 @@ static BOXES: Mutex<Vec<Arc<Mailbox>>> = Mutex::new(Vec::new());
 static RUNNING: AtomicBool = AtomicBool::new(false);
 
 fn boxes() -> MutexGuard<'static, Vec<Arc<Mailbox>>> {
-    BOXES.lock().unwrap_or_else(|e| e.into_inner())
+    lock(&BOXES)
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Serves `b` from now on, starting the thread if none runs; false if it cannot start.

@@ -36,6 +36,6 @@ pub use crate::handlers::completion::{
 };
 pub use crate::handlers::rma::{rma_compare_and_swap, rma_get, rma_get_accumulate, rma_put};
 pub use crate::handlers::windows::{
-    get_address, win_attach, win_complete, win_lock, win_start, win_wait, win_create, win_detach, win_fence, win_flush, win_free, win_get_attr, win_post, win_sync, win_test, win_unlock,
+    get_address, win_attach, win_complete, win_lock, win_start, win_wait, win_create, win_create_dynamic, win_detach, win_fence, win_flush, win_free, win_get_attr, win_post, win_sync, win_test, win_unlock,
 };
 pub use crate::handlers::nonblocking::{irecv, isend, isendrecv, isendrecv_replace, partitioned_init, persistent_init};

@@ -80,6 +80,11 @@ pub struct Served {
     /// Its bytes: the value `MPI_WIN_SIZE` points to.
     size_attribute: isize,
     mailbox: Option<Arc<Mailbox>>,
+    /// The thread serves the mailbox (a dynamic window's from its first attach on).
+    serving: bool,
+    /// A dynamic window: origins name attached device memory by its tagged address
+    /// ([`TAG`]), and the library's window serves the rest.
+    dynamic: bool,
     /// Per target, the end of this process's last entry not yet known to be carried out.
     owed: BTreeMap<c_int, u64>,
 }
@@ -98,13 +103,10 @@ fn get(win: Handle) -> Option<Arc<Mutex<Served>>> {
     SERVED.get(win)
 }
 
-/// The collective step of `MPI_Win_create(_c)` on `comm` where the window is not mapped: every
-/// process calls it, whatever its memory, and all reach the same answer; `None` leaves the
-/// window to the public-copy path of `windows.rs` (no device part anywhere, memory no one can
-/// read, `CUDAMPI_RMA_RING=0`). `Err` is an MPI code (raised on `comm`).
-pub fn prepare(name: &'static str, base: *mut c_void, size: isize, disp_unit: i64, comm: Handle) -> Result<Option<Box<Served>>, c_int> {
-    let abi = abi::get();
-    let Some(p) = real::pmpi() else { return Ok(None) };
+/// Every process's record on `comm` (`None` on an intercommunicator, where no window is
+/// served). `Err` is an MPI code.
+fn exchange(comm: Handle, me: Record) -> Result<Option<Vec<Record>>, c_int> {
+    let (abi, p) = (abi::get(), real::pmpi().ok_or(abi::get().err_intern)?);
     let (mut n, mut inter) = (0, 0);
     // SAFETY: valid out-pointers; the caller's communicator.
     unsafe {
@@ -112,6 +114,21 @@ pub fn prepare(name: &'static str, base: *mut c_void, size: isize, disp_unit: i6
             return Ok(None);
         }
     }
+    let mut all = vec![me; n as usize];
+    // SAFETY: one record in, `n` out, as bytes.
+    match unsafe { (p.allgather)((&me as *const Record).cast(), RECORD_BYTES, abi.byte, all.as_mut_ptr().cast(), RECORD_BYTES, abi.byte, comm) } {
+        0 => Ok(Some(all)),
+        rc => Err(rc),
+    }
+}
+
+/// The collective step of `MPI_Win_create(_c)` on `comm` where the window is not mapped: every
+/// process calls it, whatever its memory, and all reach the same answer; `None` leaves the
+/// window to the public-copy path of `windows.rs` (no device part anywhere, memory no one can
+/// read, `CUDAMPI_RMA_RING=0`). `Err` is an MPI code (raised on `comm`).
+pub fn prepare(name: &'static str, base: *mut c_void, size: isize, disp_unit: i64, comm: Handle) -> Result<Option<Box<Served>>, c_int> {
+    let abi = abi::get();
+    let Some(p) = real::pmpi() else { return Ok(None) };
     let ring = config::get().rma_ring;
     let (kind, dev) = match cuda::locate(base) {
         Location::Device(d) if size > 0 && !d.managed => (1, Some(d)),
@@ -119,18 +136,14 @@ pub fn prepare(name: &'static str, base: *mut c_void, size: isize, disp_unit: i6
         _ => (0, None),
     };
     let me = Record { kind, _pad: 0, size: size.max(0) as u64, disp_unit, ring: if kind == 1 { ring as u64 } else { 0 } };
-    let mut all = vec![me; n as usize];
-    // SAFETY: one record in, `n` out, as bytes.
-    let rc = unsafe { (p.allgather)((&me as *const Record).cast(), RECORD_BYTES, abi.byte, all.as_mut_ptr().cast(), RECORD_BYTES, abi.byte, comm) };
-    if rc != 0 {
-        return Err(rc);
-    }
+    let Some(all) = exchange(comm, me)? else { return Ok(None) };
+    let n = all.len();
     if !all.iter().any(|r| r.kind == 1) || all.iter().any(|r| r.kind == 2 || (r.kind == 1 && r.ring == 0)) {
         return Ok(None);
     }
-    let mailbox = dev.and_then(|d| Mailbox::new(ring, d, base, size as usize)).map(Arc::new);
+    let mailbox = dev.and_then(|d| Mailbox::new(ring, base, size as usize).filter(|m| m.bind(d))).map(Arc::new);
     let ok = (dev.is_none() || mailbox.is_some()) as u8;
-    let mut oks = vec![0u8; n as usize];
+    let mut oks = vec![0u8; n];
     // SAFETY: one byte in, `n` out.
     let rc = unsafe { (p.allgather)((&ok as *const u8).cast(), 1, abi.byte, oks.as_mut_ptr().cast(), 1, abi.byte, comm) };
     if rc != 0 {
@@ -141,40 +154,82 @@ pub fn prepare(name: &'static str, base: *mut c_void, size: isize, disp_unit: i6
         return Ok(None);
     }
     let parts = all.iter().map(|r| Part { device: r.kind == 1, size: r.size as usize, disp_unit: r.disp_unit, ring: r.ring }).collect();
-    let mut s = Served { comm: 0, mail: 0, parts, own: dev.map(|d| (base, d)), size_attribute: size, mailbox, owed: BTreeMap::new() };
-    // SAFETY: valid out-pointers; the caller's communicator, then cudampi's own.
-    let rc = unsafe { (p.comm_dup)(comm, &mut s.comm) };
-    if rc != 0 {
-        s.comm = 0;
-        return Err(rc);
+    let mut s = Served { comm: 0, mail: 0, parts, own: dev.map(|d| (base, d)), size_attribute: size, mailbox, serving: false, dynamic: false, owed: BTreeMap::new() };
+    s.open(name, comm)?;
+    Ok(Some(Box::new(s)))
+}
+
+/// The collective step of `MPI_Win_create_dynamic` on `comm`: every process that can reach
+/// device memory makes a mailbox, bound to a GPU when device memory is first attached; `None`
+/// where no process can (no CUDA driver, `CUDAMPI_RMA_RING=0`), and device memory attached
+/// there keeps a public copy. `Err` is an MPI code (raised on `comm`).
+pub fn prepare_dynamic(name: &'static str, comm: Handle) -> Result<Option<Box<Served>>, c_int> {
+    if real::pmpi().is_none() {
+        return Ok(None);
     }
-    let (at, bytes) = s.mailbox.as_ref().map_or((std::ptr::null_mut(), 0), |m| m.memory());
-    // SAFETY: the mailbox's memory (none for a host part), on cudampi's communicator.
-    let rc = unsafe {
-        (p.comm_set_errhandler)(s.comm, abi.errors_return);
-        match (p.win_create)(at, bytes as isize, 1, abi.info_null, s.comm, &mut s.mail) {
-            0 => {
-                (p.win_set_errhandler)(s.mail, abi.errors_return);
-                (p.win_lock_all)(abi.mode_nocheck, s.mail)
+    let ring = config::get().rma_ring;
+    let mailbox = (ring > 0 && driver::get().is_some()).then(|| Mailbox::new(ring, std::ptr::null_mut(), 0)).flatten().map(Arc::new);
+    let me = Record { kind: mailbox.is_some() as u32, _pad: 0, size: 0, disp_unit: 1, ring: mailbox.as_ref().map_or(0, |_| ring as u64) };
+    let Some(all) = exchange(comm, me)? else { return Ok(None) };
+    if !all.iter().any(|r| r.kind == 1) {
+        return Ok(None);
+    }
+    let parts = all.iter().map(|r| Part { device: r.kind == 1, size: usize::MAX, disp_unit: 1, ring: r.ring }).collect();
+    let mut s = Served { comm: 0, mail: 0, parts, own: None, size_attribute: 0, mailbox, serving: false, dynamic: true, owed: BTreeMap::new() };
+    s.open(name, comm)?;
+    Ok(Some(Box::new(s)))
+}
+
+impl Served {
+    /// The collective rest of the creation: cudampi's communicator and its window over the
+    /// mailboxes, in its epoch, and the thread serving this process's mailbox once it is
+    /// bound to a GPU. On failure everything made is released.
+    fn open(&mut self, name: &'static str, comm: Handle) -> Result<(), c_int> {
+        let (abi, p) = (abi::get(), real::pmpi().ok_or(abi::get().err_intern)?);
+        // SAFETY: valid out-pointers; the caller's communicator, then cudampi's own.
+        let rc = unsafe { (p.comm_dup)(comm, &mut self.comm) };
+        if rc != 0 {
+            self.comm = 0;
+            return Err(rc);
+        }
+        let (at, bytes) = self.mailbox.as_ref().map_or((std::ptr::null_mut(), 0), |m| m.memory());
+        // SAFETY: the mailbox's memory (none without one), on cudampi's communicator.
+        let rc = unsafe {
+            (p.comm_set_errhandler)(self.comm, abi.errors_return);
+            match (p.win_create)(at, bytes as isize, 1, abi.info_null, self.comm, &mut self.mail) {
+                0 => {
+                    (p.win_set_errhandler)(self.mail, abi.errors_return);
+                    (p.win_lock_all)(abi.mode_nocheck, self.mail)
+                }
+                rc => {
+                    self.mail = 0;
+                    rc
+                }
             }
-            rc => {
-                s.mail = 0;
-                rc
+        };
+        if rc != 0 {
+            self.release();
+            return Err(rc);
+        }
+        if !self.dynamic {
+            if let Err(rc) = self.start_serving(name) {
+                self.release();
+                return Err(rc);
             }
         }
-    };
-    if rc != 0 {
-        s.release();
-        return Err(rc);
+        Ok(())
     }
-    if let Some(m) = &s.mailbox {
+
+    /// Has the thread serve this process's mailbox from now on.
+    fn start_serving(&mut self, name: &'static str) -> Result<(), c_int> {
+        let Some(m) = self.mailbox.as_ref().filter(|_| !self.serving) else { return Ok(()) };
         if !mailbox::serve(m.clone()) {
             log::error(format_args!("{name}: cudampi could not start the thread that serves device windows"));
-            s.release();
-            return Err(abi.err_other);
+            return Err(abi::get().err_other);
         }
+        self.serving = true;
+        Ok(())
     }
-    Ok(Some(Box::new(s)))
 }
 
 impl Carried for Served {
@@ -211,6 +266,9 @@ impl Served {
             }
         }
         if let Some(m) = self.mailbox.take() {
+            if self.dynamic {
+                m.ranges().into_iter().for_each(|(start, len)| unlist(start, len));
+            }
             mailbox::forget(&m);
         }
     }
@@ -653,6 +711,88 @@ fn target_runs(name: &'static str, errh: Option<Handle>, part: &Part, target: &S
     Ok(runs.into_iter().filter(|r| r.1 > 0).map(|(o, n)| ((origin + at as i64 + o) as u64, n)).collect())
 }
 
+/// The tag of an address within device memory attached to a served dynamic window, as
+/// `MPI_Get_address` gives it: bit 62, which no user-space address has on x86-64 or AArch64.
+/// Sums and differences of addresses within one attached range keep it or cancel it, as the
+/// displacement arithmetic of MPI-4.1 §12.2.4 needs; an origin finds it in the displacement
+/// and serves the operation.
+pub const TAG: u64 = 1 << 62;
+
+/// Device memory attached to served dynamic windows, every window's: (start, length, windows
+/// it is attached to), for `MPI_Get_address`.
+static ATTACHED: Mutex<Vec<(u64, u64, usize)>> = Mutex::new(Vec::new());
+static N_ATTACHED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn unlist(start: u64, len: u64) {
+    let mut a = lock(&ATTACHED);
+    if let Some(i) = a.iter().position(|r| (r.0, r.1) == (start, len)) {
+        a[i].2 -= 1;
+        if a[i].2 == 0 {
+            a.remove(i);
+        }
+    }
+    N_ATTACHED.store(a.len(), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// `MPI_Win_attach` of device memory on `dev` to a served dynamic window: origins name it by
+/// its tagged address from now on, and the library gets nothing. `None` leaves it to the
+/// public-copy path (not a served window, or no mailbox here). The same range attached to a
+/// second window is accepted; one overlapping attached device memory without being it is
+/// refused (`MPI_ERR_RMA_ATTACH`), as on the public-copy path.
+pub fn attach(name: &'static str, win: Handle, base: *mut c_void, size: isize, dev: Device) -> Option<c_int> {
+    let s = get(win)?;
+    let mut s = lock(&s);
+    let m = s.mailbox.clone().filter(|_| s.dynamic)?;
+    let errh = errors::on_window(win);
+    let (start, len) = (base as u64, size as u64);
+    {
+        let mut a = lock(&ATTACHED);
+        match a.iter().position(|r| start < r.0 + r.1 && r.0 < start + len) {
+            Some(i) if (a[i].0, a[i].1) == (start, len) => a[i].2 += 1,
+            Some(i) => {
+                log::error(format_args!(
+                    "{name}: device memory {base:p} ({len} bytes) overlaps device memory {:#x} ({} bytes) attached already; attach the same range or ranges apart",
+                    a[i].0, a[i].1
+                ));
+                return Some(errors::raise(errh, abi::get().err_rma_attach));
+            }
+            None => a.push((start, len, 1)),
+        }
+        N_ATTACHED.store(a.len(), std::sync::atomic::Ordering::Relaxed);
+    }
+    let bound = m.bind(dev);
+    if !bound {
+        log::error(format_args!("{name}: device memory of a second GPU attached to one dynamic window (or no stream could be made for it); attach memory of one GPU per window"));
+    }
+    let serving = if bound { s.start_serving(name) } else { Err(abi::get().err_rma_attach) };
+    if let Err(rc) = serving {
+        unlist(start, len);
+        return Some(errors::raise(errh, rc));
+    }
+    m.attach(start, len);
+    Some(0)
+}
+
+/// `MPI_Win_detach` of device memory attached to a served dynamic window; `None` if it is not.
+pub fn detach(win: Handle, base: *const c_void) -> Option<c_int> {
+    let s = get(win)?;
+    let s = lock(&s);
+    let m = s.mailbox.as_ref().filter(|_| s.dynamic)?;
+    let len = m.detach(base as u64)?;
+    unlist(base as u64, len);
+    Some(0)
+}
+
+/// `MPI_Get_address` of an address within device memory attached to a served dynamic window:
+/// the address, tagged.
+pub fn tagged(location: *const c_void) -> Option<isize> {
+    if N_ATTACHED.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        return None;
+    }
+    let at = location as u64;
+    lock(&ATTACHED).iter().any(|r| (r.0..r.0 + r.1).contains(&at)).then_some((at | TAG) as isize)
+}
+
 /// Carries out `what` on `target` of window `win` when that target's part is served device
 /// memory; `None` leaves it to the library (not a served window, a host part,
 /// `MPI_PROC_NULL`). A request form (`request` not null) gets a request that is complete: the
@@ -660,10 +800,22 @@ fn target_runs(name: &'static str, errh: Option<Handle>, part: &Part, target: &S
 pub fn operate(name: &'static str, win: Handle, target: c_int, at: Target, what: What, request: *mut c_void) -> Option<c_int> {
     let s = get(win)?;
     let mut s = lock(&s);
-    if !s.parts.get(usize::try_from(target).ok()?)?.device {
+    let device = s.parts.get(usize::try_from(target).ok()?)?.device;
+    let errh = errors::on_window(win);
+    let mut at = at;
+    if s.dynamic {
+        // Attached device memory is named by its tagged address, anything else by the library.
+        if at.0 as u64 & TAG == 0 {
+            return None;
+        }
+        if !device {
+            log::error(format_args!("{name}: rank {target} has no device memory attached at {:#x}", at.0 as u64 & !TAG));
+            return Some(errors::raise(errh, abi::get().err_rma_range));
+        }
+        at.0 = (at.0 as u64 & !TAG) as isize;
+    } else if !device {
         return None;
     }
-    let errh = errors::on_window(win);
     if let Err(rc) = run(name, &mut s, target, at, what, errh) {
         return Some(rc);
     }
@@ -859,5 +1011,7 @@ pub fn clear() {
         s.mail = 0;
         s.release();
     }
+    lock(&ATTACHED).clear();
+    N_ATTACHED.store(0, std::sync::atomic::Ordering::Relaxed);
     mailbox::clear();
 }

@@ -89,6 +89,12 @@ pub fn tracked() -> bool {
     any() || mapped::any() || served::any()
 }
 
+/// Whether some window's device parts are cudampi's to reach (mapped or served windows): an
+/// RMA call on a window then comes to cudampi whatever its buffers.
+pub fn carried() -> bool {
+    mapped::any() || served::any()
+}
+
 fn recount(t: &BTreeMap<Handle, Win>) {
     TRACKED.store(t.len(), Relaxed);
 }
@@ -188,7 +194,7 @@ fn outcome(rc: c_int, mine: &[Result<(), c_int>]) -> c_int {
 }
 
 /// The library's `MPI_Win_create` of a carried window: no bytes of a device part.
-fn carried(c: impl Carried, base: *mut c_void, size: isize, win: *mut c_void, call: impl FnOnce(*mut c_void, isize) -> c_int) -> c_int {
+fn create_carried(c: impl Carried, base: *mut c_void, size: isize, win: *mut c_void, call: impl FnOnce(*mut c_void, isize) -> c_int) -> c_int {
     let rc = if c.own_device() { call(std::ptr::null_mut(), 0) } else { call(base, size) };
     if rc == 0 && !win.is_null() {
         // SAFETY: MPI has just written the new window's handle there.
@@ -199,18 +205,28 @@ fn carried(c: impl Carried, base: *mut c_void, size: isize, win: *mut c_void, ca
     rc
 }
 
+/// `MPI_Win_create_dynamic`: served by the owners of the device memory attached to it
+/// (`served.rs`) where a process can reach device memory, else as the library makes it.
+pub fn win_create_dynamic(name: &'static str, comm: Handle, win: *mut c_void, call: impl FnOnce() -> c_int) -> c_int {
+    match served::prepare_dynamic(name, comm) {
+        Err(rc) => rc,
+        Ok(Some(s)) => create_carried(*s, std::ptr::null_mut(), 0, win, |_, _| call()),
+        Ok(None) => call(),
+    }
+}
+
 /// `MPI_Win_create(_c)`: inside a node a window may be mapped (`mapped.rs`), elsewhere served
 /// (`served.rs`), a process with a device part then giving the library no bytes; otherwise
 /// (`CUDAMPI_RMA_RING=0`) a device base gets a host public copy, which the library is given.
 pub fn win_create(name: &'static str, base: *mut c_void, size: isize, disp_unit: i64, comm: Handle, win: *mut c_void, call: impl FnOnce(*mut c_void, isize) -> c_int) -> c_int {
     match mapped::prepare(name, base, size, disp_unit, comm) {
         Err(rc) => return rc,
-        Ok(Plan::Mapped(m)) => return carried(*m, base, size, win, call),
+        Ok(Plan::Mapped(m)) => return create_carried(*m, base, size, win, call),
         Ok(Plan::Declined) => (),
     }
     match served::prepare(name, base, size, disp_unit, comm) {
         Err(rc) => return rc,
-        Ok(Some(s)) => return carried(*s, base, size, win, call),
+        Ok(Some(s)) => return create_carried(*s, base, size, win, call),
         Ok(None) => (),
     }
     let dev = match cuda::locate(base) {
@@ -257,7 +273,10 @@ fn forget_unattached() {
 pub fn win_attach(name: &'static str, win: Handle, base: *mut c_void, size: isize, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
     let errh = errors::on_window(win);
     let dev = match cuda::locate(base) {
-        Location::Device(dev) if size > 0 => dev,
+        Location::Device(dev) if size > 0 => match served::attach(name, win, base, size, dev) {
+            Some(rc) => return rc,
+            None => dev,
+        },
         Location::Unreadable if size > 0 => return errors::unreadable(name, errh, base),
         _ => return call(base),
     };
@@ -297,6 +316,9 @@ pub fn win_attach(name: &'static str, win: Handle, base: *mut c_void, size: isiz
 /// `MPI_Win_detach` of attached device memory: the remote updates since the last
 /// synchronisation reach it, then the library detaches its public copy.
 pub fn win_detach(name: &'static str, win: Handle, base: *const c_void, call: impl FnOnce(*const c_void) -> c_int) -> c_int {
+    if let Some(rc) = served::detach(win, base) {
+        return rc;
+    }
     if N_ATTACHED.load(Relaxed) == 0 {
         return call(base);
     }
@@ -330,7 +352,15 @@ pub fn win_detach(name: &'static str, win: Handle, base: *const c_void, call: im
 /// its public copy, the address the library knows it by (see the module comment).
 pub fn get_address(_name: &'static str, location: *const c_void, address: *mut isize, call: impl FnOnce() -> c_int) -> c_int {
     let rc = call();
-    if rc != 0 || address.is_null() || N_ATTACHED.load(Relaxed) == 0 {
+    if rc != 0 || address.is_null() {
+        return rc;
+    }
+    if let Some(tagged) = served::tagged(location) {
+        // SAFETY: the caller's MPI_Aint, which MPI has just written.
+        unsafe { address.write(tagged) };
+        return rc;
+    }
+    if N_ATTACHED.load(Relaxed) == 0 {
         return rc;
     }
     let at = location as usize;

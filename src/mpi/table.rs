@@ -672,8 +672,11 @@ macro_rules! mpi_functions {
                 => win_create [base, size] (base, size, disp_unit as i64, comm, win);
             MPI_Win_create_c, PMPI_Win_create_c or MPI_Win_create, PMPI_Win_create (base: *mut c_void, size: isize, disp_unit: i64, info: Handle, comm: Handle, win: *mut c_void)
                 => win_create [base, size] (base, size, disp_unit, comm, win);
-            // Device memory attached to a dynamic window is known to the library, and to origins
-            // through MPI_Get_address, by its public copy's address.
+            MPI_Win_create_dynamic, PMPI_Win_create_dynamic fortran(win_create_dynamic, WIN_CREATE_DYNAMIC) (info: Handle, comm: Handle, win: *mut c_void)
+                => win_create_dynamic [] (comm, win);
+            // Device memory attached to a dynamic window is served by its owner and named by
+            // origins through MPI_Get_address's tagged address, or (CUDAMPI_RMA_RING=0) known to
+            // the library, and to origins, by its public copy's address.
             MPI_Win_attach, PMPI_Win_attach fortran(win_attach, WIN_ATTACH, ts) (win: Handle, base: *mut c_void, size: isize) => win_attach [base] (win, base, size);
             MPI_Win_detach, PMPI_Win_detach fortran(win_detach, WIN_DETACH, ts) (win: Handle, base: *const c_void) => win_detach [base] (win, base);
             MPI_Get_address, PMPI_Get_address fortran(get_address, GET_ADDRESS, ts) (location: *const c_void, address: *mut isize) => get_address [] (location, address);

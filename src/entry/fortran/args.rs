@@ -43,7 +43,10 @@ impl Gate {
         } else if self.indices || self.collective {
             true
         } else if self.buffers {
-            self.device
+            // An operation on a window whose device parts cudampi carries out (mapped, served)
+            // is cudampi's whatever its buffers: the library holds none of such a part, and
+            // no address of attached device memory.
+            self.device || (self.window && crate::handlers::windows::carried())
         } else {
             // A window's synchronisation moves bytes between a device window and its host copy
             // and completes staged operations, which the library's routine would not.
