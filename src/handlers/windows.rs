@@ -1,7 +1,11 @@
 //! Windows: the windows over device memory and their synchronisation, and the one-sided
 //! operations on device buffers that wait for their completion point.
 //!
-//! A window created over device memory gets a host public copy (`staging::shadow`) and
+//! A window over device memory is mapped inside a node (`mapped.rs`) or served by its owners
+//! elsewhere (`served.rs`), device memory attached to a dynamic window served too; each of
+//! their calls goes there first. What follows is the path left where neither is taken
+//! (`CUDAMPI_RMA_RING=0`, a process without a CUDA driver at a dynamic window's creation):
+//! a window created over device memory gets a host public copy (`staging::shadow`) and
 //! reports `MPI_WIN_MODEL` = `MPI_WIN_SEPARATE`; `MPI_WIN_BASE` stays the device address.
 //! Device memory attached to a dynamic window gets one too, and there the library is given the
 //! public copy's address: an origin names target memory by the address `MPI_Get_address`
