@@ -27,6 +27,7 @@ use crate::base::log;
 use crate::cuda::copy::check;
 use crate::cuda::driver::{self, CUdeviceptr};
 use crate::cuda::{CudaError, Device, InContext};
+use crate::handlers::side::lock;
 
 /// Byte offsets of the header's counters, absolute positions in the ring's bytes.
 pub const RESERVED_AT: usize = 0;
@@ -441,10 +442,6 @@ static RUNNING: AtomicBool = AtomicBool::new(false);
 
 fn boxes() -> MutexGuard<'static, Vec<Arc<Mailbox>>> {
     lock(&BOXES)
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Serves `b` from now on, starting the thread if none runs; false if it cannot start.

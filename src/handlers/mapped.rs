@@ -46,12 +46,12 @@ use std::sync::{Arc, Mutex};
 use crate::base::{config, log, shm};
 use crate::cuda::copy::check;
 use crate::cuda::driver::{self, CUdeviceptr, IpcMemHandle};
-use crate::cuda::{self, reduce, signal, CudaError, Device, InContext, Location};
+use crate::cuda::{self, reduce, CudaError, Device, InContext, Location};
 use crate::engine::kinds;
 use crate::fastpath::{self, held};
 use crate::mpi::abi::{self, Handle};
 pub use crate::handlers::side::{Buf, Target};
-use crate::handlers::side::{device_window_attribute, lock, Carried, Table, element_of, matching, Side};
+use crate::handlers::side::{accumulate_element, device_window_attribute, lock, reduce_local, settle_stream, Carried, Table, element_of, matching, Side};
 use crate::mpi::{errors, real};
 
 /// One process's account of its part, as exchanged at `MPI_Win_create`.
@@ -382,18 +382,7 @@ impl Mapped {
         if bytes == 0 && self.own.is_none() {
             return Ok(());
         }
-        let fail = |e: CudaError| errors::cuda(name, errh, e, std::ptr::null(), 0, &self.dev);
-        let d = driver::get().ok_or(CudaError { call: "cuInit", code: 3 }).map_err(fail)?;
-        let _ctx = InContext::enter(&self.dev).map_err(fail)?;
-        if bytes == 0 {
-            if let Some(s) = d.signals.as_ref() {
-                // SAFETY: the legacy default stream of the current context.
-                if unsafe { (s.stream_query)(LEGACY) } == 0 {
-                    return Ok(());
-                }
-            }
-        }
-        signal::wait(d, bytes).map_err(fail)
+        settle_stream(name, errh, &self.dev, bytes)
     }
 
     fn slot(&self, target: c_int) -> &Slot {
@@ -897,20 +886,8 @@ fn combine(name: &'static str, m: &Mapped, errh: Option<Handle>, origin: &Side, 
     }
     let mut new = vec![0u8; n];
     origin.read(name, errh, &mut new)?;
-    let (element, size) = element.ok_or_else(|| {
-        log::error(format_args!("{name}: an accumulate's datatype must consist of one predefined type"));
-        errors::raise(errh, abi.err_type)
-    })?;
-    let p = real::pmpi().ok_or(abi.err_intern)?;
-    let Ok(elements) = c_int::try_from(n as i64 / size) else {
-        log::error(format_args!("{name}: more than 2^31 elements in one accumulate on a device window"));
-        return Err(errors::raise(errh, abi.err_count));
-    };
-    // SAFETY: both buffers hold `elements` packed elements of `element`.
-    let rc = unsafe { (p.reduce_local)(new.as_ptr().cast(), old.as_mut_ptr().cast(), elements, element, op) };
-    if rc != 0 {
-        return Err(errors::raise(errh, rc));
-    }
+    let (element, size) = accumulate_element(name, errh, target)?;
+    reduce_local(name, errh, &new, &mut old, element, size, op)?;
     target.write(name, errh, &old)
 }
 

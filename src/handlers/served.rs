@@ -38,12 +38,13 @@ use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Mutex};
 
 use crate::base::{config, log};
-use crate::cuda::{self, driver, signal, CudaError, Device, InContext, Location};
+use crate::cuda::copy::check as cuda_check;
+use crate::cuda::{self, driver, CudaError, Device, InContext, Location};
 use crate::engine::kinds;
 use crate::fastpath::held;
 use crate::handlers::mailbox::{self, EntryHead, Mailbox};
 use crate::handlers::mapped::{Target, What};
-use crate::handlers::side::{device_window_attribute, lock, Carried, Table, element_of, matching, too_complex, Side};
+use crate::handlers::side::{accumulate_element, device_window_attribute, lock, reduce_local, settle_stream, too_complex, Carried, Side, Table, matching};
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::{errors, real, typemap};
 use crate::staging::pool;
@@ -357,10 +358,10 @@ impl Served {
         }
     }
 
-    /// Writes an entry of `kind` over `runs` into `t`'s mailbox, with `data` as its payload
+    /// Writes an entry of `kind` over `piece` into `t`'s mailbox, with `data` as its payload
     /// (a get's and an update's payload is the thread's to fill); its position.
-    fn post(&mut self, t: c_int, kind: u32, runs: &[(u64, usize)], data: Option<&[u8]>) -> Result<u64, c_int> {
-        let bytes: usize = runs.iter().map(|r| r.1).sum();
+    fn post(&mut self, t: c_int, kind: u32, piece: &Piece, data: Option<&[u8]>) -> Result<u64, c_int> {
+        let (runs, bytes) = (&piece.runs[..], piece.bytes);
         let len = mailbox::entry_len(runs.len(), bytes);
         let pos = self.reserve(t, len)?;
         let head = EntryHead { len: len as u64, kind, runs: runs.len() as u32, bytes: bytes as u64, ..EntryHead::default() };
@@ -392,9 +393,8 @@ impl Served {
     fn put(&mut self, errh: Option<Handle>, t: c_int, runs: &[(u64, usize)], data: &[u8]) -> Result<(), c_int> {
         let mut at = 0;
         for piece in pieces(runs, self.chunk(t), 1) {
-            let n: usize = piece.iter().map(|r| r.1).sum();
-            self.post(t, mailbox::PUT, &piece, Some(&data[at..at + n])).map_err(|rc| errors::raise(errh, rc))?;
-            at += n;
+            self.post(t, mailbox::PUT, &piece, Some(&data[at..at + piece.bytes])).map_err(|rc| errors::raise(errh, rc))?;
+            at += piece.bytes;
         }
         Ok(())
     }
@@ -421,9 +421,8 @@ impl Served {
         loop {
             if done.is_ok() && asked.len() < 2 {
                 if let Some(piece) = pieces.next() {
-                    let n: usize = piece.iter().map(|r| r.1).sum();
                     match self.post(t, mailbox::GET, &piece, None) {
-                        Ok(pos) => asked.push_back((pos, piece.len(), n)),
+                        Ok(pos) => asked.push_back((pos, piece.runs.len(), piece.bytes)),
                         Err(rc) => done = Err(raise(rc)),
                     }
                     if done.is_ok() {
@@ -448,33 +447,32 @@ impl Served {
     /// copied out of device memory into a pinned buffer while the library writes this one.
     fn put_from_device(&mut self, name: &'static str, errh: Option<Handle>, t: c_int, runs: &[(u64, usize)], src: *const c_void, dev: &Device) -> Result<(), c_int> {
         let pieces = pieces(runs, self.chunk(t), 1);
-        let sizes: Vec<usize> = pieces.iter().map(|p| p.iter().map(|r| r.1).sum()).collect();
-        let total: usize = sizes.iter().sum();
+        let total: usize = pieces.iter().map(|p| p.bytes).sum();
         let fail = |e: CudaError| errors::cuda(name, errh, e, src, total, dev);
         let ctx = InContext::enter(dev).map_err(fail)?;
         let d = ctx.driver();
         let bufs = two_buffers(name, errh, self.chunk(t), &ctx)?;
         let copy_out = |k: usize, at: usize| {
             // SAFETY: the piece lies in the origin's payload; the buffer holds a piece.
-            check_cuda("cuMemcpyDtoHAsync", unsafe { (d.memcpy_dtoh_async)(bufs[k % 2].ptr(), src as u64 + at as u64, sizes[k], std::ptr::null_mut()) })
+            cuda_check("cuMemcpyDtoHAsync", unsafe { (d.memcpy_dtoh_async)(bufs[k % 2].ptr(), src as u64 + at as u64, pieces[k].bytes, std::ptr::null_mut()) })
         };
         let mut at = 0;
         let mut done = copy_out(0, 0).map_err(fail);
         for (k, piece) in pieces.iter().enumerate() {
             done = done.and_then(|()| ctx.synchronize().map_err(fail));
             if done.is_ok() && k + 1 < pieces.len() {
-                done = copy_out(k + 1, at + sizes[k]).map_err(fail);
+                done = copy_out(k + 1, at + piece.bytes).map_err(fail);
             }
             if done.is_err() {
                 break;
             }
             // SAFETY: the buffer holds the piece's bytes, copied above.
-            let data = unsafe { std::slice::from_raw_parts(bufs[k % 2].ptr().cast::<u8>(), sizes[k]) };
+            let data = unsafe { std::slice::from_raw_parts(bufs[k % 2].ptr().cast::<u8>(), piece.bytes) };
             if let Err(rc) = self.post(t, mailbox::PUT, piece, Some(data)) {
                 done = Err(errors::raise(errh, rc));
                 break;
             }
-            at += sizes[k];
+            at += piece.bytes;
         }
         // No copy may still land in a buffer given back.
         let _ = ctx.synchronize();
@@ -493,7 +491,7 @@ impl Served {
         // once its own copy is done while the other's may still run.
         let mut events = [std::ptr::null_mut(); 2];
         // SAFETY: valid out-pointers; 2: no timing.
-        let made = events.iter_mut().try_for_each(|e| check_cuda("cuEventCreate", unsafe { (d.event_create)(e, 2) }));
+        let made = events.iter_mut().try_for_each(|e| cuda_check("cuEventCreate", unsafe { (d.event_create)(e, 2) }));
         if let Err(e) = made {
             for ev in events.into_iter().filter(|ev| !ev.is_null()) {
                 // SAFETY: made above, never recorded.
@@ -513,8 +511,8 @@ impl Served {
             s.read(t, s.payload(t, pos, runs), buf).map_err(|rc| errors::raise(errh, rc))?;
             // SAFETY: the piece lies in the result's payload; the event is this call's.
             unsafe {
-                check_cuda("cuMemcpyHtoDAsync", (d.memcpy_htod_async)(dst as u64 + at as u64, buf.as_ptr().cast(), n, std::ptr::null_mut())).map_err(fail)?;
-                check_cuda("cuEventRecord", (d.event_record)(event, std::ptr::null_mut())).map_err(fail)?;
+                cuda_check("cuMemcpyHtoDAsync", (d.memcpy_htod_async)(dst as u64 + at as u64, buf.as_ptr().cast(), n, std::ptr::null_mut())).map_err(fail)?;
+                cuda_check("cuEventRecord", (d.event_record)(event, std::ptr::null_mut())).map_err(fail)?;
             }
             (k, at) = (k + 1, at + n);
             Ok(())
@@ -543,12 +541,12 @@ impl Served {
         let mut at = 0;
         let raise = |rc| errors::raise(errh, rc);
         for piece in pieces(runs, self.chunk(t), grain) {
-            let n: usize = piece.iter().map(|r| r.1).sum();
+            let n = piece.bytes;
             let pos = self.post(t, mailbox::UPDATE, &piece, None).map_err(raise)?;
             if self.until_state(t, pos, &[mailbox::OLD, mailbox::FAILED]).map_err(raise)? == mailbox::FAILED {
                 return Err(failed(name, errh, t));
             }
-            let payload = self.payload(t, pos, piece.len());
+            let payload = self.payload(t, pos, piece.runs.len());
             let mut old = vec![0u8; n];
             let changed = self.read(t, payload, &mut old).map_err(raise).and_then(|()| f(&mut old, at));
             match changed {
@@ -586,29 +584,10 @@ impl Served {
             self.owed.remove(&t);
         }
         match self.own {
-            Some((_, dev)) if own => settle_stream(name, errh, &dev),
+            Some((_, dev)) if own => settle_stream(name, errh, &dev, 0),
             _ => Ok(()),
         }
     }
-}
-
-/// Waits for the program's work on the legacy default stream of `dev`'s context: a query where
-/// it is idle.
-fn settle_stream(name: &'static str, errh: Option<Handle>, dev: &Device) -> Result<(), c_int> {
-    let fail = |e: CudaError| errors::cuda(name, errh, e, std::ptr::null(), 0, dev);
-    let d = driver::get().ok_or(CudaError { call: "cuInit", code: 3 }).map_err(fail)?;
-    let _ctx = InContext::enter(dev).map_err(fail)?;
-    if let Some(s) = d.signals.as_ref() {
-        // SAFETY: the legacy default stream of the current context.
-        if unsafe { (s.stream_query)(std::ptr::null_mut()) } == 0 {
-            return Ok(());
-        }
-    }
-    signal::wait(d, 0).map_err(fail)
-}
-
-fn check_cuda(call: &'static str, code: driver::CuResult) -> Result<(), CudaError> {
-    crate::cuda::copy::check(call, code)
 }
 
 /// The two buffers a streamed put or get alternates between, pinned where the pool can.
@@ -662,29 +641,34 @@ fn failed(name: &'static str, errh: Option<Handle>, t: c_int) -> c_int {
     errors::raise(errh, abi::get().err_other)
 }
 
+/// One entry's share of an operation: its byte runs at the target, and their sum.
+#[derive(Default)]
+struct Piece {
+    runs: Vec<(u64, usize)>,
+    bytes: usize,
+}
+
 /// `runs` in pieces of at most `chunk` payload bytes and `chunk / 64` runs, a run cut only at
 /// a multiple of `grain` bytes.
-fn pieces(runs: &[(u64, usize)], chunk: usize, grain: usize) -> Vec<Vec<(u64, usize)>> {
+fn pieces(runs: &[(u64, usize)], chunk: usize, grain: usize) -> Vec<Piece> {
     let max_runs = (chunk / 64).max(1);
-    let (mut out, mut cur, mut bytes) = (Vec::new(), Vec::new(), 0usize);
+    let (mut out, mut cur) = (Vec::new(), Piece::default());
     for &(mut off, mut len) in runs {
         while len > 0 {
-            let room = chunk - bytes;
+            let room = chunk - cur.bytes;
             let take = if len <= room { len } else { room / grain * grain };
             if take == 0 {
                 out.push(std::mem::take(&mut cur));
-                bytes = 0;
                 continue;
             }
-            cur.push((off, take));
-            (bytes, off, len) = (bytes + take, off + take as u64, len - take);
-            if bytes + grain > chunk || cur.len() >= max_runs {
+            cur.runs.push((off, take));
+            (cur.bytes, off, len) = (cur.bytes + take, off + take as u64, len - take);
+            if cur.bytes + grain > chunk || cur.runs.len() >= max_runs {
                 out.push(std::mem::take(&mut cur));
-                bytes = 0;
             }
         }
     }
-    if !cur.is_empty() {
+    if !cur.runs.is_empty() {
         out.push(cur);
     }
     out
@@ -871,8 +855,8 @@ fn run(name: &'static str, s: &mut Served, t: c_int, (disp, count, dt): Target, 
             if abi.same(op, abi.op_replace) {
                 return s.put(errh, t, &runs, &data);
             }
-            let (element, size) = element(name, errh, &target)?;
-            s.update(name, errh, t, &runs, size, |old, at| combine(name, errh, &data[at..at + old.len()], old, element, size, op).map(|()| true))
+            let (element, size) = accumulate_element(name, errh, &target)?;
+            s.update(name, errh, t, &runs, size, |old, at| reduce_local(name, errh, &data[at..at + old.len()], old, element, size, op).map(|()| true))
         }
         What::GetAccumulate(origin, result, op) => {
             let result = matching(name, errh, result, &target)?;
@@ -884,14 +868,14 @@ fn run(name: &'static str, s: &mut Served, t: c_int, (disp, count, dt): Target, 
             let data = payload(&matching(name, errh, origin, &target)?)?;
             let replace = abi.same(op, abi.op_replace);
             let (element, size) = match replace {
-                true => element(name, errh, &target).unwrap_or((abi.byte, 1)),
-                false => element(name, errh, &target)?,
+                true => accumulate_element(name, errh, &target).unwrap_or((abi.byte, 1)),
+                false => accumulate_element(name, errh, &target)?,
             };
             s.update(name, errh, t, &runs, size, |old, at| {
                 olds[at..at + old.len()].copy_from_slice(old);
                 match replace {
                     true => old.copy_from_slice(&data[at..at + old.len()]),
-                    false => combine(name, errh, &data[at..at + old.len()], old, element, size, op)?,
+                    false => reduce_local(name, errh, &data[at..at + old.len()], old, element, size, op)?,
                 }
                 Ok(true)
             })?;
@@ -911,29 +895,6 @@ fn run(name: &'static str, s: &mut Served, t: c_int, (disp, count, dt): Target, 
             })?;
             result.write(name, errh, &olds)
         }
-    }
-}
-
-/// The one predefined type an accumulate's target consists of, and its size.
-fn element(name: &'static str, errh: Option<Handle>, target: &Side) -> Result<(Handle, usize), c_int> {
-    element_of(target).map(|(e, size)| (e, size.max(1) as usize)).ok_or_else(|| {
-        log::error(format_args!("{name}: an accumulate's datatype must consist of one predefined type"));
-        errors::raise(errh, abi::get().err_type)
-    })
-}
-
-/// `old = origin op old`, with the library's own `MPI_Reduce_local`.
-fn combine(name: &'static str, errh: Option<Handle>, origin: &[u8], old: &mut [u8], element: Handle, size: usize, op: Handle) -> Result<(), c_int> {
-    let abi = abi::get();
-    let p = real::pmpi().ok_or(abi.err_intern)?;
-    let Ok(elements) = c_int::try_from(old.len() / size) else {
-        log::error(format_args!("{name}: more than 2^31 elements in one piece of an accumulate"));
-        return Err(errors::raise(errh, abi.err_count));
-    };
-    // SAFETY: both buffers hold `elements` packed elements of `element`.
-    match unsafe { (p.reduce_local)(origin.as_ptr().cast(), old.as_mut_ptr().cast(), elements, element, op) } {
-        0 => Ok(()),
-        rc => Err(errors::raise(errh, rc)),
     }
 }
 

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::base::log;
-use crate::cuda::{self, Device, InContext, Location};
+use crate::cuda::{self, driver, signal, CudaError, Device, InContext, Location};
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::datatype::{self, TypeInfo};
 use crate::mpi::{errors, real, typemap};
@@ -286,4 +286,46 @@ impl<T> Table<T> {
 /// A window's own state, poisoned or not.
 pub fn lock<T>(w: &Mutex<T>) -> MutexGuard<'_, T> {
     w.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Waits for the work on the legacy default stream of `dev`'s context that copied `bytes`
+/// (`cuda::signal::wait`); for none, the program's own work, which a query finds done where
+/// the stream is idle. Errors go to `errh`.
+pub fn settle_stream(name: &'static str, errh: Option<Handle>, dev: &Device, bytes: usize) -> Result<(), c_int> {
+    let fail = |e: CudaError| errors::cuda(name, errh, e, std::ptr::null(), 0, dev);
+    let d = driver::get().ok_or(CudaError { call: "cuInit", code: 3 }).map_err(fail)?;
+    let _ctx = InContext::enter(dev).map_err(fail)?;
+    if bytes == 0 {
+        if let Some(s) = d.signals.as_ref() {
+            // SAFETY: the legacy default stream of the current context.
+            if unsafe { (s.stream_query)(std::ptr::null_mut()) } == 0 {
+                return Ok(());
+            }
+        }
+    }
+    signal::wait(d, bytes).map_err(fail)
+}
+
+/// The one predefined type an accumulate's target consists of, and its size.
+pub fn accumulate_element(name: &'static str, errh: Option<Handle>, target: &Side) -> Result<(Handle, usize), c_int> {
+    element_of(target).map(|(e, size)| (e, size.max(1) as usize)).ok_or_else(|| {
+        log::error(format_args!("{name}: an accumulate's datatype must consist of one predefined type"));
+        errors::raise(errh, abi::get().err_type)
+    })
+}
+
+/// `old = origin op old`, packed elements of `element` (`size` bytes each), with the library's
+/// own `MPI_Reduce_local`.
+pub fn reduce_local(name: &'static str, errh: Option<Handle>, origin: &[u8], old: &mut [u8], element: Handle, size: usize, op: Handle) -> Result<(), c_int> {
+    let abi = abi::get();
+    let p = real::pmpi().ok_or(abi.err_intern)?;
+    let Ok(elements) = c_int::try_from(old.len() / size) else {
+        log::error(format_args!("{name}: more than 2^31 elements in one accumulate on a device window"));
+        return Err(errors::raise(errh, abi.err_count));
+    };
+    // SAFETY: both buffers hold `elements` packed elements of `element`.
+    match unsafe { (p.reduce_local)(origin.as_ptr().cast(), old.as_mut_ptr().cast(), elements, element, op) } {
+        0 => Ok(()),
+        rc => Err(errors::raise(errh, rc)),
+    }
 }

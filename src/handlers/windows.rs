@@ -90,7 +90,7 @@ fn any() -> bool {
 /// Whether a synchronisation call on some window may have work for cudampi: the Fortran entry
 /// points serve window calls without buffers only then.
 pub fn tracked() -> bool {
-    any() || mapped::any() || served::any()
+    any() || carried()
 }
 
 /// Whether some window's device parts are cudampi's to reach (mapped or served windows): an
