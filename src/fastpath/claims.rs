@@ -6,10 +6,14 @@
 //!
 //! ```text
 //!            sender                          receiver
-//! FREE --post--> POSTED --take--> TAKEN --done--> DONE --sender sees it--> FREE
-//!                  |
-//!                  +--withdraw--> WITHDRAWN --copied--> MOVED --receiver read it--> FREE
+//! FREE --post--> FILLING --publish--> POSTED --take--> TAKEN --done--> DONE --sender sees it--> FREE
+//!                                       |
+//!                                       +--withdraw--> WITHDRAWN --copied--> MOVED --receiver read it--> FREE
 //! ```
+//!
+//! The envelope leaves while the slot is FILLING: the sender makes sure that the program's
+//! work on the buffer is done while the envelope travels, then publishes, and a receiver that
+//! finds the slot still FILLING waits for that.
 //!
 //! Each rank makes one segment of [`SLOTS`] slots at `MPI_Init`. After a barrier every rank
 //! maps the segments of the others of its node, the ranks agree that all of them could, and
@@ -31,7 +35,7 @@ use crate::mpi::real;
 pub const SLOTS: usize = 1024;
 
 const FREE: u32 = 0;
-/// Claimed by a sending thread, not yet announced.
+/// Claimed by a sending thread; the receiver may not copy yet.
 const FILLING: u32 = 1;
 const POSTED: u32 = 2;
 const TAKEN: u32 = 3;
@@ -139,7 +143,7 @@ fn peer(pid: u32, index: u32) -> Option<&'static Slot> {
 
 // ---- the sender's side -------------------------------------------------------------------
 
-/// A free slot, announced as POSTED: (index, use), or `None` when all are in use.
+/// A free slot, FILLING until [`publish`]: (index, use), or `None` when all are in use.
 pub fn post() -> Option<(u32, u32)> {
     let s = SEGMENTS.get()?;
     let start = s.next.load(Relaxed);
@@ -150,12 +154,18 @@ pub fn post() -> Option<(u32, u32)> {
             let seq = slot.seq.load(Relaxed).wrapping_add(1);
             slot.seq.store(seq, Relaxed);
             slot.same_gpu.store(0, Relaxed);
-            slot.state.store(POSTED, Release);
             s.next.store(index as usize + 1, Relaxed);
             return Some((index, seq));
         }
     }
     None
+}
+
+/// The buffer of a posted slot may be read from now on.
+pub fn publish(index: u32) {
+    if let Some(slot) = own(index) {
+        slot.state.store(POSTED, Release);
+    }
 }
 
 /// What became of a posted message, as the sender sees it.
@@ -242,8 +252,9 @@ pub fn take(pid: u32, index: u32, seq: u32) -> Found {
                 slot.state.store(FREE, Release);
                 return found;
             }
-            // The sender is copying the data out of its buffer, within its own MPI call.
-            Err(WITHDRAWN) => std::hint::spin_loop(),
+            // The sender, within its own MPI call, is making sure that the program's work on
+            // the buffer is done, or copying the data out of it.
+            Err(FILLING | WITHDRAWN) => std::hint::spin_loop(),
             Err(_) => return Found::Lost,
         }
     }

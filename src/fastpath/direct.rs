@@ -95,11 +95,29 @@ impl Send {
         !self.open || claims::is_done(self.slot) || self.posted.elapsed() > PATIENCE.now()
     }
 
+    pub fn source(&self) -> (Device, *const c_void, usize) {
+        (self.dev, self.src, self.bytes)
+    }
+
+    /// The envelope is on its way: once the program's work on the buffer is done, the
+    /// receiver may copy. Made after the envelope left, the check overlaps its journey (on
+    /// 2 x H200 a wait for the legacy stream cost 3.9 us of a 14 us message at 16 KiB). On an
+    /// error the receive fails too.
+    pub fn publish(&mut self) -> Result<(), CudaError> {
+        let settled = settle(&self.dev);
+        match settled {
+            Ok(()) => claims::publish(self.slot),
+            Err(_) => {
+                claims::moved(self.slot, 0, 0, &[0; 64]);
+                self.open = false;
+            }
+        }
+        settled
+    }
+
     /// The send of the envelope failed: nobody will take the message.
     pub fn unsent(mut self) {
-        if claims::withdraw(self.slot) {
-            claims::forget(self.slot);
-        }
+        claims::forget(self.slot);
         self.open = false;
     }
 
@@ -181,25 +199,7 @@ pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, toke
                 h
             }
         };
-        // The receiver copies at any time from now on: the program's work on the buffer must
-        // be done. An event on the legacy default stream comes after the work of every
-        // blocking stream of the context, as the staged path's copy does.
-        let key = ctx.context() as usize;
-        let event = match ex.events.iter().find(|e| e.0 == key) {
-            Some(&(_, ev)) => ev as *mut c_void,
-            None => {
-                let mut ev: *mut c_void = std::ptr::null_mut();
-                // SAFETY: valid out-pointer; CU_EVENT_DISABLE_TIMING.
-                check("cuEventCreate", unsafe { (d.event_create)(&mut ev, 2) })?;
-                ex.events.push((key, ev as usize));
-                ev
-            }
-        };
         drop(ex);
-        // SAFETY: an event of the current context; the legacy default stream.
-        check("cuEventRecord", unsafe { (d.event_record)(event, std::ptr::null_mut()) })?;
-        // SAFETY: the legacy default stream of the current context.
-        check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(std::ptr::null_mut()) })?;
         drop(ctx);
         Ok(handle)
     })();
@@ -215,6 +215,36 @@ pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, toke
     let mut out = Box::new([0u8; envelope::BYTES]);
     e.write(&mut out);
     Some(Ok(Send { slot, dev: *dev, src, bytes, dest, envelope: out, open: true, posted: Instant::now() }))
+}
+
+/// Waits until the program's work on the legacy default stream, which CUDA orders after that
+/// of every blocking stream of the context, is done, as the staged path's copy waits for it.
+/// An idle stream says so when asked, without a GPU round trip; a busy one gets an event and a
+/// wait.
+fn settle(dev: &Device) -> Result<(), CudaError> {
+    let d = driver::get().ok_or(CudaError { call: "cuInit", code: 3 })?;
+    let ctx = InContext::enter(dev)?;
+    // SAFETY: the legacy default stream of the current context.
+    if d.signals.as_ref().is_some_and(|s| unsafe { (s.stream_query)(std::ptr::null_mut()) } == driver::CUDA_SUCCESS) {
+        return Ok(());
+    }
+    let key = ctx.context() as usize;
+    let mut ex = exports();
+    let event = match ex.events.iter().find(|e| e.0 == key) {
+        Some(&(_, ev)) => ev as *mut c_void,
+        None => {
+            let mut ev: *mut c_void = std::ptr::null_mut();
+            // SAFETY: valid out-pointer; CU_EVENT_DISABLE_TIMING.
+            check("cuEventCreate", unsafe { (d.event_create)(&mut ev, 2) })?;
+            ex.events.push((key, ev as usize));
+            ev
+        }
+    };
+    drop(ex);
+    // SAFETY: an event of the current context; the legacy default stream.
+    check("cuEventRecord", unsafe { (d.event_record)(event, std::ptr::null_mut()) })?;
+    // SAFETY: the legacy default stream of the current context.
+    check("cuStreamSynchronize", unsafe { (d.stream_synchronize)(std::ptr::null_mut()) })
 }
 
 // ---- the receiver's side -----------------------------------------------------------------

@@ -126,11 +126,11 @@ pub fn copy_from(
     unsafe {
         match host {
             true => check("cuMemcpyDtoH", (d.memcpy_dtoh)(dst, src, len)),
-            // A device-to-device copy returns before it is done.
+            // Waited for as a staged copy is: small ones by polling (`signal`).
             false => {
-                check("cuMemcpyDtoD", (d.memcpy_dtod)(dst as CUdeviceptr, src, len))?;
+                check("cuMemcpyDtoDAsync", (d.memcpy_dtod_async)(dst as CUdeviceptr, src, len, std::ptr::null_mut()))?;
                 match wait {
-                    true => check("cuStreamSynchronize", (d.stream_synchronize)(std::ptr::null_mut())),
+                    true => crate::cuda::signal::wait(d, len),
                     false => Ok(()),
                 }
             }

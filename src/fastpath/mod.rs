@@ -249,7 +249,13 @@ impl Offer {
                 };
                 (rc, Some(Kept::Envelope(envelope)))
             }
-            Offer::Direct(d) if rc == 0 => (rc, Some(Kept::Direct(d))),
+            Offer::Direct(mut d) if rc == 0 => match d.publish() {
+                Ok(()) => (rc, Some(Kept::Direct(d))),
+                Err(e) => {
+                    let (dev, src, bytes) = d.source();
+                    (errors::cuda(name, Some(comm), e, src, bytes, &dev), None)
+                }
+            },
             Offer::Direct(d) => {
                 d.unsent();
                 (rc, None)

@@ -1,4 +1,4 @@
-// cudampi-test: ranks=2 without-shim=skip env=CUDAMPI_IPC=1,CUDAMPI_IPC_BYTES=0,CUDAMPI_IPC_SAME_GPU_BYTES=0,CUDAMPI_PIPELINE_WAIT=60000000 timeout=120
+// cudampi-test: ranks=2 without-shim=skip env=CUDAMPI_IPC=1,CUDAMPI_IPC_BYTES=0,CUDAMPI_IPC_SAME_GPU_BYTES=0,CUDAMPI_PIPELINE_WAIT=60000000 timeout=120 nodes=no
 /* IPC from the program's own buffers: the receiver copies each message straight from the
  * sender's device buffer, and the send completes only once it has. The sender's patience is
  * set to 60 s here, so a send that waited for its receiver where the receiver could not copy
@@ -15,10 +15,15 @@
  *   4. the sender offsets into an allocation (the message starts 4099 bytes into it);
  *   5. MPI_Test does not wait: rank 0 polls its MPI_Isend with MPI_Test while rank 1 sleeps
  *      200 ms before its MPI_Recv, so MPI_Test must report the send incomplete at least once.
+ *   6. the program's work on the send buffer is still running when MPI_Send starts (on the
+ *      stand-in driver, whose holds make a blocking stream busy: a thread writes the pattern
+ *      30 ms later, then ends the hold; on a GPU tests/gpu/stream_order.cu does it with
+ *      kernels): the receiver must get what that work wrote, and MPI_Isend the same.
  * Every receive buffer is poisoned, with slack after it, and compared with the pattern sent;
  * cudampi_get_stats must show the bytes over IPC. */
 #include "common.h"
 #include "../../include/cudampi.h"
+#include <pthread.h>
 #include <unistd.h>
 
 #define SLACK 16
@@ -155,6 +160,69 @@ static void test_polls(size_t n, int seed)
     }
 }
 
+typedef unsigned long long (*hold_fn)(cudaStream_t);
+typedef int (*release_fn)(cudaStream_t, unsigned long long);
+
+struct late_write {
+    void *buf;
+    size_t n;
+    int seed;
+    cudaStream_t busy, side;
+    unsigned long long ticket;
+    release_fn release;
+};
+
+/* The "kernel": writes the pattern on a stream that does not wait for the held one, then lets
+ * the held stream's work end. */
+static void *write_late(void *arg)
+{
+    struct late_write *w = arg;
+    usleep(30000);
+    unsigned char *h = malloc(w->n);
+    for (size_t i = 0; i < w->n; i++)
+        h[i] = pattern_byte(t_rank, w->seed, i);
+    cudaMemcpyAsync(w->buf, h, w->n, cudaMemcpyHostToDevice, w->side);
+    cudaStreamSynchronize(w->side);
+    free(h);
+    w->release(w->busy, w->ticket);
+    return NULL;
+}
+
+static void work_still_running(size_t n, int seed)
+{
+    hold_fn hold = (hold_fn)dlsym(RTLD_DEFAULT, "fakecuda_stream_hold");
+    release_fn release = (release_fn)dlsym(RTLD_DEFAULT, "fakecuda_stream_release");
+    if (!hold || !release || host_mode())
+        return;
+    int peer = 1 - t_rank;
+    void *b = mem_alloc(MEM_DEVICE, n + SLACK);
+    for (int nonblocking = 0; nonblocking < 2; nonblocking++) {
+        mem_poison(b, n + SLACK);
+        if (t_rank == 0) {
+            struct late_write w = {b, n, seed + nonblocking, NULL, NULL, 0, release};
+            cudaStreamCreate(&w.busy);
+            cudaStreamCreateWithFlags(&w.side, cudaStreamNonBlocking);
+            w.ticket = hold(w.busy);
+            pthread_t th;
+            pthread_create(&th, NULL, write_late, &w);
+            if (nonblocking) {
+                MPI_Request q;
+                MPI_CHECK(MPI_Isend(b, (int)n, MPI_BYTE, peer, seed, MPI_COMM_WORLD, &q));
+                MPI_CHECK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+            } else {
+                MPI_CHECK(MPI_Send(b, (int)n, MPI_BYTE, peer, seed, MPI_COMM_WORLD));
+            }
+            pthread_join(th, NULL);
+            cudaStreamDestroy(w.busy);
+            cudaStreamDestroy(w.side);
+        } else {
+            MPI_CHECK(MPI_Recv(b, (int)n, MPI_BYTE, peer, seed, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            expect_pattern(b, n, peer, seed + nonblocking, nonblocking ? "MPI_Isend while the program's work runs" : "MPI_Send while the program's work runs");
+        }
+    }
+    mem_free(b);
+}
+
 int main(int argc, char **argv)
 {
     test_init(&argc, &argv);
@@ -175,11 +243,11 @@ int main(int argc, char **argv)
     }
     offset_in_allocation(200000, seed += 10);
     test_polls(300000, seed += 10);
+    work_still_running(65536, seed += 10);
     if (get)
         get(&after);
     if (!host_mode() && get)
         CHECK(after.ipc_bytes_sent > before.ipc_bytes_sent, "no byte went over CUDA IPC (sent %llu -> %llu)",
               (unsigned long long)before.ipc_bytes_sent, (unsigned long long)after.ipc_bytes_sent);
-    report_and_finalize();
-    return 0;
+    return report_and_finalize();
 }
