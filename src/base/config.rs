@@ -32,6 +32,10 @@ pub struct Config {
     pub pack_kernel: bool,
     /// `CUDAMPI_IPC_BYTES`: smallest message that takes the IPC path.
     pub ipc_bytes: usize,
+    /// `CUDAMPI_IPC_AWAITED_BYTES`: smallest message that takes the IPC path, below
+    /// `CUDAMPI_IPC_BYTES`, to a rank with a GPU of its own that is already waiting for it in a
+    /// receive (`fastpath::claims::Listening`).
+    pub ipc_awaited_bytes: usize,
     /// `CUDAMPI_IPC_SAME_GPU_BYTES`: smallest message that takes the IPC path to a rank whose
     /// last IPC copy ran on the sender's GPU (two processes taking turns on one GPU).
     pub ipc_same_gpu_bytes: usize,
@@ -102,6 +106,10 @@ pub const DEFAULT_PIPELINE_WAIT_US: u64 = 20_000;
 /// sends would each wait out their patience (`CUDAMPI_PIPELINE_WAIT`): 8 KiB on MPICH 4.0 took
 /// 2.2 ms per exchange against 58 us staged. So IPC starts above every eager size.
 pub const DEFAULT_IPC_BYTES: usize = 16 << 10;
+/// Below `CUDAMPI_IPC_BYTES`, a message goes over IPC only to a receiver already waiting in a
+/// receive, which copies it at once: the send completes as soon as an eager one would. 1056
+/// bytes, the envelope's size: a smaller receive cannot hold one.
+pub const DEFAULT_IPC_AWAITED_BYTES: usize = 1056;
 
 /// 1 MiB: two ranks sharing one GPU take turns on it, and an IPC message makes them switch, so
 /// a ping-pong costs about 150 us one way at every size up to 4 MiB (the manual IPC floor, one
@@ -137,6 +145,17 @@ impl Config {
             false => self.ipc_bytes,
         }
     }
+
+    /// The smallest message a sender may take over IPC when its receiver awaits it: from
+    /// `CUDAMPI_IPC_AWAITED_BYTES`, and where the two processes take turns on one GPU not below
+    /// `CUDAMPI_IPC_SAME_GPU_BYTES` (with the defaults, from 1 MiB as before).
+    pub fn ipc_awaited_from(&self, gpu_shared: bool) -> usize {
+        let awaited = match gpu_shared {
+            true => self.ipc_awaited_bytes.max(self.ipc_same_gpu_bytes),
+            false => self.ipc_awaited_bytes,
+        };
+        self.ipc_from(gpu_shared).min(awaited)
+    }
 }
 
 /// The bounce buffer of an ordered receive is one per thread and kept for the thread's life.
@@ -159,6 +178,7 @@ pub fn get() -> &'static Config {
         ipc: !disabled && !off("CUDAMPI_IPC"),
         pack_kernel: !off("CUDAMPI_PACK_KERNEL"),
         ipc_bytes: bytes("CUDAMPI_IPC_BYTES").unwrap_or(DEFAULT_IPC_BYTES),
+        ipc_awaited_bytes: bytes("CUDAMPI_IPC_AWAITED_BYTES").unwrap_or(DEFAULT_IPC_AWAITED_BYTES),
         ipc_same_gpu_bytes: bytes("CUDAMPI_IPC_SAME_GPU_BYTES").unwrap_or(DEFAULT_IPC_SAME_GPU_BYTES),
         ipc_pool_bytes: bytes("CUDAMPI_IPC_POOL_BYTES").unwrap_or(DEFAULT_IPC_POOL_BYTES),
         ipc_direct: !off("CUDAMPI_IPC_DIRECT"),

@@ -57,7 +57,18 @@ struct Slot {
     handle: [AtomicU64; 8],
 }
 
-const SEGMENT_BYTES: usize = SLOTS * std::mem::size_of::<Slot>();
+/// After the slots: what the rank tells the senders of its node about itself.
+#[repr(C, align(128))]
+struct Header {
+    /// Whom the rank waits for in a receive, while it does (`Listening`): the world rank plus
+    /// one of the source in the high half, the tag in the low half, [`ANY`] in either for any;
+    /// 0 while it waits for none.
+    awaits: AtomicU64,
+}
+
+const ANY: u32 = u32::MAX;
+
+const SEGMENT_BYTES: usize = SLOTS * std::mem::size_of::<Slot>() + std::mem::size_of::<Header>();
 
 struct Segments {
     own: usize,
@@ -139,6 +150,45 @@ fn peer(pid: u32, index: u32) -> Option<&'static Slot> {
     let &(_, at) = s.peers.iter().find(|&&(p, _)| p == pid)?;
     // SAFETY: the index is bounded; the mapping lives as long as the process.
     Some(unsafe { &*(at as *const Slot).add(index as usize % SLOTS) })
+}
+
+fn header(at: usize) -> &'static Header {
+    // SAFETY: a segment of SEGMENT_BYTES, mapped as long as the process lives; the header
+    // follows the slots.
+    unsafe { &*((at + SLOTS * std::mem::size_of::<Slot>()) as *const Header) }
+}
+
+// ---- whom a rank awaits -----------------------------------------------------------------
+
+/// While alive, the rank's senders on this node see it waiting in a receive for a message from
+/// world rank `source` (`None`: from any), and may send it small device messages over IPC
+/// from their buffers: it copies them at once. A hint only: a sender that misses it stages.
+pub struct Listening(u64);
+
+impl Listening {
+    pub fn new(source: Option<u32>, tag: Option<u32>) -> Option<Listening> {
+        let h = header(SEGMENTS.get()?.own);
+        let value = (source.map_or(ANY, |r| r.wrapping_add(1)) as u64) << 32 | tag.unwrap_or(ANY) as u64;
+        Some(Listening(h.awaits.swap(value, Relaxed)))
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        if let Some(s) = SEGMENTS.get() {
+            header(s.own).awaits.store(self.0, Relaxed);
+        }
+    }
+}
+
+/// Whether the rank of process `pid` waits in a receive for a message with `tag` from world
+/// rank `me`.
+pub fn awaits(pid: u32, me: u32, tag: u32) -> bool {
+    let Some(s) = SEGMENTS.get() else { return false };
+    let Some(&(_, at)) = s.peers.iter().find(|&&(p, _)| p == pid) else { return false };
+    let v = header(at).awaits.load(Relaxed);
+    let (source, waited) = ((v >> 32) as u32, v as u32);
+    (source == ANY || source == me.wrapping_add(1)) && (waited == ANY || waited == tag)
 }
 
 // ---- the sender's side -------------------------------------------------------------------

@@ -25,7 +25,7 @@
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::envelope::{self, Envelope};
 use super::imported::LAZY_ENABLE_PEER_ACCESS;
@@ -58,6 +58,12 @@ fn exports() -> MutexGuard<'static, Exports> {
 /// How long the next send waits for its receiver, counted from its posting.
 static PATIENCE: Patience = Patience::new();
 
+/// How long a message below `CUDAMPI_IPC_BYTES` waits for a receiver that was waiting for it
+/// (`claims::Listening`): such a receiver copies within microseconds, unless what it waited
+/// for was another message of the sender (on another communicator, or after this one in a
+/// completion call's order). The send then completes as an eager one would, only later.
+pub const AWAITED_PATIENCE: Duration = Duration::from_micros(100);
+
 /// Set before the library's `MPI_Finalize`: a send the program never completed is dropped
 /// without waiting or calling MPI.
 static FINALIZING: AtomicBool = AtomicBool::new(false);
@@ -79,6 +85,8 @@ pub struct Send {
     envelope: Box<[u8; envelope::BYTES]>,
     open: bool,
     posted: Instant,
+    /// Sent to a receiver waiting for it, below `CUDAMPI_IPC_BYTES` ([`AWAITED_PATIENCE`]).
+    awaited: bool,
 }
 
 // SAFETY: the program's device address, read only by the driver while the send is open.
@@ -92,7 +100,14 @@ impl Send {
     /// Whether completing the send now takes no wait: the receiver has copied, or the sender's
     /// patience has run out since the send was posted (the send then withdraws at once).
     pub fn settled(&self) -> bool {
-        !self.open || claims::is_done(self.slot) || self.posted.elapsed() > PATIENCE.now()
+        !self.open || claims::is_done(self.slot) || self.posted.elapsed() > self.patience()
+    }
+
+    fn patience(&self) -> Duration {
+        match self.awaited {
+            true => AWAITED_PATIENCE,
+            false => PATIENCE.now(),
+        }
     }
 
     pub fn source(&self) -> (Device, *const c_void, usize) {
@@ -131,7 +146,7 @@ impl Send {
         self.open = false;
         // The receiver may be waiting, in a send of its own, for a copy this thread queued.
         queued::flush();
-        let wait = PATIENCE.now();
+        let wait = self.patience();
         let mut spins = 0u32;
         loop {
             spins = spins.wrapping_add(1);
@@ -144,12 +159,16 @@ impl Send {
                     if let Some(p) = peers::get() {
                         p.set_shares_gpu(self.dest, same_gpu);
                     }
-                    PATIENCE.rewarded();
+                    if !self.awaited {
+                        PATIENCE.rewarded();
+                    }
                     return;
                 }
                 claims::Seen::Taken => {}
                 claims::Seen::Posted if self.posted.elapsed() > wait && claims::withdraw(self.slot) => {
-                    PATIENCE.unrewarded(wait);
+                    if !self.awaited {
+                        PATIENCE.unrewarded(wait);
+                    }
                     stats::add(&stats::IPC_WITHDRAWN, 1);
                     match exported::withdrawn(&self.dev, self.src, self.bytes) {
                         Ok((arena, offset, handle)) => claims::moved(self.slot, arena, offset, &handle),
@@ -176,7 +195,8 @@ impl Drop for Send {
 /// Announces `bytes` of the program's device memory at `src` for the receiver to copy:
 /// `None` when the buffer cannot be exported as it is (no slot free, memory from a pool or
 /// VMM), and the message takes the other paths.
-pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, token: [u8; envelope::TOKEN_BYTES], dest: c_int) -> Option<Result<Send, CudaError>> {
+/// `awaited`: a message below `CUDAMPI_IPC_BYTES` to a receiver waiting for it.
+pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, token: [u8; envelope::TOKEN_BYTES], dest: c_int, awaited: bool) -> Option<Result<Send, CudaError>> {
     if !claims::ready() {
         return None;
     }
@@ -214,7 +234,7 @@ pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, toke
     e.seq = seq;
     let mut out = Box::new([0u8; envelope::BYTES]);
     e.write(&mut out);
-    Some(Ok(Send { slot, dev: *dev, src, bytes, dest, envelope: out, open: true, posted: Instant::now() }))
+    Some(Ok(Send { slot, dev: *dev, src, bytes, dest, envelope: out, open: true, posted: Instant::now(), awaited }))
 }
 
 /// Waits until the program's work on the legacy default stream, which CUDA orders after that

@@ -303,8 +303,53 @@ fn buffered(name: &str) -> bool {
     name.as_bytes().windows(5).any(|w| w.eq_ignore_ascii_case(b"bsend"))
 }
 
+/// `MPI_Isend` and its kin (the Fortran names too).
+fn nonblocking(name: &str) -> bool {
+    name.as_bytes().get(4).is_some_and(|c| c.eq_ignore_ascii_case(&b'i'))
+}
+
+/// How long a blocking send looks for its receiver to start waiting: in a ping-pong the peer
+/// enters its receive just after this rank's last message to it completed.
+const AWAIT_SPIN: std::time::Duration = std::time::Duration::from_micros(2);
+
+/// Whether world rank `dest` waits in a receive for a message with `tag` from this rank; a
+/// blocking send looks for [`AWAIT_SPIN`].
+fn awaited(peers: &peers::Peers, dest: c_int, tag: c_int, blocking: bool) -> bool {
+    let Some(pid) = peers.pid(dest) else { return false };
+    let (me, tag) = (peers.rank as u32, tag as u32);
+    if claims::awaits(pid, me, tag) {
+        return true;
+    }
+    if !blocking {
+        return false;
+    }
+    let start = std::time::Instant::now();
+    while start.elapsed() < AWAIT_SPIN {
+        if claims::awaits(pid, me, tag) {
+            return true;
+        }
+        std::hint::spin_loop();
+    }
+    false
+}
+
+/// While alive, this rank's senders on the node see it waiting in a receive from `source` with
+/// `tag` (any rank for `MPI_ANY_SOURCE`, and where the world rank is not at hand without asking
+/// MPI; any tag for `MPI_ANY_TAG`): they may send it small device messages over IPC
+/// (`CUDAMPI_IPC_AWAITED_BYTES`). The communicator is not told: a message of the same source and
+/// tag on another one goes from the sender's buffer all the same, and is withdrawn if the
+/// receiver does not take it at once (`direct::AWAITED_PATIENCE`).
+pub fn listening(comm: Option<Handle>, source: c_int, tag: c_int) -> Option<claims::Listening> {
+    if !receiving() {
+        return None;
+    }
+    let abi = abi::get();
+    let world = comm.is_some_and(|c| abi.same(c, abi.comm_world)) && source >= 0;
+    claims::Listening::new(world.then_some(source as u32), (tag != abi.any_tag).then_some(tag as u32))
+}
+
 /// Offers a device send to the fast paths: `Some` when it takes one.
-pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handle, dest: c_int, comm: Handle) -> Option<Offer> {
+pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) -> Option<Offer> {
     let peers = peers::get()?;
     let abi = abi::get();
     if count <= 0 || dest == abi.proc_null || abi.same(datatype, abi.datatype_null) {
@@ -317,24 +362,49 @@ pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handl
     }
     let span = t.span(count).ok()?;
     let cfg = config::get();
-    if span.len < envelope::BYTES.max(cfg.ipc_bytes.min(cfg.pipeline_bytes)) {
+    if span.len < envelope::BYTES.max(cfg.ipc_awaited_from(false).min(cfg.pipeline_bytes)) {
         return None;
     }
     let world = peers.world_rank(comm, dest)?;
     let chunks = span.len >= cfg.pipeline_bytes && peers.pipelines(world);
-    let ipc_from = || cfg.ipc_from(peers.shares_gpu(world) || crate::cuda::signal::gpu_shared());
+    let shared = || peers.shares_gpu(world) || crate::cuda::signal::gpu_shared();
     // After the sizes: a message no path takes is staged, which asks the driver where it lies
-    // anyway. (Before the driver is loaded, the GPU does not count as shared yet: the bound
-    // here is never above the one below.)
-    if !chunks && span.len < ipc_from() {
+    // anyway. (Before the driver is loaded, the GPU does not count as shared yet: the bounds
+    // here are never above the ones below.)
+    if !chunks && span.len < cfg.ipc_awaited_from(shared()) {
+        return None;
+    }
+    let direct = cfg.ipc_direct && !buffered(name);
+    // Below the IPC size only a receiver that waits for the message, and copies it at once,
+    // gets it from the program's buffer; for the others it stays an eager, staged message.
+    let small = !chunks && span.len < cfg.ipc_from(shared());
+    if small && !(direct && awaited(peers, world, tag, !nonblocking(name))) {
         return None;
     }
     let Location::Device(dev) = cuda::locate(buf) else { return None };
     let src = buf.cast::<u8>().wrapping_offset(span.offset as isize).cast();
     let token = peers::device_token(dev.ordinal);
-    if span.len >= ipc_from() && peers.can_map(world, &token) {
-        if cfg.ipc_direct && !buffered(name) {
-            match direct::offer(&dev, src, span.len, peers.rank, token, world) {
+    let ipc_from = cfg.ipc_from(shared());
+    if small {
+        if !peers.can_map(world, &token) {
+            return None;
+        }
+        return match direct::offer(&dev, src, span.len, peers.rank, token, world, true) {
+            Some(Ok(d)) => {
+                stats::device_call(name);
+                stats::add(&stats::IPC_BYTES_SENT, span.len);
+                stats::add(&stats::IPC_BYTES_DIRECT, span.len);
+                if cfg.debug {
+                    log::debug(format_args!("{name}: device buffer {buf:p} (GPU {}), {} bytes over CUDA IPC from the buffer itself, to a receiver waiting for it", dev.ordinal, span.len));
+                }
+                Some(Offer::Direct(d))
+            }
+            _ => None,
+        };
+    }
+    if span.len >= ipc_from && peers.can_map(world, &token) {
+        if direct {
+            match direct::offer(&dev, src, span.len, peers.rank, token, world, false) {
                 Some(Ok(d)) => {
                     stats::device_call(name);
                     stats::add(&stats::IPC_BYTES_SENT, span.len);

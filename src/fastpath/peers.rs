@@ -130,6 +130,7 @@ struct Hello {
     ipc_bytes: u64,
     pipeline_bytes: u64,
     ipc_same_gpu_bytes: u64,
+    ipc_awaited_bytes: u64,
     /// `CUDAMPI_NCCL`: every rank must take part in the agreement of each large collective,
     /// or none (`engine/`).
     nccl: u64,
@@ -146,6 +147,7 @@ impl Hello {
             ipc_bytes: if cfg.ipc { cfg.ipc_bytes as u64 } else { 0 },
             pipeline_bytes: if cfg.pipeline { cfg.pipeline_bytes as u64 } else { 0 },
             ipc_same_gpu_bytes: if cfg.ipc { cfg.ipc_same_gpu_bytes as u64 } else { 0 },
+            ipc_awaited_bytes: if cfg.ipc { cfg.ipc_awaited_bytes as u64 } else { 0 },
             nccl: cfg.nccl as u64,
             nccl_bytes: if cfg.nccl { cfg.nccl_bytes as u64 } else { 0 },
         }
@@ -159,6 +161,9 @@ impl Hello {
         }
         if self.ipc == other.ipc && self.ipc_same_gpu_bytes != other.ipc_same_gpu_bytes {
             s += &format!(" CUDAMPI_IPC_SAME_GPU_BYTES={}", self.ipc_same_gpu_bytes);
+        }
+        if self.ipc == other.ipc && self.ipc_awaited_bytes != other.ipc_awaited_bytes {
+            s += &format!(" CUDAMPI_IPC_AWAITED_BYTES={}", self.ipc_awaited_bytes);
         }
         if self.pipeline == other.pipeline && self.pipeline_bytes != other.pipeline_bytes {
             s += &format!(" CUDAMPI_PIPELINE_BYTES={}", self.pipeline_bytes);
@@ -426,7 +431,7 @@ impl Peers {
         let Some(me) = self.record(self.rank) else { return usize::MAX };
         let from = |rank: c_int| {
             let (ipc, pipeline) = Self::paths(me, self.record(rank)?);
-            let ipc = ipc.then(|| cfg.ipc_from(self.counts_gpu_shared(rank)));
+            let ipc = ipc.then(|| cfg.ipc_awaited_from(self.counts_gpu_shared(rank)));
             ipc.into_iter().chain(pipeline.then_some(cfg.pipeline_bytes)).min()
         };
         (0..self.records.len() as c_int).filter(|&r| r != self.rank).filter_map(from).min().unwrap_or(usize::MAX)
@@ -436,6 +441,11 @@ impl Peers {
     pub fn maps_with(&self, rank: c_int) -> bool {
         let (Some(me), Some(r)) = (self.record(self.rank), self.record(rank)) else { return false };
         rank == self.rank || Self::paths(me, r).0
+    }
+
+    /// The process id of world rank `rank`.
+    pub fn pid(&self, rank: c_int) -> Option<u32> {
+        self.record(rank).map(|r| r.pid)
     }
 
     /// Whether another rank of the job runs on this node.

@@ -371,6 +371,10 @@ fn if_index(index: c_int, st: &Statuses, k: usize) -> Option<*mut c_void> {
 }
 
 fn wait_tracked(_name: &'static str, request: *mut c_void, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+    let abi = abi::get();
+    // SAFETY: the caller's request.
+    let enveloped = !request.is_null() && requests::with(unsafe { abi.request_at(request, 0) }, |e| e.active && e.enveloped()) == Some(true);
+    let _listening = if enveloped { crate::fastpath::listening(None, abi.any_source, abi.any_tag) } else { None };
     complete(request, 1, status, false, Statuses::single, call, |_, st, _| Some(st.at(0)))
 }
 
@@ -519,6 +523,7 @@ fn waitall_in_order(_name: &'static str, count: c_int, reqs: *mut c_void, caller
     // The copies of the receives that arrive staged are waited for once, after the loop.
     let mut later = requests::Later::new();
     crate::fastpath::queue_begin();
+    let listening = crate::fastpath::listening(None, abi.any_source, abi.any_tag);
     for k in (0..n).filter(|&k| posted[k]) {
         let Some((true, once)) = requests::with(handle(k), |e| (e.active && e.enveloped(), matches!(e.kind, Kind::Once))) else {
             continue;
@@ -541,6 +546,7 @@ fn waitall_in_order(_name: &'static str, count: c_int, reqs: *mut c_void, caller
             break;
         }
     }
+    drop(listening);
     for (h, error) in later.finish().into_iter().chain(crate::fastpath::queue_end()) {
         if let Some(e) = early.iter_mut().find(|e| keys[e.0] == h && e.2 == 0) {
             e.2 = error;

@@ -207,12 +207,12 @@ pub mod route {
     }
 
     #[inline(always)]
-    pub fn send(_name: &'static str, buf: *const c_void, _count: i64, _datatype: Handle, _dest: c_int, _comm: Handle) -> Route {
+    pub fn send(_name: &'static str, buf: *const c_void, _count: i64, _datatype: Handle, _dest: c_int, _tag: c_int, _comm: Handle) -> Route {
         from_host(buf)
     }
 
     #[inline(always)]
-    pub fn isend(_name: &'static str, buf: *const c_void, _count: i64, _datatype: Handle, _dest: c_int, _comm: Handle, _request: *mut c_void) -> Route {
+    pub fn isend(_name: &'static str, buf: *const c_void, _count: i64, _datatype: Handle, _dest: c_int, _tag: c_int, _comm: Handle, _request: *mut c_void) -> Route {
         from_host(buf)
     }
 

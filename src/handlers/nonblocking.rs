@@ -44,6 +44,7 @@ pub fn isend<C: Count>(
     count: i64,
     datatype: Handle,
     dest: c_int,
+    tag: c_int,
     comm: Handle,
     request: *mut c_void,
     call: impl FnOnce(*const c_void, C, Handle) -> c_int,
@@ -53,7 +54,7 @@ pub fn isend<C: Count>(
         Err(call) => call,
     };
     if fastpath::sending() {
-        if let Some(offer) = fastpath::offer(name, buf, count, datatype, dest, comm) {
+        if let Some(offer) = fastpath::offer(name, buf, count, datatype, dest, tag, comm) {
             let rc = call(offer.envelope(), C::from_i64(fastpath::ENVELOPE_BYTES as i64), abi::get().byte);
             return match offer.sent(name, rc, comm) {
                 (rc, Some(envelope)) => match requests::insert(request, Entry::envelope(name, Some(comm), envelope)) {
@@ -135,7 +136,7 @@ fn track_host(name: &'static str, comm: Option<Handle>, request: *mut c_void, se
 /// message, posted on its own (device buffers staged as any `MPI_Isend`'s).
 fn isend_alone(name: &'static str, buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void) -> c_int {
     let Some(p) = real::pmpi() else { return abi::get().err_other };
-    isend::<i64>(name, buf, count, datatype, dest, comm, request, |b, n, t| match c_int::try_from(n) {
+    isend::<i64>(name, buf, count, datatype, dest, tag, comm, request, |b, n, t| match c_int::try_from(n) {
         // SAFETY: the caller's arguments, with the buffer MPI should read.
         Ok(n) => unsafe { (p.isend)(b, n, t, dest, tag, comm, request.cast()) },
         Err(_) => errors::raise(Some(comm), abi::get().err_count),

@@ -22,6 +22,7 @@ use crate::{cuda, fastpath};
 fn complete<C: Count>(
     name: &'static str,
     comm: Option<Handle>,
+    (source, tag): (c_int, c_int),
     into: Prepared,
     recv: (i64, Handle),
     status: *mut c_void,
@@ -29,7 +30,12 @@ fn complete<C: Count>(
 ) -> c_int {
     let mut own = OwnStatus::new(status);
     let (p, n, t) = into.message(recv.0, recv.1);
+    let listening = match &into {
+        Prepared::Staged(s) if fastpath::may_get_envelope(s.window().len) => fastpath::listening(comm, source, tag),
+        _ => None,
+    };
     let rc = call(p, C::from_i64(n), t, own.for_mpi());
+    drop(listening);
     let delivered = match &into {
         Prepared::Staged(s) if rc != 0 && errors::class(rc) == abi::get().err_truncate => {
             errors::truncated(name, s.window().user());
@@ -80,6 +86,7 @@ pub fn send<C: Count>(
     count: i64,
     datatype: Handle,
     dest: c_int,
+    tag: c_int,
     comm: Handle,
     call: impl FnOnce(*const c_void, C, Handle) -> c_int,
 ) -> c_int {
@@ -88,7 +95,7 @@ pub fn send<C: Count>(
         Err(call) => call,
     };
     if fastpath::sending() {
-        if let Some(offer) = fastpath::offer(name, buf, count, datatype, dest, comm) {
+        if let Some(offer) = fastpath::offer(name, buf, count, datatype, dest, tag, comm) {
             let rc = call(offer.envelope(), C::from_i64(fastpath::ENVELOPE_BYTES as i64), abi::get().byte);
             // The send is complete: the envelope may go.
             return offer.sent_blocking(name, rc, comm);
@@ -145,7 +152,7 @@ pub fn recv_into<C: Count>(
             stats::host_call();
             call(buf, C::from_i64(count), datatype, status)
         }
-        Ok(into) => complete(name, comm, into, (count, datatype), status, call),
+        Ok(into) => complete(name, comm, (from.source(), from.tag()), into, (count, datatype), status, call),
         Err(rc) => rc,
     }
 }
@@ -208,7 +215,7 @@ pub fn sendrecv<C: Count>(
             Err(rc) => return rc,
         };
         let (sp, sn, st) = out.message(sendcount, sendtype);
-        let rc = complete(name, Some(comm), into, recv, status, |r, rn, rt, stat| call(sp, C::from_i64(sn), st, r, rn, rt, stat));
+        let rc = complete(name, Some(comm), (source, recvtag), into, recv, status, |r, rn, rt, stat| call(sp, C::from_i64(sn), st, r, rn, rt, stat));
         drop(out);
         rc
     })();
@@ -256,7 +263,7 @@ pub fn sendrecv_replace<C: Count>(
             stats::host_call();
             call(buf, C::from_i64(count), datatype, status)
         }
-        Ok(into) => complete(name, Some(comm), into, (count, datatype), status, call),
+        Ok(into) => complete(name, Some(comm), (source, recvtag), into, (count, datatype), status, call),
         Err(rc) => rc,
     };
     restore_unsent(held, &unsent);

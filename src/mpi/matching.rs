@@ -29,6 +29,14 @@ impl Matching {
         }
     }
 
+    /// The tag a receive names; `MPI_ANY_TAG` for a matched message.
+    pub fn tag(self) -> c_int {
+        match self {
+            Matching::Tag(_, tag, _) => tag,
+            Matching::Message(_) => abi::get().any_tag,
+        }
+    }
+
     pub fn comm(self) -> Option<Handle> {
         match self {
             Matching::Tag(_, _, comm) => Some(comm),

@@ -55,13 +55,13 @@ macro_rules! mpi_functions {
 
             // Blocking point-to-point.
             MPI_Send, PMPI_Send fortran(send, SEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
-                => send [buf, count, datatype] (buf, count as i64, datatype, dest, comm);
+                => send [buf, count, datatype] (buf, count as i64, datatype, dest, tag, comm);
             MPI_Ssend, PMPI_Ssend fortran(ssend, SSEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
-                => send [buf, count, datatype] (buf, count as i64, datatype, dest, comm);
+                => send [buf, count, datatype] (buf, count as i64, datatype, dest, tag, comm);
             MPI_Bsend, PMPI_Bsend fortran(bsend, BSEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
-                => send [buf, count, datatype] (buf, count as i64, datatype, dest, comm);
+                => send [buf, count, datatype] (buf, count as i64, datatype, dest, tag, comm);
             MPI_Rsend, PMPI_Rsend fortran(rsend, RSEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
-                => send [buf, count, datatype] (buf, count as i64, datatype, dest, comm);
+                => send [buf, count, datatype] (buf, count as i64, datatype, dest, tag, comm);
             MPI_Recv, PMPI_Recv fortran(recv, RECV, ts) (buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut c_void)
                 => recv [buf, count, datatype, status] (buf, count as i64, datatype, $crate::mpi::matching::Matching::Tag(source, tag, comm), status);
             MPI_Mrecv, PMPI_Mrecv fortran(mrecv, MRECV, ts) (buf: *mut c_void, count: c_int, datatype: Handle, message: *mut c_void, status: *mut c_void)
@@ -86,13 +86,13 @@ macro_rules! mpi_functions {
 
             // MPI-4 large-count forms: the same calls with MPI_Count counts.
             MPI_Send_c, PMPI_Send_c or MPI_Send, PMPI_Send (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
-                => send [buf, count, datatype] (buf, count, datatype, dest, comm);
+                => send [buf, count, datatype] (buf, count, datatype, dest, tag, comm);
             MPI_Ssend_c, PMPI_Ssend_c or MPI_Ssend, PMPI_Ssend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
-                => send [buf, count, datatype] (buf, count, datatype, dest, comm);
+                => send [buf, count, datatype] (buf, count, datatype, dest, tag, comm);
             MPI_Bsend_c, PMPI_Bsend_c or MPI_Bsend, PMPI_Bsend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
-                => send [buf, count, datatype] (buf, count, datatype, dest, comm);
+                => send [buf, count, datatype] (buf, count, datatype, dest, tag, comm);
             MPI_Rsend_c, PMPI_Rsend_c or MPI_Rsend, PMPI_Rsend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
-                => send [buf, count, datatype] (buf, count, datatype, dest, comm);
+                => send [buf, count, datatype] (buf, count, datatype, dest, tag, comm);
             MPI_Recv_c, PMPI_Recv_c or MPI_Recv, PMPI_Recv (buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut c_void)
                 => recv [buf, count, datatype, status] (buf, count, datatype, $crate::mpi::matching::Matching::Tag(source, tag, comm), status);
             MPI_Mrecv_c, PMPI_Mrecv_c or MPI_Mrecv, PMPI_Mrecv (buf: *mut c_void, count: i64, datatype: Handle, message: *mut c_void, status: *mut c_void)
@@ -107,13 +107,13 @@ macro_rules! mpi_functions {
 
             // Nonblocking point-to-point: staged buffers live in the request table until completion.
             MPI_Isend, PMPI_Isend fortran(isend, ISEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => isend [buf, count, datatype] (buf, count as i64, datatype, dest, comm, request);
+                => isend [buf, count, datatype] (buf, count as i64, datatype, dest, tag, comm, request);
             MPI_Issend, PMPI_Issend fortran(issend, ISSEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => isend [buf, count, datatype] (buf, count as i64, datatype, dest, comm, request);
+                => isend [buf, count, datatype] (buf, count as i64, datatype, dest, tag, comm, request);
             MPI_Ibsend, PMPI_Ibsend fortran(ibsend, IBSEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => isend [buf, count, datatype] (buf, count as i64, datatype, dest, comm, request);
+                => isend [buf, count, datatype] (buf, count as i64, datatype, dest, tag, comm, request);
             MPI_Irsend, PMPI_Irsend fortran(irsend, IRSEND, ts) (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => isend [buf, count, datatype] (buf, count as i64, datatype, dest, comm, request);
+                => isend [buf, count, datatype] (buf, count as i64, datatype, dest, tag, comm, request);
             MPI_Irecv, PMPI_Irecv fortran(irecv, IRECV, ts) (buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
                 => irecv [buf, count, datatype] (buf, count as i64, datatype, $crate::mpi::matching::Matching::Tag(source, tag, comm), request);
             MPI_Imrecv, PMPI_Imrecv fortran(imrecv, IMRECV, ts) (buf: *mut c_void, count: c_int, datatype: Handle, message: *mut c_void, request: *mut c_void)
@@ -126,13 +126,13 @@ macro_rules! mpi_functions {
                                                            source: c_int, recvtag: c_int, comm: Handle, request: *mut c_void)
                 => isendrecv_replace [buf, count, datatype] (buf, count as i64, datatype, dest, source, (sendtag, recvtag), comm, request);
             MPI_Isend_c, PMPI_Isend_c or MPI_Isend, PMPI_Isend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => isend [buf, count, datatype] (buf, count, datatype, dest, comm, request);
+                => isend [buf, count, datatype] (buf, count, datatype, dest, tag, comm, request);
             MPI_Issend_c, PMPI_Issend_c or MPI_Issend, PMPI_Issend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => isend [buf, count, datatype] (buf, count, datatype, dest, comm, request);
+                => isend [buf, count, datatype] (buf, count, datatype, dest, tag, comm, request);
             MPI_Ibsend_c, PMPI_Ibsend_c or MPI_Ibsend, PMPI_Ibsend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => isend [buf, count, datatype] (buf, count, datatype, dest, comm, request);
+                => isend [buf, count, datatype] (buf, count, datatype, dest, tag, comm, request);
             MPI_Irsend_c, PMPI_Irsend_c or MPI_Irsend, PMPI_Irsend (buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
-                => isend [buf, count, datatype] (buf, count, datatype, dest, comm, request);
+                => isend [buf, count, datatype] (buf, count, datatype, dest, tag, comm, request);
             MPI_Irecv_c, PMPI_Irecv_c or MPI_Irecv, PMPI_Irecv (buf: *mut c_void, count: i64, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
                 => irecv [buf, count, datatype] (buf, count, datatype, $crate::mpi::matching::Matching::Tag(source, tag, comm), request);
             MPI_Imrecv_c, PMPI_Imrecv_c or MPI_Imrecv, PMPI_Imrecv (buf: *mut c_void, count: i64, datatype: Handle, message: *mut c_void, request: *mut c_void)

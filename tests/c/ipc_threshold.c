@@ -1,10 +1,12 @@
-// cudampi-test: ranks=2 without-shim=crash env=FAKECUDA_DEVICES=2,CUDAMPI_TEST_GPU_PER_RANK=1 timeout=120 nodes=no
+// cudampi-test: ranks=2 without-shim=crash env=FAKECUDA_DEVICES=2,CUDAMPI_TEST_GPU_PER_RANK=1,CUDAMPI_IPC_AWAITED_BYTES=16K timeout=120 nodes=no
 /* Where IPC starts between ranks with GPUs of their own: rank 0 sends rank 1 device messages of
  * 1056 bytes, 8 KiB, 16 KiB - 1, 16 KiB, 16 KiB + 1 and 64 KiB, with MPI_Send and with
  * MPI_Isend, into poisoned device buffers; every byte and status is compared with the pattern
  * sent. Where the two ranks run on different GPUs, rank 0 then checks from cudampi_get_stats
  * which of them went over IPC: from CUDAMPI_IPC_BYTES on (16 KiB by default, as the variable
  * sets it otherwise), none with CUDAMPI_IPC=0. A default below 16 KiB, or one above it, fails.
+ * (CUDAMPI_IPC_AWAITED_BYTES=16K keeps the smaller ones from going over IPC to rank 1 because it
+ * waits in its receive: tests/c/ipc_awaited.c.)
  * Then both ranks send each other 4000 bytes before either receives, 20 times, as programs do
  * that count on MPI sending small messages eagerly (every MPI here does at that size): staged,
  * the sends complete at once; over IPC (the forced mode), each waits out its patience and then
