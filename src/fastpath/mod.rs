@@ -385,35 +385,30 @@ pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handl
     let src = buf.cast::<u8>().wrapping_offset(span.offset as isize).cast();
     let token = peers::device_token(dev.ordinal);
     let ipc_from = cfg.ipc_from(shared());
-    if small {
-        if !peers.can_map(world, &token) {
-            return None;
-        }
-        return match direct::offer(&dev, src, span.len, peers.rank, token, world, true) {
-            Some(Ok(d)) => {
-                stats::device_call(name);
-                stats::add(&stats::IPC_BYTES_SENT, span.len);
-                stats::add(&stats::IPC_BYTES_DIRECT, span.len);
-                if cfg.debug {
-                    log::debug(format_args!("{name}: device buffer {buf:p} (GPU {}), {} bytes over CUDA IPC from the buffer itself, to a receiver waiting for it", dev.ordinal, span.len));
-                }
-                Some(Offer::Direct(d))
+    // The receiver copies from the program's buffer; `awaited`: it waits for this message.
+    let from_buffer = |awaited: bool| {
+        let d = direct::offer(&dev, src, span.len, peers.rank, token, world, awaited)?;
+        if d.is_ok() {
+            stats::device_call(name);
+            stats::add(&stats::IPC_BYTES_SENT, span.len);
+            stats::add(&stats::IPC_BYTES_DIRECT, span.len);
+            if cfg.debug {
+                let to = if awaited { ", to a receiver waiting for it" } else { "" };
+                log::debug(format_args!("{name}: device buffer {buf:p} (GPU {}), {} bytes over CUDA IPC from the buffer itself{to}", dev.ordinal, span.len));
             }
-            _ => None,
+        }
+        Some(d.map(Offer::Direct))
+    };
+    if small {
+        return match peers.can_map(world, &token) {
+            true => from_buffer(true).and_then(Result::ok),
+            false => None,
         };
     }
     if span.len >= ipc_from && peers.can_map(world, &token) {
         if direct {
-            match direct::offer(&dev, src, span.len, peers.rank, token, world, false) {
-                Some(Ok(d)) => {
-                    stats::device_call(name);
-                    stats::add(&stats::IPC_BYTES_SENT, span.len);
-                    stats::add(&stats::IPC_BYTES_DIRECT, span.len);
-                    if cfg.debug {
-                        log::debug(format_args!("{name}: device buffer {buf:p} (GPU {}), {} bytes over CUDA IPC from the buffer itself", dev.ordinal, span.len));
-                    }
-                    return Some(Offer::Direct(d));
-                }
+            match from_buffer(false) {
+                Some(Ok(offer)) => return Some(offer),
                 Some(Err(e)) => log::warn(format_args!("{name}: {} failed with {}; copying the message for IPC", e.call, e.name())),
                 None => {}
             }
