@@ -87,6 +87,8 @@ pub struct Send {
     posted: Instant,
     /// Sent to a receiver waiting for it, below `CUDAMPI_IPC_BYTES` ([`AWAITED_PATIENCE`]).
     awaited: bool,
+    /// The slot is POSTED ([`Send::publish`]).
+    published: bool,
 }
 
 // SAFETY: the program's device address, read only by the driver while the send is open.
@@ -121,7 +123,10 @@ impl Send {
     pub fn publish(&mut self) -> Result<(), CudaError> {
         let settled = settle(&self.dev);
         match settled {
-            Ok(()) => claims::publish(self.slot),
+            Ok(()) => {
+                claims::publish(self.slot);
+                self.published = true;
+            }
             Err(_) => {
                 claims::moved(self.slot, 0, 0, &[0; 64]);
                 self.open = false;
@@ -144,6 +149,12 @@ impl Send {
             return;
         }
         self.open = false;
+        if !self.published {
+            // Never published (its send failed on the way): a receiver that got the envelope
+            // fails its receive instead of waiting for the slot.
+            claims::moved(self.slot, 0, 0, &[0; 64]);
+            return;
+        }
         // The receiver may be waiting, in a send of its own, for a copy this thread queued.
         queued::flush();
         let wait = self.patience();
@@ -234,7 +245,7 @@ pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, toke
     e.seq = seq;
     let mut out = Box::new([0u8; envelope::BYTES]);
     e.write(&mut out);
-    Some(Ok(Send { slot, dev: *dev, src, bytes, dest, envelope: out, open: true, posted: Instant::now(), awaited }))
+    Some(Ok(Send { slot, dev: *dev, src, bytes, dest, envelope: out, open: true, posted: Instant::now(), awaited, published: false }))
 }
 
 /// Waits until the program's work on the legacy default stream, which CUDA orders after that
