@@ -378,7 +378,7 @@ pub fn offer(name: &'static str, buf: *const c_void, count: i64, datatype: Handl
     // Below the IPC size only a receiver that waits for the message, and copies it at once,
     // gets it from the program's buffer; for the others it stays an eager, staged message.
     let small = !chunks && span.len < cfg.ipc_from(shared());
-    if small && !(direct && awaited(peers, world, tag, !nonblocking(name))) {
+    if small && !(direct && world != peers.rank && peers.maps_with(world) && awaited(peers, world, tag, !nonblocking(name))) {
         return None;
     }
     let Location::Device(dev) = cuda::locate(buf) else { return None };
