@@ -373,8 +373,8 @@ fn if_index(index: c_int, st: &Statuses, k: usize) -> Option<*mut c_void> {
 fn wait_tracked(_name: &'static str, request: *mut c_void, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
     let abi = abi::get();
     // SAFETY: the caller's request.
-    let enveloped = !request.is_null() && requests::with(unsafe { abi.request_at(request, 0) }, |e| e.active && e.enveloped()) == Some(true);
-    let _listening = if enveloped { crate::fastpath::listening(None, abi.any_source, abi.any_tag) } else { None };
+    let device = requests::any_enveloped() && !request.is_null() && requests::with(unsafe { abi.request_at(request, 0) }, |e| e.active && e.enveloped() && e.host.is_none()) == Some(true);
+    let _listening = if device { crate::fastpath::listening(None, abi.any_source, abi.any_tag) } else { None };
     complete(request, 1, status, false, Statuses::single, call, |_, st, _| Some(st.at(0)))
 }
 
@@ -523,11 +523,15 @@ fn waitall_in_order(_name: &'static str, count: c_int, reqs: *mut c_void, caller
     // The copies of the receives that arrive staged are waited for once, after the loop.
     let mut later = requests::Later::new();
     crate::fastpath::queue_begin();
-    let listening = crate::fastpath::listening(None, abi.any_source, abi.any_tag);
+    // Its senders on the node see it waiting from its first device receive on (`listening`).
+    let mut listening = None;
     for k in (0..n).filter(|&k| posted[k]) {
-        let Some((true, once)) = requests::with(handle(k), |e| (e.active && e.enveloped(), matches!(e.kind, Kind::Once))) else {
+        let Some((true, once, device)) = requests::with(handle(k), |e| (e.active && e.enveloped(), matches!(e.kind, Kind::Once), e.host.is_none())) else {
             continue;
         };
+        if device && listening.is_none() {
+            listening = crate::fastpath::listening(None, abi.any_source, abi.any_tag);
+        }
         let mut status = abi::Status::zeroed();
         if crate::fastpath::queue_pending() {
             // Asked only of one-shot requests: MPICH 5.0 reports an empty status at the
