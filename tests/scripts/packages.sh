@@ -33,7 +33,7 @@ fi
 if PYTHONPATH=$tools python3 -c 'import auditwheel' 2>/dev/null; then
     shown=$(PYTHONPATH=$tools python3 -m auditwheel show "$wheel" 2>&1)
     echo "$shown" | sed -n '1,4p' | sed 's/^/   /'
-    echo "$shown" | grep -q "\"$tag\"" || fail "auditwheel does not find the wheel consistent with its tag $tag"
+    grep -q "\"$tag\"" <<<"$shown" || fail "auditwheel does not find the wheel consistent with its tag $tag"
 else
     echo "   auditwheel could not be installed here: the tag ($tag) is not checked"
 fi
@@ -48,9 +48,9 @@ python3 -m pip --python "$venv/bin/python" install -q --disable-pip-version-chec
 
 out=$(clean "$venv/bin" python -m cudampi info 2>&1)
 echo "$out" | sed 's/^/   /'
-echo "$out" | grep -q "^cudampi  *cudampi [0-9]" || fail "python -m cudampi info: no version"
-echo "$out" | grep -q "^library  *$venv/" || fail "python -m cudampi info: the library is not the venv's"
-echo "$out" | grep -q "^CUDA  *yes" || fail "python -m cudampi info: the stand-in driver was not found"
+grep -q "^cudampi  *cudampi [0-9]" <<<"$out" || fail "python -m cudampi info: no version"
+grep -q "^library  *$venv/" <<<"$out" || fail "python -m cudampi info: the library is not the venv's"
+grep -q "^CUDA  *yes" <<<"$out" || fail "python -m cudampi info: the stand-in driver was not found"
 clean "$venv/bin" python -c 'import cudampi, os, sys; p = cudampi.library_path(); sys.exit(0 if os.path.isfile(p) and p.startswith(sys.prefix) and os.path.isfile(os.path.join(cudampi.include_path(), "cudampi.h")) else 1)' ||
     fail "cudampi.library_path()/include_path() do not point into the venv"
 
