@@ -102,4 +102,10 @@ int cudampi_get_stats(struct cudampi_stats *out);
 #define cudampi_get_stats(out) cudampi_get_stats_sized((out), sizeof *(out))
 #endif
 
+/* After mpi.h: MPICH's stream-ordered calls (MPIX_Send_enqueue, ...), which cudampi serves on
+ * every MPI, for libraries whose mpi.h lacks them. */
+#ifdef MPI_VERSION
+#include "cudampi-ext/mpi-ext.h"
+#endif
+
 #endif  /* CUDAMPI_H */

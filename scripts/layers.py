@@ -26,6 +26,7 @@ LAYERS = [
     ("staging", ["staging/"]),
     ("fastpath", ["fastpath/"]),
     ("engine", ["engine/"]),
+    ("streams", ["streams/"]),
     ("requests", ["requests/"]),
     ("handlers", ["handlers/"]),
     ("entry", ["entry/", "lib.rs"]),

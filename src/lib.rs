@@ -18,6 +18,8 @@
 //!   chunks, sent as envelopes that the receive side recognises.
 //! - `engine`: which engine runs a blocking device collective (NCCL where every rank can,
 //!   agreed by the ranks), and NCCL's communicators.
+//! - `streams`: MPICH's stream-ordered calls (`MPIX_*_enqueue`), on NCCL or cudampi's progress
+//!   thread.
 //! - `requests`: the requests that own staged buffers until completion.
 //! - `handlers`: what each table entry calls, named after what it serves.
 //! - `entry`: the C and Fortran entry points expanded from the table, and cudampi's own C API.
@@ -40,3 +42,4 @@ mod handlers;
 mod mpi;
 mod requests;
 mod staging;
+mod streams;

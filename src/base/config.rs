@@ -8,6 +8,9 @@ pub struct Config {
     pub debug: bool,
     /// `CUDAMPI_STATS=1`: per-rank counters printed at `MPI_Finalize`.
     pub stats: bool,
+    /// `CUDAMPI_THREAD_MULTIPLE=1`: `MPI_Init` and `MPI_Init_thread` ask the library for
+    /// `MPI_THREAD_MULTIPLE`, which the enqueue calls' progress thread needs (`streams`).
+    pub thread_multiple: bool,
     /// `CUDAMPI_POOL_BYTES`: most pinned host memory the staging pool may hold at once.
     pub pool_bytes: usize,
     /// `CUDAMPI_DISABLE=1`: never look at CUDA; every buffer goes straight to MPI.
@@ -170,6 +173,7 @@ pub fn get() -> &'static Config {
         Config {
         debug: flag("CUDAMPI_DEBUG"),
         stats: flag("CUDAMPI_STATS"),
+        thread_multiple: flag("CUDAMPI_THREAD_MULTIPLE"),
         pool_bytes: bytes("CUDAMPI_POOL_BYTES").unwrap_or(DEFAULT_POOL_BYTES),
         disabled,
         stage_managed: matches!(std::env::var("CUDAMPI_MANAGED").as_deref(), Ok("stage")),

@@ -92,6 +92,7 @@ macro_rules! driver_api {
             /// Entry points cudampi can do without.
             pub signals: Option<Signals>,
             pub kernels: Option<Kernels>,
+            pub ordered: Option<Ordered>,
         }
 
         impl Driver {
@@ -106,7 +107,8 @@ macro_rules! driver_api {
                 )*
                 let signals = Signals::resolve(&lib);
                 let kernels = Kernels::resolve(&lib);
-                Ok(Driver { _lib: lib, $($field,)* signals, kernels })
+                let ordered = Ordered::resolve(&lib);
+                Ok(Driver { _lib: lib, $($field,)* signals, kernels, ordered })
             }
         }
     };
@@ -219,6 +221,37 @@ impl Kernels {
                 module_get_function: *lib.get(b"cuModuleGetFunction\0").ok()?,
                 module_unload: *lib.get(b"cuModuleUnload\0").ok()?,
                 launch_kernel: *lib.get(b"cuLaunchKernel\0").ok()?,
+            })
+        }
+    }
+}
+
+/// A host function run in a stream's order (`CUhostFn`).
+pub type HostFn = unsafe extern "C" fn(*mut c_void);
+
+/// What the stream-ordered calls take (`cuda::ordered`): host functions and streams that wait
+/// for a word of memory.
+pub struct Ordered {
+    pub launch_host_func: unsafe extern "C" fn(*mut c_void, HostFn, *mut c_void) -> CuResult,
+    pub stream_wait_value32: unsafe extern "C" fn(*mut c_void, CUdeviceptr, u32, c_uint) -> CuResult,
+    pub stream_write_value32: unsafe extern "C" fn(*mut c_void, CUdeviceptr, u32, c_uint) -> CuResult,
+    pub stream_get_ctx: unsafe extern "C" fn(*mut c_void, *mut CUcontext) -> CuResult,
+    pub ctx_get_device: unsafe extern "C" fn(*mut CUdevice) -> CuResult,
+    pub mem_host_get_device_pointer: unsafe extern "C" fn(*mut CUdeviceptr, *mut c_void, c_uint) -> CuResult,
+}
+
+impl Ordered {
+    fn resolve(lib: &Library) -> Option<Ordered> {
+        // SAFETY: each symbol's C signature is the declared one (CUDA driver API); the `_v2`
+        // stream memory operations are those whose flags mean what `cuda::ordered` passes.
+        unsafe {
+            Some(Ordered {
+                launch_host_func: *lib.get(b"cuLaunchHostFunc\0").ok()?,
+                stream_wait_value32: *lib.get(b"cuStreamWaitValue32_v2\0").ok()?,
+                stream_write_value32: *lib.get(b"cuStreamWriteValue32_v2\0").ok()?,
+                stream_get_ctx: *lib.get(b"cuStreamGetCtx\0").ok()?,
+                ctx_get_device: *lib.get(b"cuCtxGetDevice\0").ok()?,
+                mem_host_get_device_pointer: *lib.get(b"cuMemHostGetDevicePointer_v2\0").ok()?,
             })
         }
     }

@@ -8,6 +8,7 @@ mod hostmem;
 mod mapwatch;
 mod modules;
 pub mod nccl;
+pub mod ordered;
 pub mod pack;
 pub mod pointer;
 pub mod reduce;

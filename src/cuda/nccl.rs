@@ -286,6 +286,37 @@ pub struct Comm {
 // serialises their use (one communicator's collectives run in the order MPI calls them).
 unsafe impl Send for Comm {}
 
+/// Queues `ops` as one NCCL group on `stream`; copies and snapshots are not NCCL's.
+///
+/// # Safety
+/// Pointers are device memory of the communicator's GPU with the counts given; the communicator
+/// and the stream are live, in the current context.
+unsafe fn group(n: &Nccl, comm: ncclComm_t, stream: *mut c_void, ops: impl Iterator<Item = Op>) -> Result<(), Error> {
+    // SAFETY: as the caller promises.
+    unsafe {
+        nccl_check("ncclGroupStart", (n.group_start)())?;
+        let mut queued = Ok(());
+        for op in ops {
+            let (call, rc) = match op {
+                Op::AllReduce { send, recv, count, dtype, op } => ("ncclAllReduce", (n.all_reduce)(send, recv, count, dtype, op, comm, stream)),
+                Op::Reduce { send, recv, count, dtype, op, root } => ("ncclReduce", (n.reduce)(send, recv, count, dtype, op, root, comm, stream)),
+                Op::Broadcast { send, recv, count, dtype, root } => ("ncclBroadcast", (n.broadcast)(send, recv, count, dtype, root, comm, stream)),
+                Op::AllGather { send, recv, count, dtype } => ("ncclAllGather", (n.all_gather)(send, recv, count, dtype, comm, stream)),
+                Op::ReduceScatter { send, recv, count, dtype, op } => ("ncclReduceScatter", (n.reduce_scatter)(send, recv, count, dtype, op, comm, stream)),
+                Op::Send { buf, count, dtype, peer } => ("ncclSend", (n.send)(buf, count, dtype, peer, comm, stream)),
+                Op::Recv { buf, count, dtype, peer } => ("ncclRecv", (n.recv)(buf, count, dtype, peer, comm, stream)),
+                Op::Copy { .. } | Op::Snapshot { .. } => continue,
+            };
+            if queued.is_ok() {
+                queued = nccl_check(call, rc);
+            }
+        }
+        // The group is closed even after a failure, so that NCCL's group state stays sane.
+        let ended = nccl_check("ncclGroupEnd", (n.group_end)());
+        queued.and(ended)
+    }
+}
+
 impl Comm {
     /// Joins the communicator `id` names as rank `rank` of `ranks`, on the GPU of `dev`.
     /// Collective: every rank of the communicator must call it, or it waits for them.
@@ -376,35 +407,18 @@ impl Comm {
             check("cuStreamWaitEvent", (d.stream_wait_event)(s, self.ready, 0))?;
         }
         let snap = self.snapshot(ops)?;
+        let at = self.snapshot.0 as usize;
+        let moved = ops.iter().map(|op| match (*op, snap) {
+            (Op::Send { buf, count, dtype, peer }, Some((src, bytes))) if (buf as usize).wrapping_sub(src) < bytes => {
+                Op::Send { buf: (at + (buf as usize - src)) as *const c_void, count, dtype, peer }
+            }
+            (op, _) => op,
+        });
         // SAFETY: pointers are the caller's device memory of this GPU with the counts given;
         // the communicator and stream are live.
+        unsafe { group(n, comm, s, moved)? };
+        // SAFETY: as above.
         unsafe {
-            nccl_check("ncclGroupStart", (n.group_start)())?;
-            let mut queued = Ok(());
-            for op in ops {
-                let op = match (*op, snap) {
-                    (Op::Send { buf, count, dtype, peer }, Some((src, bytes))) if (buf as usize).wrapping_sub(src) < bytes => {
-                        Op::Send { buf: (self.snapshot.0 as usize + (buf as usize - src)) as *const c_void, count, dtype, peer }
-                    }
-                    (op, _) => op,
-                };
-                let (call, rc) = match op {
-                    Op::AllReduce { send, recv, count, dtype, op } => ("ncclAllReduce", (n.all_reduce)(send, recv, count, dtype, op, comm, s)),
-                    Op::Reduce { send, recv, count, dtype, op, root } => ("ncclReduce", (n.reduce)(send, recv, count, dtype, op, root, comm, s)),
-                    Op::Broadcast { send, recv, count, dtype, root } => ("ncclBroadcast", (n.broadcast)(send, recv, count, dtype, root, comm, s)),
-                    Op::AllGather { send, recv, count, dtype } => ("ncclAllGather", (n.all_gather)(send, recv, count, dtype, comm, s)),
-                    Op::ReduceScatter { send, recv, count, dtype, op } => ("ncclReduceScatter", (n.reduce_scatter)(send, recv, count, dtype, op, comm, s)),
-                    Op::Send { buf, count, dtype, peer } => ("ncclSend", (n.send)(buf, count, dtype, peer, comm, s)),
-                    Op::Recv { buf, count, dtype, peer } => ("ncclRecv", (n.recv)(buf, count, dtype, peer, comm, s)),
-                    Op::Copy { .. } | Op::Snapshot { .. } => continue,
-                };
-                if queued.is_ok() {
-                    queued = nccl_check(call, rc);
-                }
-            }
-            // The group is closed even after a failure, so that NCCL's group state stays sane.
-            let ended = nccl_check("ncclGroupEnd", (n.group_end)());
-            queued.and(ended)?;
             // A group reaches the stream only at its end: copies that follow its results come
             // after it.
             for op in ops {
@@ -415,6 +429,24 @@ impl Comm {
             check("cuEventRecord", (d.event_record)(self.done, s))?;
         }
         Ok(())
+    }
+
+    /// Queues `ops` as one group on the program's `stream`, in its order, with no event of the
+    /// communicator's: the program waits for them as for its own work there. Copies and
+    /// snapshots are refused (the enqueued collectives need none).
+    pub fn run_on(&mut self, ops: &[Op], stream: *mut c_void) -> Result<(), Error> {
+        let n = loaded()?;
+        if self.broken {
+            return Err(Error::Nccl { call: "ncclGroupEnd", code: 5 });
+        }
+        if ops.iter().any(|op| matches!(op, Op::Copy { .. } | Op::Snapshot { .. })) {
+            return Err(Error::Nccl { call: "ncclGroupStart", code: 4 });
+        }
+        let _ctx = InContext::enter(&self.dev)?;
+        // SAFETY: device memory of this GPU with the counts given, the program's stream of this
+        // GPU, a live communicator.
+        unsafe { group(n, self.comm, stream, ops.iter().copied())? };
+        self.async_error(n)
     }
 
     /// Queues the copy of `ops`' [`Op::Snapshot`], if any, into the communicator's own memory;

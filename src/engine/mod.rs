@@ -121,7 +121,7 @@ pub fn run(name: &'static str, comm: Handle, job: &Job) -> Option<c_int> {
     if let Some(rc) = flight::follow(name, comm, job, slot) {
         return Some(rc);
     }
-    let (nccl, ops, bytes) = match agree_on(name, comm, job, slot) {
+    let (nccl, ops, bytes) = match agree_on(name, comm, job, slot, None) {
         Agreed::Staged => return None,
         Agreed::Raised(rc) => return Some(rc),
         Agreed::Nccl { nccl, ops, bytes } => (nccl, ops, bytes),
@@ -140,7 +140,7 @@ pub fn run(name: &'static str, comm: Handle, job: &Job) -> Option<c_int> {
 /// lets synchronise the ranks as a blocking collective may (MPI-4.1 section 6.13: the
 /// initialization calls are non-local): the ranks agree once, for every start. `None`: staged.
 pub fn plan(name: &'static str, comm: Handle, job: &Job) -> Option<Result<Planned, c_int>> {
-    match agree_on(name, comm, job, flight::chosen(comm, job)?) {
+    match agree_on(name, comm, job, flight::chosen(comm, job)?, None) {
         Agreed::Staged => None,
         Agreed::Raised(rc) => Some(Err(rc)),
         Agreed::Nccl { nccl, ops, bytes } => Some(Ok(Planned { name, comm, nccl, ops, bytes })),
@@ -157,10 +157,34 @@ fn counted(name: &'static str, bytes: usize, ordinal: i32) {
     }
 }
 
+/// An enqueued collective (`MPIX_Allreduce_enqueue`) on the program's `stream`: on NCCL when
+/// every rank of `comm` can run it there, at any size, since the alternative is a round trip
+/// through cudampi's progress thread. Returns at once, the collective queued; `None` when it
+/// is to be served otherwise, before anything was done.
+pub fn enqueue(name: &'static str, comm: Handle, job: &Job, stream: *mut std::ffi::c_void) -> Option<c_int> {
+    if !on() {
+        return None;
+    }
+    let slot = agreement::slot(comm)?;
+    let (nccl, ops, bytes) = match agree_on(name, comm, job, slot, Some(1)) {
+        Agreed::Staged => return None,
+        Agreed::Raised(rc) => return Some(rc),
+        Agreed::Nccl { nccl, ops, bytes } => (nccl, ops, bytes),
+    };
+    let mut c = agreement::lock(&nccl);
+    if let Err(e) = c.run_on(&ops, stream) {
+        log::error(format_args!("{name}: {e}"));
+        return Some(errors::raise(Some(comm), abi::get().err_other));
+    }
+    counted(name, bytes, c.ordinal());
+    Some(0)
+}
+
 /// The agreement for one call on `slot`'s communicator, which [`flight::chosen`] found: what
 /// every rank decides alike comes first, so that most calls stop before any lock, small ones
-/// before any question to MPI.
-fn agree_on(name: &'static str, comm: Handle, job: &Job, slot: &agreement::Slot) -> Agreed {
+/// before any question to MPI. NCCL runs calls from `min_bytes`, by default the job's
+/// threshold.
+fn agree_on(name: &'static str, comm: Handle, job: &Job, slot: &agreement::Slot, min_bytes: Option<usize>) -> Agreed {
     let cfg = config::get();
     // The communicator's schedule ticks at every such call on every rank alike, so a
     // program that never passes device memory pays for little more than the lookup.
@@ -169,7 +193,7 @@ fn agree_on(name: &'static str, comm: Handle, job: &Job, slot: &agreement::Slot)
     }
     let mut st = slot.lock();
     let Ok((rank, size)) = crate::mpi::comm::rank_size(comm) else { return Agreed::Staged };
-    let threshold = job.threshold(size);
+    let threshold = min_bytes.unwrap_or_else(|| job.threshold(size));
     let Some(shape) = job.shape(rank, size).filter(|s| !s.common || s.bytes >= threshold) else { return Agreed::Staged };
     let mut me = local(job, rank);
     me.ready &= shape.ok;

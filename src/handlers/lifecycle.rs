@@ -14,8 +14,28 @@ use crate::mpi::real;
 use crate::staging::pool;
 use crate::{cuda, fastpath, requests};
 
-pub fn init(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
-    let rc = call();
+/// `MPI_Init`; with `CUDAMPI_THREAD_MULTIPLE=1` the library's `MPI_Init_thread` asking for
+/// `MPI_THREAD_MULTIPLE`.
+pub fn init(name: &'static str, argc: *mut c_int, argv: *mut c_void, call: impl FnOnce() -> c_int) -> c_int {
+    let rc = match real::get().MPI_Init_thread.filter(|_| config::get().thread_multiple) {
+        Some(f) => {
+            let mut provided: c_int = 0;
+            // SAFETY: the caller's arguments and a valid out-pointer.
+            unsafe { f(argc, argv, abi::get().thread_multiple, &mut provided) }
+        }
+        None => call(),
+    };
+    initialized(name, rc)
+}
+
+/// `MPI_Init_thread`; with `CUDAMPI_THREAD_MULTIPLE=1` asking for `MPI_THREAD_MULTIPLE`, and
+/// the library's answer in `provided`.
+pub fn init_thread(name: &'static str, required: c_int, call: impl FnOnce(c_int) -> c_int) -> c_int {
+    let required = if config::get().thread_multiple { abi::get().thread_multiple } else { required };
+    initialized(name, call(required))
+}
+
+fn initialized(_name: &'static str, rc: c_int) -> c_int {
     if rc != 0 {
         return rc;
     }
@@ -47,6 +67,8 @@ pub fn finalize(_name: &'static str, call: impl FnOnce() -> c_int) -> c_int {
     if stats::ENABLED.load(Relaxed) {
         report();
     }
+    // The enqueue calls' progress thread makes MPI calls: it stops first.
+    crate::streams::finalize();
     // Requests the program freed while in flight must still deliver their data.
     requests::finish_orphans();
     crate::compat::finalize();

@@ -5,12 +5,14 @@
 //! communication (`rma`) and windows with their synchronisation (`windows`; device windows
 //! mapped inside a node, `mapped`, or served by their owners elsewhere, `served` and
 //! `mailbox`; the buffers of both, `side`), and `MPI_Init`,
-//! `MPI_Finalize`, `MPI_Type_free` and the CUDA-support queries (`lifecycle`); the probes live
+//! `MPI_Finalize`, `MPI_Type_free` and the CUDA-support queries (`lifecycle`), and MPICH's
+//! stream-ordered calls (`enqueue`); the probes live
 //! with the envelopes they look into
 //! (`fastpath::held`). A handler may use every layer below; only `entry` uses the handlers.
 
 pub mod collectives;
 pub mod completion;
+pub mod enqueue;
 pub mod host;
 pub mod io;
 pub mod lifecycle;
@@ -26,8 +28,9 @@ pub mod windows;
 
 pub use crate::fastpath::held::{improbe, iprobe, mprobe, probe};
 pub use crate::handlers::collectives::{coll, ncoll, ncoll1};
+pub use crate::handlers::enqueue::{allreduce_enqueue, info_set_hex, recv_enqueue, send_enqueue, stream_comm_create, stream_create, stream_free, wait_enqueue};
 pub use crate::handlers::io::{file_begin_read, file_begin_write, file_end_read, file_end_write, file_iread, file_iwrite, file_read, file_write};
-pub use crate::handlers::lifecycle::{finalize, get_info, gpu_query_support, info_env, init, query_cuda_support, type_free};
+pub use crate::handlers::lifecycle::{finalize, get_info, gpu_query_support, info_env, init, init_thread, query_cuda_support, type_free};
 pub use crate::handlers::packing::{pack, unpack};
 pub use crate::handlers::p2p::{recv, send, sendrecv, sendrecv_replace};
 pub use crate::handlers::completion::{

@@ -28,14 +28,33 @@ macro_rules! mpi_functions {
     ($expand:ident) => {
         $expand! {
             // Life cycle: note the rank, release CUDA resources, print statistics.
-            MPI_Init, PMPI_Init (argc: *mut c_int, argv: *mut c_void) => init [] ();
-            MPI_Init_thread, PMPI_Init_thread (argc: *mut c_int, argv: *mut c_void, required: c_int, provided: *mut c_int) => init [] ();
+            MPI_Init, PMPI_Init (argc: *mut c_int, argv: *mut c_void) => init [] (argc, argv);
+            MPI_Init_thread, PMPI_Init_thread (argc: *mut c_int, argv: *mut c_void, required: c_int, provided: *mut c_int) => init_thread [required] (required);
             MPI_Finalize, PMPI_Finalize () => finalize [] ();
 
             // CUDA support queries answer for the shim, not for the MPI below it.
             MPIX_Query_cuda_support, PMPIX_Query_cuda_support () => query_cuda_support [] ();
             MPIX_GPU_query_support, PMPIX_GPU_query_support (gpu_type: c_int, is_supported: *mut c_int)
                 => gpu_query_support [] (gpu_type, is_supported);
+            // MPICH's stream-ordered calls, served by cudampi on every library (`streams`).
+            MPIX_Stream_create, PMPIX_Stream_create (info: Handle, stream: *mut c_int) => stream_create [] (info, stream);
+            MPIX_Stream_free, PMPIX_Stream_free (stream: *mut c_int) => stream_free [] (stream);
+            MPIX_Stream_comm_create, PMPIX_Stream_comm_create (comm: Handle, stream: c_int, newcomm: *mut c_void) => stream_comm_create [] (comm, stream, newcomm);
+            MPIX_Info_set_hex, PMPIX_Info_set_hex (info: Handle, key: *const c_void, value: *const c_void, value_size: c_int)
+                => info_set_hex [] (info, key, value, value_size);
+            MPIX_Send_enqueue, PMPIX_Send_enqueue (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle)
+                => send_enqueue [] (buf, count, datatype, dest, tag, comm, None);
+            MPIX_Isend_enqueue, PMPIX_Isend_enqueue (buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => send_enqueue [] (buf, count, datatype, dest, tag, comm, Some(request));
+            MPIX_Recv_enqueue, PMPIX_Recv_enqueue (buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut c_void)
+                => recv_enqueue [] (buf, count, datatype, source, tag, comm, status, None);
+            MPIX_Irecv_enqueue, PMPIX_Irecv_enqueue (buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, request: *mut c_void)
+                => recv_enqueue [] (buf, count, datatype, source, tag, comm, std::ptr::null_mut(), Some(request));
+            MPIX_Wait_enqueue, PMPIX_Wait_enqueue (request: *mut c_void, status: *mut c_void) => wait_enqueue [] (1, request, status, false);
+            MPIX_Waitall_enqueue, PMPIX_Waitall_enqueue (count: c_int, array_of_requests: *mut c_void, array_of_statuses: *mut c_void)
+                => wait_enqueue [] (count, array_of_requests, array_of_statuses, true);
+            MPIX_Allreduce_enqueue, PMPIX_Allreduce_enqueue (sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle)
+                => allreduce_enqueue [] (sendbuf, recvbuf, count, datatype, op, comm);
             // MPI 4.1's `mpi_memory_alloc_kinds` lists the CUDA kinds too (lifecycle.rs; on
             // MPI_INFO_ENV from MPI_Init).
             MPI_Comm_get_info, PMPI_Comm_get_info (comm: Handle, info_used: *mut c_void) => get_info [] (info_used);

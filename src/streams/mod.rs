@@ -1,0 +1,571 @@
+//! MPICH's stream-ordered calls, served on every MPI: `MPIX_Stream_create` over a CUDA stream,
+//! `MPIX_Stream_comm_create`, and the `MPIX_*_enqueue` calls, whose operations run in the
+//! stream's order while the host call returns at once.
+//!
+//! cudampi serves these calls itself on every library, MPICH's own included: MPICH runs them
+//! only when built with CUDA (and with reserved virtual interfaces), and its host functions
+//! make blocking MPI calls inside the stream, which CUDA forbids. Here:
+//! - `MPIX_Allreduce_enqueue` on device buffers runs on NCCL on the program's stream where the
+//!   collectives' engine would run it (`engine::enqueue`): no host thread takes part;
+//! - every other operation is a job that a host function on the stream releases to cudampi's
+//!   progress thread (`progress`), which makes the library's nonblocking calls on host memory;
+//!   device buffers are copied on the stream into staging buffers before it, and the received
+//!   bytes back on the lane's own stream after it, before the word the program's stream waits
+//!   on is written (`cuda::ordered`).
+//!
+//! Device buffers take datatypes without gaps only (their bytes are copied as one block).
+//! This layer uses `base`, `cuda`, `mpi`, `staging` and `engine`; the handlers use it.
+
+mod progress;
+mod stream;
+mod work;
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::base::log;
+use crate::cuda::ordered::Lane;
+use crate::cuda::{self, InContext, Location};
+use crate::mpi::abi::{self, Handle};
+use crate::mpi::{datatype, errors, real};
+use crate::staging::pool;
+pub use work::Statuses;
+use work::{Job, Op, Transfer, Work};
+pub use stream::Stream;
+
+/// `MPIX_STREAM_NULL` as MPICH defines it; cudampi's handles follow it (kind bits 0, which
+/// MPICH's own calls refuse as invalid rather than misread).
+pub const STREAM_NULL: c_int = 0x3c00_0000;
+
+/// Every stream made, so that `MPI_Finalize` closes the lanes that communicators still hold.
+static ALL: Mutex<Vec<std::sync::Weak<Stream>>> = Mutex::new(Vec::new());
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The streams by handle: handle `STREAM_NULL + i + 1` is slot `i`.
+static STREAMS: Mutex<Vec<Option<Arc<Stream>>>> = Mutex::new(Vec::new());
+
+fn stream_of(handle: c_int) -> Option<Arc<Stream>> {
+    let i = usize::try_from(handle.wrapping_sub(STREAM_NULL + 1)).ok()?;
+    lock(&STREAMS).get(i)?.clone()
+}
+
+/// `MPIX_Stream_create(info, &stream)`: a CUDA stream when the info says `type` =
+/// `cudaStream_t` and gives its handle in `value` as hexadecimal bytes (`MPIX_Info_set_hex`).
+pub fn create(name: &'static str, info: Handle, out: *mut c_int) -> c_int {
+    let abi = abi::get();
+    if out.is_null() {
+        log::error(format_args!("{name}: the stream argument is null"));
+        return errors::raise(None, abi.err_arg);
+    }
+    let lane = match gpu_stream(name, info) {
+        Ok(None) => None,
+        Ok(Some(handle)) => match Lane::open(handle) {
+            Ok(lane) => Some(lane),
+            Err(e) => {
+                log::error(format_args!("{name}: {handle:p} is not a CUDA stream this process can use ({} in {})", e.name(), e.call));
+                return errors::raise(None, abi.err_other);
+            }
+        },
+        Err(rc) => return errors::raise(None, rc),
+    };
+    let s = Arc::new(Stream { lane, issued: Mutex::new(0), done: AtomicU32::new(0), comms: AtomicUsize::new(0) });
+    {
+        let mut all = lock(&ALL);
+        all.retain(|w| w.strong_count() > 0);
+        all.push(Arc::downgrade(&s));
+    }
+    let mut all = lock(&STREAMS);
+    let i = match all.iter().position(Option::is_none) {
+        Some(i) => i,
+        None => {
+            all.push(None);
+            all.len() - 1
+        }
+    };
+    all[i] = Some(s);
+    // SAFETY: the caller's out-pointer, checked above.
+    unsafe { *out = STREAM_NULL + 1 + i as c_int };
+    0
+}
+
+/// The CUDA stream an info names, `None` when it names none.
+fn gpu_stream(name: &str, info: Handle) -> Result<Option<*mut c_void>, c_int> {
+    let abi = abi::get();
+    if abi.same(info, abi.info_null) {
+        return Ok(None);
+    }
+    let kind = info_value(info, c"type")?;
+    match kind.as_deref() {
+        Some("cudaStream_t") => (),
+        Some("hipStream_t") => {
+            log::error(format_args!("{name}: HIP streams are not CUDA streams"));
+            return Err(abi.err_arg);
+        }
+        _ => return Ok(None),
+    }
+    let Some(hex) = info_value(info, c"value")? else {
+        log::error(format_args!("{name}: the info has type cudaStream_t but no value (set it with MPIX_Info_set_hex)"));
+        return Err(abi.err_other);
+    };
+    let mut bytes = [0u8; std::mem::size_of::<usize>()];
+    if !decode_hex(&hex, &mut bytes) {
+        log::error(format_args!("{name}: the stream value '{hex}' is not {} bytes in hexadecimal", bytes.len()));
+        return Err(abi.err_other);
+    }
+    Ok(Some(usize::from_ne_bytes(bytes) as *mut c_void))
+}
+
+fn info_value(info: Handle, key: &CStr) -> Result<Option<String>, c_int> {
+    let p = real::pmpi().ok_or(abi::get().err_intern)?;
+    let (mut len, mut flag): (c_int, c_int) = (0, 0);
+    // SAFETY: the caller's info handle, a NUL-terminated key and valid out-pointers.
+    let rc = unsafe { (p.info_get_valuelen)(info, key.as_ptr(), &mut len, &mut flag) };
+    if rc != 0 {
+        return Err(rc);
+    }
+    if flag == 0 {
+        return Ok(None);
+    }
+    let mut buf = vec![0u8; len.max(0) as usize + 1];
+    // SAFETY: a buffer of len + 1 bytes, as MPI_Info_get asks.
+    let rc = unsafe { (p.info_get)(info, key.as_ptr(), len, buf.as_mut_ptr().cast::<c_char>(), &mut flag) };
+    if rc != 0 {
+        return Err(rc);
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    Ok(Some(String::from_utf8_lossy(&buf[..end]).into_owned()))
+}
+
+/// MPICH's encoding: each byte in memory order as two hexadecimal digits.
+fn decode_hex(text: &str, out: &mut [u8]) -> bool {
+    let t = text.as_bytes();
+    if t.len() != 2 * out.len() {
+        return false;
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    for (i, b) in out.iter_mut().enumerate() {
+        match (digit(t[2 * i]), digit(t[2 * i + 1])) {
+            (Some(h), Some(l)) => *b = h << 4 | l,
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// `MPIX_Info_set_hex(info, key, value, size)`: `value`'s bytes as MPICH encodes them.
+pub fn info_set_hex(name: &'static str, info: Handle, key: *const c_char, value: *const c_void, size: c_int) -> c_int {
+    let abi = abi::get();
+    let Some(p) = real::pmpi() else { return abi.err_intern };
+    if key.is_null() || (value.is_null() && size > 0) || size < 0 {
+        log::error(format_args!("{name}: a null key or value, or a negative size"));
+        return errors::raise(None, abi.err_arg);
+    }
+    // SAFETY: the caller's `size` bytes at `value`.
+    let bytes = unsafe { std::slice::from_raw_parts(value.cast::<u8>(), size as usize) };
+    let mut text: Vec<u8> = bytes.iter().flat_map(|b| format!("{b:02x}").into_bytes()).collect();
+    text.push(0);
+    // SAFETY: the caller's info and key, and a NUL-terminated value.
+    unsafe { (p.info_set)(info, key, text.as_ptr().cast()) }
+}
+
+/// `MPIX_Stream_free(&stream)`.
+pub fn free(name: &'static str, handle: *mut c_int) -> c_int {
+    let abi = abi::get();
+    // SAFETY: the caller's pointer, checked for null.
+    let h = if handle.is_null() { STREAM_NULL } else { unsafe { *handle } };
+    let mut all = lock(&STREAMS);
+    let i = h.wrapping_sub(STREAM_NULL + 1);
+    let Some(slot) = usize::try_from(i).ok().and_then(|i| all.get_mut(i)).filter(|s| s.is_some()) else {
+        drop(all);
+        log::error(format_args!("{name}: not a stream"));
+        return errors::raise(None, abi.err_arg);
+    };
+    if slot.as_ref().is_some_and(|s| s.comms.load(Ordering::Acquire) > 0) {
+        drop(all);
+        log::error(format_args!("{name}: communicators made over the stream are not freed yet"));
+        return errors::raise(None, abi.err_other);
+    }
+    *slot = None;
+    drop(all);
+    // SAFETY: as above.
+    unsafe { *handle = STREAM_NULL };
+    0
+}
+
+/// The attribute that ties a stream communicator to its stream.
+static KEYVAL: Mutex<Option<c_int>> = Mutex::new(None);
+
+unsafe extern "C" fn no_copy(_: Handle, _: c_int, _: *mut c_void, _: *mut c_void, _: *mut c_void, flag: *mut c_int) -> c_int {
+    // SAFETY: MPI passes a valid flag pointer.
+    unsafe { *flag = 0 };
+    0
+}
+
+unsafe extern "C" fn delete(_: Handle, _: c_int, value: *mut c_void, _: *mut c_void) -> c_int {
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: the Box `comm_create` leaked for this communicator, deleted once.
+        let s = unsafe { Box::from_raw(value.cast::<Arc<Stream>>()) };
+        s.comms.fetch_sub(1, Ordering::AcqRel);
+    });
+    0
+}
+
+fn keyval() -> Option<c_int> {
+    let mut k = lock(&KEYVAL);
+    if k.is_none() {
+        let p = real::pmpi()?;
+        let mut key: c_int = 0;
+        // SAFETY: valid callbacks and out-pointer.
+        if unsafe { (p.comm_create_keyval)(no_copy, delete, &mut key, std::ptr::null_mut()) } != 0 {
+            return None;
+        }
+        *k = Some(key);
+    }
+    *k
+}
+
+/// `MPIX_Stream_comm_create(comm, stream, &newcomm)`: a duplicate of `comm` whose enqueue calls
+/// join `stream` (collective, as `MPI_Comm_dup`).
+pub fn comm_create(name: &'static str, comm: Handle, handle: c_int, newcomm: *mut c_void) -> c_int {
+    let abi = abi::get();
+    let stream = if handle == STREAM_NULL { None } else { stream_of(handle) };
+    if handle != STREAM_NULL && stream.is_none() {
+        log::error(format_args!("{name}: not a stream"));
+        return errors::raise(Some(comm), abi.err_arg);
+    }
+    let (Some(p), Some(key)) = (real::pmpi(), keyval()) else { return abi.err_intern };
+    if newcomm.is_null() {
+        log::error(format_args!("{name}: the new communicator's argument is null"));
+        return errors::raise(Some(comm), abi.err_arg);
+    }
+    let mut made: Handle = 0;
+    // SAFETY: the caller's communicator (MPI checks it) and an out-pointer that holds every
+    // family's handle.
+    let rc = unsafe { (p.comm_dup)(comm, &mut made) };
+    if rc != 0 {
+        return rc;
+    }
+    write_handle(newcomm, 0, made);
+    if let Some(s) = stream {
+        s.comms.fetch_add(1, Ordering::AcqRel);
+        let value = Box::into_raw(Box::new(s));
+        // SAFETY: the new communicator and the keyval; the value is the Box's address.
+        let rc = unsafe { (p.comm_set_attr)(made, key, value.cast()) };
+        if rc != 0 {
+            // SAFETY: not handed to MPI.
+            let s = unsafe { Box::from_raw(value) };
+            s.comms.fetch_sub(1, Ordering::AcqRel);
+            return rc;
+        }
+    }
+    0
+}
+
+/// The stream of a stream communicator, with a lane; else the error MPICH gives.
+fn lane_of(name: &str, comm: Handle) -> Result<Arc<Stream>, c_int> {
+    let abi = abi::get();
+    let (Some(p), Some(key)) = (real::pmpi(), keyval()) else { return Err(abi.err_intern) };
+    let mut value: *mut c_void = std::ptr::null_mut();
+    let mut flag: c_int = 0;
+    // SAFETY: valid out-pointers; the attribute's value is a pointer.
+    let rc = unsafe { (p.comm_get_attr)(comm, key, (&mut value as *mut *mut c_void).cast(), &mut flag) };
+    if rc != 0 {
+        return Err(errors::raise(Some(comm), rc));
+    }
+    // SAFETY: a Box this module leaked, live while the communicator is.
+    let stream = (flag != 0 && !value.is_null()).then(|| unsafe { &*(value as *const Arc<Stream>) }.clone());
+    match stream {
+        Some(s) if s.lane.is_some() => Ok(s),
+        _ => {
+            log::error(format_args!("{name}: the communicator is not a GPU stream communicator (make it with MPIX_Stream_comm_create over a stream made from a cudaStream_t)"));
+            Err(errors::raise(Some(comm), abi.err_other))
+        }
+    }
+}
+
+/// A buffer of an enqueued operation, as the progress thread will see it.
+struct Staged {
+    /// Host memory for MPI.
+    host: *mut c_void,
+    /// The device buffer behind it, if any, and its bytes.
+    device: Option<(*mut c_void, usize)>,
+    leases: Vec<pool::Lease>,
+}
+
+/// Classifies `buf` for an operation on `stream`: host memory as it is, device memory of the
+/// stream's GPU through a staging buffer (copied into it on the stream when `copy_in`).
+fn stage(name: &str, comm: Handle, stream: &Stream, buf: *mut c_void, count: c_int, datatype: Handle, copy_in: bool) -> Result<Staged, c_int> {
+    let abi = abi::get();
+    let lane = stream.lane.as_ref().ok_or(abi.err_intern)?;
+    let host = Staged { host: buf, device: None, leases: Vec::new() };
+    if count < 0 {
+        return Err(errors::raise(Some(comm), abi.err_count));
+    }
+    let t = datatype::query(datatype).map_err(|rc| errors::raise(Some(comm), rc))?;
+    let bytes = (count as i64).checked_mul(t.size).filter(|&b| b >= 0).ok_or_else(|| errors::raise(Some(comm), abi.err_count))? as usize;
+    if bytes == 0 || buf.is_null() || abi.is_in_place(buf) {
+        return Ok(host);
+    }
+    let dev = match cuda::locate(buf) {
+        Location::Host => return Ok(host),
+        Location::Device(d) if d.managed => return Ok(host),
+        Location::Device(d) => d,
+        Location::Unreadable => return Err(errors::unreadable(name, Some(comm), buf)),
+    };
+    if dev.ordinal != lane.dev.ordinal {
+        log::error(format_args!("{name}: the buffer {buf:p} is on GPU {} and the stream on GPU {}", dev.ordinal, lane.dev.ordinal));
+        return Err(errors::raise(Some(comm), abi.err_buffer));
+    }
+    if !t.packed() {
+        log::error(format_args!("{name}: a device buffer with a datatype that has gaps or a lower bound is not served by the enqueue calls; pack it first"));
+        return Err(errors::raise(Some(comm), abi.err_type));
+    }
+    let ctx = InContext::enter(&lane.dev).map_err(|e| errors::cuda_wait(name, Some(comm), e))?;
+    let lease = pool::lease(bytes, &ctx).ok_or_else(|| errors::no_mem(name, Some(comm), bytes))?;
+    if copy_in {
+        lane.to_host(lease.ptr(), buf, bytes).map_err(|e| errors::cuda(name, Some(comm), e, buf, bytes, &dev))?;
+    }
+    Ok(Staged { host: lease.ptr(), device: Some((buf, bytes)), leases: vec![lease] })
+}
+
+/// Queues `works` on the stream behind a host function that releases them to the progress
+/// thread, and, with `wait`, a wait of the stream for them; under the lane's number lock.
+fn queue(name: &str, comm: Handle, stream: &Stream, works: impl FnOnce(u32) -> Vec<Work>, wait: bool) -> c_int {
+    let abi = abi::get();
+    let Some(lane) = stream.lane.as_ref() else { return abi.err_intern };
+    if let Err(rc) = progress::ensure(name) {
+        return errors::raise(Some(comm), rc);
+    }
+    let mut issued = stream.issuing();
+    let number = issued.wrapping_add(1);
+    let job = Job::new(works(number));
+    let token = job.token();
+    let queued = lane.host_function(progress::fire, token).and_then(|()| if wait { lane.wait_for(number) } else { Ok(()) });
+    if let Err(e) = queued {
+        log::error(format_args!("{name}: the stream refused the operation ({} in {})", e.name(), e.call));
+        return errors::raise(Some(comm), abi.err_other);
+    }
+    if wait {
+        *issued = number;
+    }
+    drop(issued);
+    progress::submit(job);
+    0
+}
+
+fn transfer(op: Op, s: &Staged, count: c_int, datatype: Handle, tag: c_int, comm: Handle, stream: &Arc<Stream>, name: &'static str) -> Transfer {
+    let mut t = Transfer::new(op, s.host, count, datatype, tag, comm, stream.clone(), name);
+    t.device = s.device;
+    t
+}
+
+/// `MPIX_Send_enqueue`, and with `request` `MPIX_Isend_enqueue`.
+pub fn send(name: &'static str, buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: Option<*mut c_void>) -> c_int {
+    let stream = match lane_of(name, comm) {
+        Ok(s) => s,
+        Err(rc) => return rc,
+    };
+    let staged = match stage(name, comm, &stream, buf.cast_mut(), count, datatype, true) {
+        Ok(s) => s,
+        Err(rc) => return rc,
+    };
+    let device = staged.device.is_some();
+    let t = transfer(Op::Send { dest }, &staged, count, datatype, tag, comm, &stream, name);
+    t.state().leases = staged.leases;
+    let t = Arc::new(t);
+    if let Some(out) = request {
+        return posted(name, comm, &stream, t, out);
+    }
+    // A device buffer is in the staging buffer once the stream reaches the host function: the
+    // stream need not wait for the send. The program's host memory it must not touch before.
+    let x = t.clone();
+    queue(name, comm, &stream, move |n| if device { vec![Work::Start(x)] } else { vec![Work::Start(x.clone()), Work::Finish { transfers: vec![x], statuses: Statuses::Ignore, number: n }] }, !device)
+}
+
+/// `MPIX_Recv_enqueue`, and with `request` `MPIX_Irecv_enqueue`.
+pub fn recv(name: &'static str, buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut c_void, request: Option<*mut c_void>) -> c_int {
+    let stream = match lane_of(name, comm) {
+        Ok(s) => s,
+        Err(rc) => return rc,
+    };
+    let staged = match stage(name, comm, &stream, buf, count, datatype, false) {
+        Ok(s) => s,
+        Err(rc) => return rc,
+    };
+    let t = transfer(Op::Recv { source }, &staged, count, datatype, tag, comm, &stream, name);
+    t.state().leases = staged.leases;
+    let t = Arc::new(t);
+    if let Some(out) = request {
+        return posted(name, comm, &stream, t, out);
+    }
+    let x = t.clone();
+    queue(name, comm, &stream, move |n| vec![Work::Start(x.clone()), Work::Finish { transfers: vec![x], statuses: Statuses::One(status), number: n }], true)
+}
+
+/// The enqueued operations the program holds requests for, by request.
+static REQUESTS: Mutex<Option<HashMap<Handle, Arc<Transfer>>>> = Mutex::new(None);
+
+unsafe extern "C" fn query(_: *mut c_void, status: *mut c_void) -> c_int {
+    if let Some(p) = real::pmpi() {
+        // SAFETY: the status MPI passes.
+        unsafe {
+            (p.status_set_elements_x)(status, abi::get().byte, 0);
+            (p.status_set_cancelled)(status, 0);
+        }
+    }
+    0
+}
+
+unsafe extern "C" fn nothing(_: *mut c_void) -> c_int {
+    0
+}
+
+unsafe extern "C" fn no_cancel(_: *mut c_void, _: c_int) -> c_int {
+    0
+}
+
+/// Starts `t` in the stream's order and gives the program a request for it: a generalized
+/// request of the library, complete when the transfer is.
+fn posted(name: &'static str, comm: Handle, stream: &Arc<Stream>, t: Arc<Transfer>, out: *mut c_void) -> c_int {
+    let abi = abi::get();
+    let Some(p) = real::pmpi() else { return abi.err_intern };
+    if out.is_null() {
+        return errors::raise(Some(comm), abi.err_request);
+    }
+    let mut g: Handle = abi.request_null;
+    // SAFETY: valid callbacks; an out-pointer the size of every family's request.
+    let rc = unsafe { (p.grequest_start)(query, nothing, no_cancel, std::ptr::null_mut(), (&mut g as *mut Handle).cast()) };
+    if rc != 0 {
+        return errors::raise(Some(comm), rc);
+    }
+    t.state().grequest = Some(g);
+    let x = t.clone();
+    let rc = queue(name, comm, stream, move |_| vec![Work::Start(x)], false);
+    if rc != 0 {
+        // SAFETY: the request made above, never handed out.
+        unsafe {
+            (p.grequest_complete)(g);
+            (p.request_free)((&mut g as *mut Handle).cast());
+        }
+        return rc;
+    }
+    lock(&REQUESTS).get_or_insert_with(HashMap::new).insert(abi.key(g), t);
+    write_handle(out, 0, g);
+    0
+}
+
+/// Writes handle `i` of the program's array of the library's handles (`int`s for MPICH).
+fn write_handle(array: *mut c_void, i: usize, h: Handle) {
+    let size = abi::get().request_size;
+    // SAFETY: the program's array, of the library's handle size.
+    unsafe {
+        let at = array.cast::<u8>().add(i * size);
+        match size {
+            4 => at.cast::<u32>().write_unaligned(h as u32),
+            _ => at.cast::<usize>().write_unaligned(h),
+        }
+    }
+}
+
+fn read_handle(array: *const c_void, i: usize) -> Handle {
+    let size = abi::get().request_size;
+    // SAFETY: the program's array, of the library's handle size.
+    unsafe {
+        let at = array.cast::<u8>().add(i * size);
+        match size {
+            4 => at.cast::<u32>().read_unaligned() as Handle,
+            _ => at.cast::<usize>().read_unaligned(),
+        }
+    }
+}
+
+/// `MPIX_Wait_enqueue` (`count` 1, `Statuses::One`) and `MPIX_Waitall_enqueue`: the program's
+/// stream waits until the operations are done, in its order.
+pub fn wait(name: &'static str, count: c_int, requests: *mut c_void, statuses: Statuses) -> c_int {
+    let abi = abi::get();
+    if count < 0 || (count > 0 && requests.is_null()) {
+        log::error(format_args!("{name}: a negative count or a null request array"));
+        return errors::raise(None, abi.err_arg);
+    }
+    let mut found = Vec::with_capacity(count as usize);
+    {
+        let mut all = lock(&REQUESTS);
+        let map = all.get_or_insert_with(HashMap::new);
+        for i in 0..count as usize {
+            let h = read_handle(requests, i);
+            if abi.same(h, abi.request_null) {
+                continue;
+            }
+            match map.get(&abi.key(h)) {
+                Some(t) => found.push(t.clone()),
+                None => {
+                    log::error(format_args!("{name}: request {i} was not made by MPIX_Isend_enqueue or MPIX_Irecv_enqueue"));
+                    return errors::raise(None, abi.err_request);
+                }
+            }
+        }
+        if let Some(first) = found.first() {
+            if found.iter().any(|t| !Arc::ptr_eq(&t.stream, &first.stream)) {
+                drop(all);
+                log::error(format_args!("{name}: the requests belong to different streams"));
+                return errors::raise(None, abi.err_request);
+            }
+        }
+        for i in 0..count as usize {
+            map.remove(&abi.key(read_handle(requests, i)));
+        }
+    }
+    for i in 0..count as usize {
+        write_handle(requests, i, abi.request_null);
+    }
+    let Some(first) = found.first() else { return 0 };
+    let (stream, comm) = (first.stream.clone(), first.comm);
+    queue(name, comm, &stream, move |n| vec![Work::Finish { transfers: found, statuses, number: n }], true)
+}
+
+/// `MPIX_Allreduce_enqueue`: on NCCL on the program's stream where the collectives' engine
+/// runs it, else through the progress thread.
+pub fn allreduce(name: &'static str, send: *const c_void, recv: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) -> c_int {
+    let abi = abi::get();
+    let stream = match lane_of(name, comm) {
+        Ok(s) => s,
+        Err(rc) => return rc,
+    };
+    let Some(lane) = stream.lane.as_ref() else { return abi.err_intern };
+    let job = crate::engine::Job::Allreduce { send, recv, count: count as i64, datatype, op };
+    if let Some(rc) = crate::engine::enqueue(name, comm, &job, lane.stream) {
+        return rc;
+    }
+    let in_place = abi.is_in_place(send);
+    let out = match stage(name, comm, &stream, recv, count, datatype, in_place) {
+        Ok(s) => s,
+        Err(rc) => return rc,
+    };
+    let input = match stage(name, comm, &stream, send.cast_mut(), count, datatype, true) {
+        Ok(s) => s,
+        Err(rc) => return rc,
+    };
+    let mut t = Transfer::new(Op::Allreduce { send: input.host, op }, out.host, count, datatype, 0, comm, stream.clone(), name);
+    t.device = out.device;
+    t.state().leases = out.leases.into_iter().chain(input.leases).collect();
+    let x = Arc::new(t);
+    queue(name, comm, &stream, move |n| vec![Work::Start(x.clone()), Work::Finish { transfers: vec![x], statuses: Statuses::Ignore, number: n }], true)
+}
+
+/// Before the library's `MPI_Finalize`: the progress thread finishes what the streams have
+/// released and stops; the streams the program did not free are closed.
+pub fn finalize() {
+    progress::stop();
+    lock(&STREAMS).clear();
+    lock(&REQUESTS).take();
+    for s in lock(&ALL).drain(..).filter_map(|w| w.upgrade()) {
+        if let Some(lane) = &s.lane {
+            lane.close();
+        }
+    }
+}

@@ -1,0 +1,300 @@
+// cudampi-test: ranks=2 without-shim=crash env=CUDAMPI_THREAD_MULTIPLE=1 timeout=120 nccl=yes
+/* MPICH's stream-ordered calls under cudampi, on every MPI: a stream made from a cudaStream_t
+ * (MPIX_Info_set_hex), a stream communicator, and MPIX_Send/Recv/Isend/Irecv/Wait/Waitall/
+ * Allreduce_enqueue on device and host buffers. The program initialises with MPI_Init:
+ * CUDAMPI_THREAD_MULTIPLE=1 has cudampi ask for the thread level its progress thread needs.
+ * Every receive buffer is poisoned; what the stream holds is read back by a copy queued on the
+ * stream after the operation, then the stream is synchronised.
+ *   1. ping-pong of 8 B, 4 KiB and 1 MiB, blocking enqueue calls: the send buffer is
+ *      overwritten on the stream right after MPIX_Send_enqueue (the send took the bytes before);
+ *      statuses name source, tag and size;
+ *   2. the same from host memory;
+ *   3. 16 MPIX_Isend_enqueue and 16 MPIX_Irecv_enqueue each way, received in reverse tag
+ *      order, completed by one MPIX_Waitall_enqueue with statuses; a receive buffer larger
+ *      than the message keeps its poison past it;
+ *   4. the send waits for earlier work: the stream is held (the stand-in's hold) while another
+ *      thread writes the buffer 30 ms later, then released;
+ *   5. MPIX_Allreduce_enqueue (sum of doubles, out of place and in place), against
+ *      MPI_Allreduce of the same values on host memory;
+ *   6. errors: an enqueue on MPI_COMM_WORLD and on a communicator of a stream without a CUDA
+ *      stream (MPI_ERR_OTHER), MPIX_Wait_enqueue on an ordinary request (MPI_ERR_REQUEST), a
+ *      device buffer with a datatype that has gaps (MPI_ERR_TYPE), freeing a stream that a
+ *      communicator still uses (MPI_ERR_OTHER), a stream value that is not hexadecimal. */
+#include "common.h"
+#include "../../include/cudampi-ext/mpi-ext.h"
+#include <pthread.h>
+#include <unistd.h>
+
+/* Without cudampi the MPI may lack these functions: they are looked up, so that the program
+ * still builds and the run without the shim fails (or the MPI refuses a CUDA stream). */
+#define FN(name, ...) static int (*p_##name)(__VA_ARGS__)
+FN(MPIX_Info_set_hex, MPI_Info, const char *, const void *, int);
+FN(MPIX_Stream_create, MPI_Info, MPIX_Stream *);
+FN(MPIX_Stream_free, MPIX_Stream *);
+FN(MPIX_Stream_comm_create, MPI_Comm, MPIX_Stream, MPI_Comm *);
+FN(MPIX_Send_enqueue, const void *, int, MPI_Datatype, int, int, MPI_Comm);
+FN(MPIX_Recv_enqueue, void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Status *);
+FN(MPIX_Isend_enqueue, const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+FN(MPIX_Irecv_enqueue, void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
+FN(MPIX_Wait_enqueue, MPI_Request *, MPI_Status *);
+FN(MPIX_Waitall_enqueue, int, MPI_Request *, MPI_Status *);
+FN(MPIX_Allreduce_enqueue, const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm);
+
+static void *must(const char *name)
+{
+    void *f = dlsym(RTLD_DEFAULT, name);
+    if (!f) {
+        fprintf(stderr, "%s: not provided by this MPI\n", name);
+        exit(3);
+    }
+    return f;
+}
+#define LOOKUP(name) p_##name = (__typeof__(p_##name))must(#name)
+
+static cudaStream_t stream;
+static MPI_Comm scomm;
+static int peer;
+
+static void expect_dev(const void *dev, size_t n, int from, int seed, const char *what)
+{
+    unsigned char *have = xmalloc(n ? n : 1), *want = pattern_new(n, from, seed);
+    CUDA_CHECK(cudaMemcpyAsync(have, dev, n, cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    check_bytes(have, want, n, "%s (%zu bytes)", what, n);
+    free(have);
+    free(want);
+}
+
+/* Case 1 and 2: a blocking ping-pong in stream order. */
+static void pingpong(int kind, size_t n, int seed)
+{
+    void *s = mem_alloc(kind, n), *r = mem_alloc(kind, n);
+    int device = mem_kind_is_device(kind);
+    for (int k = 0; k < 3; k++) {
+        int tag = seed + k;
+        MPI_Status st;
+        status_init(&st);
+        mem_pattern(s, n, t_rank, tag);
+        mem_poison(r, n);
+        if (t_rank == 0) {
+            MPI_CHECK(p_MPIX_Send_enqueue(s, (int)n, MPI_BYTE, peer, tag, scomm));
+            if (device)
+                CUDA_CHECK(cudaMemsetAsync(s, 0xEE, n, stream));
+            MPI_CHECK(p_MPIX_Recv_enqueue(r, (int)n, MPI_BYTE, peer, tag, scomm, &st));
+        } else {
+            MPI_CHECK(p_MPIX_Recv_enqueue(r, (int)n, MPI_BYTE, peer, tag, scomm, &st));
+            MPI_CHECK(p_MPIX_Send_enqueue(s, (int)n, MPI_BYTE, peer, tag, scomm));
+            if (device)
+                CUDA_CHECK(cudaMemsetAsync(s, 0xEE, n, stream));
+        }
+        if (device) {
+            expect_dev(r, n, peer, tag, "ping-pong from device memory");
+        } else {
+            CUDA_CHECK(cudaStreamSynchronize(stream));
+            unsigned char *want = pattern_new(n, peer, tag);
+            check_bytes(r, want, n, "ping-pong from host memory (%zu bytes)", n);
+            free(want);
+        }
+        check_status(&st, MPI_BYTE, peer, tag, (int)n, "ping-pong status, %zu bytes", n);
+    }
+    mem_free(s);
+    mem_free(r);
+}
+
+/* Case 3: many operations in flight, one MPIX_Waitall_enqueue. */
+static void window(void)
+{
+    enum { N = 16 };
+    const size_t n = 3000, cap = 4096;
+    char *s = mem_alloc(MEM_DEVICE, N * n), *r = mem_alloc(MEM_DEVICE, N * cap);
+    MPI_Request q[2 * N];
+    MPI_Status st[2 * N];
+    for (int i = 0; i < N; i++)
+        mem_pattern(s + i * n, n, t_rank, 300 + i);
+    mem_poison(r, N * cap);
+    for (int i = 0; i < N; i++)
+        MPI_CHECK(p_MPIX_Irecv_enqueue(r + i * cap, (int)cap, MPI_BYTE, peer, 300 + (N - 1 - i), scomm, &q[i]));
+    for (int i = 0; i < N; i++)
+        MPI_CHECK(p_MPIX_Isend_enqueue(s + i * n, (int)n, MPI_BYTE, peer, 300 + i, scomm, &q[N + i]));
+    for (int i = 0; i < 2 * N; i++)
+        status_init(&st[i]);
+    MPI_CHECK(p_MPIX_Waitall_enqueue(2 * N, q, st));
+    for (int i = 0; i < 2 * N; i++)
+        CHECK(q[i] == MPI_REQUEST_NULL, "request %d is not MPI_REQUEST_NULL after MPIX_Waitall_enqueue", i);
+    unsigned char *have = xmalloc(N * cap);
+    CUDA_CHECK(cudaMemcpyAsync(have, r, N * cap, cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (int i = 0; i < N; i++) {
+        int tag = 300 + (N - 1 - i);
+        unsigned char *want = pattern_new(n, peer, tag);
+        check_bytes(have + i * cap, want, n, "window, receive %d (tag %d)", i, tag);
+        check_all(have + i * cap + n, POISON_BYTE, cap - n, "window, receive %d past the message", i);
+        check_status(&st[i], MPI_BYTE, peer, tag, (int)n, "window, receive %d", i);
+        free(want);
+    }
+    free(have);
+    mem_free(s);
+    mem_free(r);
+}
+
+/* Case 4: the copy out of the send buffer waits for the work queued before it. */
+struct later {
+    void *dev;
+    size_t n;
+    unsigned long long ticket;
+    int (*release)(CUstream, unsigned long long);
+};
+
+static void *write_later(void *arg)
+{
+    struct later *l = arg;
+    usleep(30000);
+    mem_pattern(l->dev, l->n, t_rank, 77);
+    l->release((CUstream)stream, l->ticket);
+    return NULL;
+}
+
+static void held(void)
+{
+    const size_t n = 8192;
+    void *b = mem_alloc(MEM_DEVICE, n);
+    unsigned long long (*hold)(CUstream) = (unsigned long long (*)(CUstream))dlsym(RTLD_DEFAULT, "fakecuda_stream_hold");
+    int (*release)(CUstream, unsigned long long) = (int (*)(CUstream, unsigned long long))dlsym(RTLD_DEFAULT, "fakecuda_stream_release");
+    if (!hold || !release) {
+        mem_free(b);
+        return; /* a real GPU: no holds */
+    }
+    if (t_rank == 0) {
+        mem_poison(b, n);
+        struct later l = {b, n, hold((CUstream)stream), release};
+        pthread_t t;
+        pthread_create(&t, NULL, write_later, &l);
+        MPI_CHECK(p_MPIX_Send_enqueue(b, (int)n, MPI_BYTE, peer, 77, scomm));
+        pthread_join(t, NULL);
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+    } else {
+        mem_poison(b, n);
+        MPI_CHECK(p_MPIX_Recv_enqueue(b, (int)n, MPI_BYTE, peer, 77, scomm, MPI_STATUS_IGNORE));
+        expect_dev(b, n, peer, 77, "a send queued behind earlier work");
+    }
+    mem_free(b);
+}
+
+/* Case 5. */
+static void allreduce(void)
+{
+    const int count = 1 << 14;
+    size_t n = count * sizeof(double);
+    double *h = xmalloc(n), *want = xmalloc(n), *got = xmalloc(n);
+    for (int i = 0; i < count; i++)
+        h[i] = (double)((i * 7 + t_rank * 13) % 1000) / 8.0;
+    MPI_CHECK(MPI_Allreduce(h, want, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    double *s = mem_alloc(MEM_DEVICE, n), *r = mem_alloc(MEM_DEVICE, n);
+    mem_put(s, h, n);
+    mem_poison(r, n);
+    MPI_CHECK(p_MPIX_Allreduce_enqueue(s, r, count, MPI_DOUBLE, MPI_SUM, scomm));
+    CUDA_CHECK(cudaMemcpyAsync(got, r, n, cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    check_bytes(got, want, n, "MPIX_Allreduce_enqueue, sum of %d doubles", count);
+    MPI_CHECK(p_MPIX_Allreduce_enqueue(MPI_IN_PLACE, s, count, MPI_DOUBLE, MPI_SUM, scomm));
+    CUDA_CHECK(cudaMemcpyAsync(got, s, n, cudaMemcpyDeviceToHost, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    check_bytes(got, want, n, "MPIX_Allreduce_enqueue in place, sum of %d doubles", count);
+    mem_free(s);
+    mem_free(r);
+    free(h);
+    free(want);
+    free(got);
+}
+
+static void expect_class(int rc, int cls, const char *what)
+{
+    CHECK(error_class(rc) == cls, "%s: error class %s, expected %s", what, error_name(error_class(rc)), error_name(cls));
+}
+
+/* Case 6. */
+static void errors(void)
+{
+    void *d = mem_alloc(MEM_DEVICE, 64);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(scomm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    expect_class(p_MPIX_Send_enqueue(d, 4, MPI_BYTE, peer, 1, MPI_COMM_WORLD), MPI_ERR_OTHER, "an enqueue on MPI_COMM_WORLD");
+
+    MPIX_Stream plain;
+    MPI_Comm pcomm;
+    MPI_CHECK(p_MPIX_Stream_create(MPI_INFO_NULL, &plain));
+    MPI_CHECK(p_MPIX_Stream_comm_create(MPI_COMM_WORLD, plain, &pcomm));
+    MPI_Comm_set_errhandler(pcomm, MPI_ERRORS_RETURN);
+    expect_class(p_MPIX_Send_enqueue(d, 4, MPI_BYTE, peer, 1, pcomm), MPI_ERR_OTHER, "an enqueue on a stream without a CUDA stream");
+    int rc = p_MPIX_Stream_free(&plain);
+    CHECK(rc != MPI_SUCCESS, "MPIX_Stream_free of a stream a communicator uses succeeded");
+    MPI_CHECK(MPI_Comm_free(&pcomm));
+    MPI_CHECK(p_MPIX_Stream_free(&plain));
+    CHECK(plain == MPIX_STREAM_NULL, "MPIX_Stream_free did not set MPIX_STREAM_NULL");
+
+    MPI_Request q;
+    int x = 5, y = 0;
+    MPI_CHECK(MPI_Irecv(&y, 1, MPI_INT, 0, 9, MPI_COMM_SELF, &q));
+    expect_class(p_MPIX_Wait_enqueue(&q, MPI_STATUS_IGNORE), MPI_ERR_REQUEST, "MPIX_Wait_enqueue on an ordinary request");
+    MPI_CHECK(MPI_Send(&x, 1, MPI_INT, 0, 9, MPI_COMM_SELF));
+    MPI_CHECK(MPI_Wait(&q, MPI_STATUS_IGNORE));
+    CHECK(y == 5, "the ordinary request still completes (got %d)", y);
+
+    MPI_Datatype gaps;
+    MPI_Type_vector(2, 1, 2, MPI_INT, &gaps);
+    MPI_Type_commit(&gaps);
+    expect_class(p_MPIX_Send_enqueue(d, 1, gaps, peer, 1, scomm), MPI_ERR_TYPE, "a device buffer with a datatype that has gaps");
+    MPI_Type_free(&gaps);
+
+    MPI_Info info;
+    MPIX_Stream bad;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "type", "cudaStream_t");
+    MPI_Info_set(info, "value", "not-hex!");
+    rc = p_MPIX_Stream_create(info, &bad);
+    CHECK(rc != MPI_SUCCESS, "MPIX_Stream_create with a value that is not hexadecimal succeeded");
+    MPI_Info_free(&info);
+    mem_free(d);
+}
+
+int main(int argc, char **argv)
+{
+    test_init(&argc, &argv);
+    peer = 1 - t_rank;
+    LOOKUP(MPIX_Info_set_hex);
+    LOOKUP(MPIX_Stream_create);
+    LOOKUP(MPIX_Stream_free);
+    LOOKUP(MPIX_Stream_comm_create);
+    LOOKUP(MPIX_Send_enqueue);
+    LOOKUP(MPIX_Recv_enqueue);
+    LOOKUP(MPIX_Isend_enqueue);
+    LOOKUP(MPIX_Irecv_enqueue);
+    LOOKUP(MPIX_Wait_enqueue);
+    LOOKUP(MPIX_Waitall_enqueue);
+    LOOKUP(MPIX_Allreduce_enqueue);
+
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    MPI_Info info;
+    MPIX_Stream mstream;
+    MPI_Info_create(&info);
+    MPI_Info_set(info, "type", "cudaStream_t");
+    MPI_CHECK(p_MPIX_Info_set_hex(info, "value", &stream, sizeof stream));
+    MPI_CHECK(p_MPIX_Stream_create(info, &mstream));
+    MPI_Info_free(&info);
+    MPI_CHECK(p_MPIX_Stream_comm_create(MPI_COMM_WORLD, mstream, &scomm));
+
+    static const size_t sizes[] = {8, 4096, 1 << 20};
+    for (int i = 0; i < 3; i++)
+        pingpong(MEM_DEVICE, sizes[i], 10 * (i + 1));
+    pingpong(MEM_HOST, 4096, 50);
+    window();
+    held();
+    allreduce();
+    errors();
+
+    MPI_CHECK(MPI_Comm_free(&scomm));
+    MPI_CHECK(p_MPIX_Stream_free(&mstream));
+    CUDA_CHECK(cudaStreamDestroy(stream));
+    return report_and_finalize();
+}
