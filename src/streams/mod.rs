@@ -25,7 +25,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::base::log;
+use crate::base::{config, log, stats};
 use crate::cuda::ordered::Lane;
 use crate::cuda::{self, InContext, Location};
 use crate::mpi::abi::{self, Handle};
@@ -299,7 +299,7 @@ struct Staged {
 
 /// Classifies `buf` for an operation on `stream`: host memory as it is, device memory of the
 /// stream's GPU through a staging buffer (copied into it on the stream when `copy_in`).
-fn stage(name: &str, comm: Handle, stream: &Stream, buf: *mut c_void, count: c_int, datatype: Handle, copy_in: bool) -> Result<Staged, c_int> {
+fn stage(name: &'static str, comm: Handle, stream: &Stream, buf: *mut c_void, count: c_int, datatype: Handle, copy_in: bool) -> Result<Staged, c_int> {
     let abi = abi::get();
     let lane = stream.lane.as_ref().ok_or(abi.err_intern)?;
     let host = Staged { host: buf, device: None, leases: Vec::new() };
@@ -330,6 +330,7 @@ fn stage(name: &str, comm: Handle, stream: &Stream, buf: *mut c_void, count: c_i
     if copy_in {
         lane.to_host(lease.ptr(), buf, bytes).map_err(|e| errors::cuda(name, Some(comm), e, buf, bytes, &dev))?;
     }
+    stats::device_call(name);
     Ok(Staged { host: lease.ptr(), device: Some((buf, bytes)), leases: vec![lease] })
 }
 
@@ -355,6 +356,9 @@ fn queue(name: &str, comm: Handle, stream: &Stream, works: impl FnOnce(u32) -> V
     }
     drop(issued);
     progress::submit(job);
+    if config::get().debug {
+        log::debug(format_args!("{name}: queued on stream {:p}{}", lane.stream, if wait { ", which waits for it" } else { "" }));
+    }
     0
 }
 

@@ -15,13 +15,13 @@
  *   4. the send waits for earlier work: the stream is held (the stand-in's hold) while another
  *      thread writes the buffer 30 ms later, then released;
  *   5. MPIX_Allreduce_enqueue (sum of doubles, out of place and in place), against
- *      MPI_Allreduce of the same values on host memory;
+ *      MPI_Allreduce of the same values on host memory; in mode nccl (a GPU per rank) both
+ *      run on NCCL (cudampi_stats.nccl_calls);
  *   6. errors: an enqueue on MPI_COMM_WORLD and on a communicator of a stream without a CUDA
  *      stream (MPI_ERR_OTHER), MPIX_Wait_enqueue on an ordinary request (MPI_ERR_REQUEST), a
  *      device buffer with a datatype that has gaps (MPI_ERR_TYPE), freeing a stream that a
  *      communicator still uses (MPI_ERR_OTHER), a stream value that is not hexadecimal. */
-#include "common.h"
-#include "../../include/cudampi-ext/mpi-ext.h"
+#include "ipc_stats.h"
 #include <pthread.h>
 #include <unistd.h>
 
@@ -190,6 +190,12 @@ static void allreduce(void)
         h[i] = (double)((i * 7 + t_rank * 13) % 1000) / 8.0;
     MPI_CHECK(MPI_Allreduce(h, want, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
     double *s = mem_alloc(MEM_DEVICE, n), *r = mem_alloc(MEM_DEVICE, n);
+    stats_fn get = stats_lookup();
+    struct cudampi_stats before, after;
+    memset(&before, 0, sizeof before);
+    memset(&after, 0, sizeof after);
+    if (get)
+        get(&before);
     mem_put(s, h, n);
     mem_poison(r, n);
     MPI_CHECK(p_MPIX_Allreduce_enqueue(s, r, count, MPI_DOUBLE, MPI_SUM, scomm));
@@ -200,6 +206,11 @@ static void allreduce(void)
     CUDA_CHECK(cudaMemcpyAsync(got, s, n, cudaMemcpyDeviceToHost, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
     check_bytes(got, want, n, "MPIX_Allreduce_enqueue in place, sum of %d doubles", count);
+    if (get && !strcmp(t_env("CMTEST_MODE", ""), "nccl")) {
+        get(&after);
+        CHECK(after.nccl_calls - before.nccl_calls == 2, "mode nccl: %llu enqueued allreduces ran on NCCL, expected 2",
+              (unsigned long long)(after.nccl_calls - before.nccl_calls));
+    }
     mem_free(s);
     mem_free(r);
     free(h);
