@@ -11,6 +11,10 @@ pub struct Config {
     /// `CUDAMPI_THREAD_MULTIPLE=1`: `MPI_Init` and `MPI_Init_thread` ask the library for
     /// `MPI_THREAD_MULTIPLE`, which the enqueue calls' progress thread needs (`streams`).
     pub thread_multiple: bool,
+    /// `CUDAMPI_ENQUEUE=ordered` or `immediate`: whether the enqueue calls return at once with
+    /// the operation queued in the stream's order, or synchronise the stream and make the
+    /// operation in the call (`streams`); unset, immediate where another rank shares the GPU.
+    pub enqueue_immediate: Option<bool>,
     /// `CUDAMPI_POOL_BYTES`: most pinned host memory the staging pool may hold at once.
     pub pool_bytes: usize,
     /// `CUDAMPI_DISABLE=1`: never look at CUDA; every buffer goes straight to MPI.
@@ -174,6 +178,11 @@ pub fn get() -> &'static Config {
         debug: flag("CUDAMPI_DEBUG"),
         stats: flag("CUDAMPI_STATS"),
         thread_multiple: flag("CUDAMPI_THREAD_MULTIPLE"),
+        enqueue_immediate: match std::env::var("CUDAMPI_ENQUEUE").as_deref() {
+            Ok("immediate") => Some(true),
+            Ok("ordered") => Some(false),
+            _ => None,
+        },
         pool_bytes: bytes("CUDAMPI_POOL_BYTES").unwrap_or(DEFAULT_POOL_BYTES),
         disabled,
         stage_managed: matches!(std::env::var("CUDAMPI_MANAGED").as_deref(), Ok("stage")),

@@ -145,6 +145,13 @@ impl Lane {
         check("cuStreamWriteValue32", unsafe { (o.stream_write_value32)(self.inner, self.word_dev, number, 0) })
     }
 
+    /// Waits until the work queued on the program's stream so far is done.
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        let scope = InContext::enter(&self.dev)?;
+        // SAFETY: the program's stream, in its context.
+        check("cuStreamSynchronize", unsafe { (scope.driver().stream_synchronize)(self.stream) })
+    }
+
     /// Frees what the lane made, once; the program's stream stays the program's. The caller
     /// makes sure nothing uses the lane afterwards.
     pub fn close(&self) {

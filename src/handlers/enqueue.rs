@@ -4,7 +4,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use crate::mpi::abi::{self, Handle};
+use crate::mpi::abi::Handle;
 use crate::streams;
 
 pub fn stream_create(name: &'static str, info: Handle, stream: *mut c_int, _call: impl FnOnce() -> c_int) -> c_int {
@@ -44,13 +44,7 @@ pub fn recv_enqueue(
 
 /// `MPIX_Wait_enqueue` (one request and its status) and `MPIX_Waitall_enqueue` (`all`).
 pub fn wait_enqueue(name: &'static str, count: c_int, requests: *mut c_void, statuses: *mut c_void, all: bool, _call: impl FnOnce() -> c_int) -> c_int {
-    let abi = abi::get();
-    let statuses = match (all, statuses) {
-        (true, s) if abi.is_statuses_ignore(s) => streams::Statuses::Ignore,
-        (true, s) => streams::Statuses::Array(s),
-        (false, s) => streams::Statuses::One(s),
-    };
-    streams::wait(name, count, requests, statuses)
+    streams::wait(name, count, requests, statuses, all)
 }
 
 pub fn allreduce_enqueue(name: &'static str, send: *const c_void, recv: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle, _call: impl FnOnce() -> c_int) -> c_int {

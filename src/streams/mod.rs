@@ -16,6 +16,7 @@
 //! Device buffers take datatypes without gaps only (their bytes are copied as one block).
 //! This layer uses `base`, `cuda`, `mpi`, `staging` and `engine`; the handlers use it.
 
+mod immediate;
 mod progress;
 mod stream;
 mod work;
@@ -31,8 +32,7 @@ use crate::cuda::{self, InContext, Location};
 use crate::mpi::abi::{self, Handle};
 use crate::mpi::{datatype, errors, real};
 use crate::staging::pool;
-pub use work::Statuses;
-use work::{Job, Op, Transfer, Work};
+use work::{Job, Op, Statuses, Transfer, Work};
 pub use stream::Stream;
 
 /// `MPIX_STREAM_NULL` as MPICH defines it; cudampi's handles follow it (kind bits 0, which
@@ -346,20 +346,30 @@ fn queue(name: &str, comm: Handle, stream: &Stream, works: impl FnOnce(u32) -> V
     let number = issued.wrapping_add(1);
     let job = Job::new(works(number));
     let token = job.token();
-    let queued = lane.host_function(progress::fire, token).and_then(|()| if wait { lane.wait_for(number) } else { Ok(()) });
-    if let Err(e) = queued {
+    if let Err(e) = lane.host_function(progress::fire, token) {
         log::error(format_args!("{name}: the stream refused the operation ({} in {})", e.name(), e.call));
         return errors::raise(Some(comm), abi.err_other);
     }
+    progress::submit(job);
     if wait {
         *issued = number;
+        if let Err(e) = lane.wait_for(number) {
+            log::error(format_args!("{name}: the stream cannot be made to wait for the operation ({} in {})", e.name(), e.call));
+            return errors::raise(Some(comm), abi.err_other);
+        }
     }
     drop(issued);
-    progress::submit(job);
     if config::get().debug {
         log::debug(format_args!("{name}: queued on stream {:p}{}", lane.stream, if wait { ", which waits for it" } else { "" }));
     }
     0
+}
+
+/// Whether the enqueue calls synchronise the stream and make the operation in the call
+/// (`immediate`): `CUDAMPI_ENQUEUE=immediate` or `ordered`; by default where another rank shares
+/// this process's GPU.
+fn immediately() -> bool {
+    config::get().enqueue_immediate.unwrap_or_else(cuda::signal::gpu_shared)
 }
 
 fn transfer(op: Op, s: &Staged, count: c_int, datatype: Handle, tag: c_int, comm: Handle, stream: &Arc<Stream>, name: &'static str) -> Transfer {
@@ -374,6 +384,10 @@ pub fn send(name: &'static str, buf: *const c_void, count: c_int, datatype: Hand
         Ok(s) => s,
         Err(rc) => return rc,
     };
+    if immediately() {
+        let rc = immediate::send(name, &stream, buf, count, datatype, dest, tag, comm, request);
+        return held_immediately(rc, request);
+    }
     let staged = match stage(name, comm, &stream, buf.cast_mut(), count, datatype, true) {
         Ok(s) => s,
         Err(rc) => return rc,
@@ -397,6 +411,10 @@ pub fn recv(name: &'static str, buf: *mut c_void, count: c_int, datatype: Handle
         Ok(s) => s,
         Err(rc) => return rc,
     };
+    if immediately() {
+        let rc = immediate::recv(name, &stream, buf, count, datatype, source, tag, comm, status, request);
+        return held_immediately(rc, request);
+    }
     let staged = match stage(name, comm, &stream, buf, count, datatype, false) {
         Ok(s) => s,
         Err(rc) => return rc,
@@ -411,8 +429,25 @@ pub fn recv(name: &'static str, buf: *mut c_void, count: c_int, datatype: Handle
     queue(name, comm, &stream, move |n| vec![Work::Start(x.clone()), Work::Finish { transfers: vec![x], statuses: Statuses::One(status), number: n }], true)
 }
 
-/// The enqueued operations the program holds requests for, by request.
-static REQUESTS: Mutex<Option<HashMap<Handle, Arc<Transfer>>>> = Mutex::new(None);
+/// What a request of an enqueue call stands for.
+enum Held {
+    /// A transfer of the progress thread's, behind a generalized request.
+    Ordered(Arc<Transfer>),
+    /// cudampi's own request, from a call made at once (`immediate`).
+    Immediate,
+}
+
+/// The requests the program holds from `MPIX_Isend_enqueue` and `MPIX_Irecv_enqueue`.
+static REQUESTS: Mutex<Option<HashMap<Handle, Held>>> = Mutex::new(None);
+
+/// Notes the request a call made at once returned, so that the wait calls know it.
+fn held_immediately(rc: c_int, request: Option<*mut c_void>) -> c_int {
+    if let (0, Some(r)) = (rc, request) {
+        let h = read_handle(r, 0);
+        lock(&REQUESTS).get_or_insert_with(HashMap::new).insert(abi::get().key(h), Held::Immediate);
+    }
+    rc
+}
 
 unsafe extern "C" fn query(_: *mut c_void, status: *mut c_void) -> c_int {
     if let Some(p) = real::pmpi() {
@@ -458,7 +493,7 @@ fn posted(name: &'static str, comm: Handle, stream: &Arc<Stream>, t: Arc<Transfe
         }
         return rc;
     }
-    lock(&REQUESTS).get_or_insert_with(HashMap::new).insert(abi.key(g), t);
+    lock(&REQUESTS).get_or_insert_with(HashMap::new).insert(abi.key(g), Held::Ordered(t));
     write_handle(out, 0, g);
     0
 }
@@ -488,34 +523,39 @@ fn read_handle(array: *const c_void, i: usize) -> Handle {
     }
 }
 
-/// `MPIX_Wait_enqueue` (`count` 1, `Statuses::One`) and `MPIX_Waitall_enqueue`: the program's
+/// `MPIX_Wait_enqueue` (`count` 1, one status) and `MPIX_Waitall_enqueue` (`all`): the program's
 /// stream waits until the operations are done, in its order.
-pub fn wait(name: &'static str, count: c_int, requests: *mut c_void, statuses: Statuses) -> c_int {
+pub fn wait(name: &'static str, count: c_int, requests: *mut c_void, statuses: *mut c_void, all: bool) -> c_int {
     let abi = abi::get();
     if count < 0 || (count > 0 && requests.is_null()) {
         log::error(format_args!("{name}: a negative count or a null request array"));
         return errors::raise(None, abi.err_arg);
     }
     let mut found = Vec::with_capacity(count as usize);
+    let mut immediate = 0;
     {
-        let mut all = lock(&REQUESTS);
-        let map = all.get_or_insert_with(HashMap::new);
+        let mut map = lock(&REQUESTS);
+        let map = map.get_or_insert_with(HashMap::new);
         for i in 0..count as usize {
             let h = read_handle(requests, i);
             if abi.same(h, abi.request_null) {
                 continue;
             }
             match map.get(&abi.key(h)) {
-                Some(t) => found.push(t.clone()),
+                Some(Held::Ordered(t)) => found.push(t.clone()),
+                Some(Held::Immediate) => immediate += 1,
                 None => {
                     log::error(format_args!("{name}: request {i} was not made by MPIX_Isend_enqueue or MPIX_Irecv_enqueue"));
                     return errors::raise(None, abi.err_request);
                 }
             }
         }
+        if immediate > 0 && !found.is_empty() {
+            log::error(format_args!("{name}: the requests were made in different modes (CUDAMPI_ENQUEUE changed)"));
+            return errors::raise(None, abi.err_request);
+        }
         if let Some(first) = found.first() {
             if found.iter().any(|t| !Arc::ptr_eq(&t.stream, &first.stream)) {
-                drop(all);
                 log::error(format_args!("{name}: the requests belong to different streams"));
                 return errors::raise(None, abi.err_request);
             }
@@ -524,9 +564,19 @@ pub fn wait(name: &'static str, count: c_int, requests: *mut c_void, statuses: S
             map.remove(&abi.key(read_handle(requests, i)));
         }
     }
+    if immediate > 0 {
+        // One request's MPI_STATUS_IGNORE is the array's MPI_STATUSES_IGNORE.
+        let statuses = if !all && abi.is_status_ignore(statuses) { abi.statuses_ignore as *mut c_void } else { statuses };
+        return immediate::wait(count, requests, statuses);
+    }
     for i in 0..count as usize {
         write_handle(requests, i, abi.request_null);
     }
+    let statuses = match (all, statuses) {
+        (true, s) if abi.is_statuses_ignore(s) => Statuses::Ignore,
+        (true, s) => Statuses::Array(s),
+        (false, s) => Statuses::One(s),
+    };
     let Some(first) = found.first() else { return 0 };
     let (stream, comm) = (first.stream.clone(), first.comm);
     queue(name, comm, &stream, move |n| vec![Work::Finish { transfers: found, statuses, number: n }], true)
@@ -541,6 +591,9 @@ pub fn allreduce(name: &'static str, send: *const c_void, recv: *mut c_void, cou
         Err(rc) => return rc,
     };
     let Some(lane) = stream.lane.as_ref() else { return abi.err_intern };
+    if immediately() {
+        return immediate::allreduce(name, &stream, send, recv, count, datatype, op, comm);
+    }
     let job = crate::engine::Job::Allreduce { send, recv, count: count as i64, datatype, op };
     if let Some(rc) = crate::engine::enqueue(name, comm, &job, lane.stream) {
         return rc;

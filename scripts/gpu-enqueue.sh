@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# scripts/gpu-enqueue.sh — the stream-ordered calls on the GPU machine, in one call: the C tests
+# named in ENQ_TESTS (default stream_enqueue and stream_immediate) through scripts/gpu-check.sh step 1 (its
+# GPU_CHECK_PLACES and GPU_CHECK_MPIS apply), then bench/enqueue.cu with the system MPI, once
+# per placement: both ranks on GPU 0, and one GPU per rank where there are two. Prints the
+# tables, then `N passed, N failed` and the benchmark's rows last.
+#
+# Environment: SHIM (default target/release/libcudampi.so), CUDA_HOME, MPICC, MPIRUN, OUT (the
+# JSON, tables and gpu-check's summary land there when set), ENQ_ITERS (default 200).
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT" || exit 1
+CUDA=${CUDA_HOME:-/usr/local/cuda}
+MPICC=${MPICC:-mpicc}
+MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
+SHIM=${SHIM:-target/release/libcudampi.so}
+case $SHIM in /*) ;; *) SHIM=$ROOT/$SHIM ;; esac
+RES=${OUT:-$(mktemp -d)}
+BIN=$(mktemp -d "${TMPDIR:-/tmp}/enqueue.XXXXXX")
+passed=0
+failed=0
+
+echo "== tests: ${ENQ_TESTS:-stream_enqueue stream_immediate}"
+mkdir -p "$RES/check"
+OUT=$RES/check GPU_CHECK_STEPS=1 GPU_CHECK_BENCH=0 GPU_CHECK_TESTS=${ENQ_TESTS:-stream_enqueue stream_immediate} \
+    SHIM=$SHIM scripts/gpu-check.sh >"$RES/check.txt" 2>&1
+grep -E '^ *(PASS|FAIL|SKIP)' "$RES/check.txt" | tail -40
+line=$(grep -Eo '[0-9]+ passed, [0-9]+ failed' "$RES/check.txt" | tail -1)
+passed=$((passed + ${line%% passed*}))
+failed=$((failed + $(sed -E 's/.* ([0-9]+) failed/\1/' <<<"$line")))
+
+echo '#include <mpi.h>' >"$BIN/mpiinc.c"
+mpih=$($MPICC -M "$BIN/mpiinc.c" 2>/dev/null | tr ' \\' '\n\n' | grep -m1 '/mpi\.h$')
+if ! "$CUDA/bin/nvcc" -O2 -c bench/enqueue.cu -I"$(dirname "$mpih")" -o "$BIN/enqueue.o" ||
+    ! $MPICC "$BIN/enqueue.o" -o "$BIN/enqueue" -L"$CUDA/lib64" -Wl,-rpath,"$CUDA/lib64" -lcudart -lstdc++ -ldl -lm; then
+    echo "FAIL bench/enqueue.cu (build)"
+    failed=$((failed + 1))
+fi
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+places=(shared)
+[ "$ngpu" -ge 2 ] && places+=(per)
+for place in "${places[@]}"; do
+    [ -x "$BIN/enqueue" ] || break
+    echo "== bench/enqueue, $place"
+    per=()
+    [ "$place" = per ] && per=(-x BENCH_GPU_PER_RANK=1)
+    if env LD_PRELOAD= $MPIRUN -x LD_PRELOAD="$SHIM" "${per[@]}" -n 2 "$BIN/enqueue" -i "${ENQ_ITERS:-200}" \
+        -o "$RES/enqueue-$place.json" >"$RES/enqueue-$place.txt" 2>&1; then
+        passed=$((passed + 1))
+    else
+        echo "FAIL bench/enqueue ($place)"
+        failed=$((failed + 1))
+    fi
+    cat "$RES/enqueue-$place.txt"
+done
+rm -rf "$BIN"
+echo
+echo "$passed passed, $failed failed"
+for place in "${places[@]}"; do
+    [ -f "$RES/enqueue-$place.txt" ] && grep -E '^(enqueue|case|halo|8 B)' "$RES/enqueue-$place.txt"
+done
