@@ -1,5 +1,6 @@
 /* bench/enqueue.cu: stream-ordered MPI (MPICH's MPIX_*_enqueue, served by cudampi) against the
- * same work with blocking calls and stream synchronisations, 2 ranks.
+ * same work with blocking calls and stream synchronisations, 2 ranks (or 1, exchanging with
+ * itself: the engine's own costs, with no other process on the GPU).
  *
  *   halo   a Jacobi-like step per iteration: a kernel packs a halo of H bytes from the domain,
  *          the ranks exchange halos, a kernel updates the domain from the halo received.
@@ -121,7 +122,10 @@ static double halo(size_t hbytes, int iters, int enqueued, double *out)
     for (int k = 0; k < iters; k++) {
         pack<<<blocks(nh), 256, 0, s>>>(hs, u, nh, N, k);
         MPI_Request q[2];
-        if (enqueued) {
+        if (enqueued && getenv("BENCH_HALO_SENDRECV")) {
+            MK(send_enqueue(hs, (int)hbytes, MPI_BYTE, peer, k, scomm));
+            MK(recv_enqueue(hr, (int)hbytes, MPI_BYTE, peer, k, scomm, MPI_STATUS_IGNORE));
+        } else if (enqueued) {
             MK(irecv_enqueue(hr, (int)hbytes, MPI_BYTE, peer, k, scomm, &q[0]));
             MK(isend_enqueue(hs, (int)hbytes, MPI_BYTE, peer, k, scomm, &q[1]));
             MK(waitall_enqueue(2, q, MPI_STATUSES_IGNORE));
@@ -133,8 +137,11 @@ static double halo(size_t hbytes, int iters, int enqueued, double *out)
         }
         update<<<blocks(N), 256, 0, s>>>(u, hr, N, nh);
     }
+    double queued = now() - t0;
     CK(cudaStreamSynchronize(s));
     double t = (now() - t0) / iters;
+    if (getenv("BENCH_VERBOSE") && rank == 0)
+        fprintf(stderr, "  halo %zu B %s: the host's loop took %.2f us per step of %.2f\n", hbytes, enqueued ? "enqueued" : "blocking", 1e6 * queued / iters, 1e6 * t);
     CK(cudaMemcpy(out, u, N * sizeof(double), cudaMemcpyDeviceToHost));
     CK(cudaFree(u));
     CK(cudaFree(hs));
@@ -147,7 +154,7 @@ static double pingpong(int iters, int enqueued, unsigned long long *last)
 {
     unsigned long long *m;
     CK(cudaMalloc(&m, 8));
-    CK(cudaMemset(m, 0, 8));
+    CK(cudaMemsetAsync(m, 0, 8, s)); /* on the stream: s does not wait for the legacy stream */
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = now();
     for (int k = 0; k < iters; k++) {
@@ -203,12 +210,14 @@ int main(int argc, char **argv)
     int size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size != 2) {
-        if (rank == 0) fprintf(stderr, "enqueue: 2 ranks\n");
+    if (size > 2) {
+        if (rank == 0) fprintf(stderr, "enqueue: 1 or 2 ranks\n");
         MPI_Finalize();
         return 1;
     }
-    peer = 1 - rank;
+    /* One rank exchanges with itself: the enqueue engine's own costs, with no second process
+     * on the GPU. */
+    peer = size == 2 ? 1 - rank : rank;
     int ndev = 0;
     CK(cudaGetDeviceCount(&ndev));
     int dev = getenv("BENCH_GPU_PER_RANK") ? rank % ndev : 0;
@@ -240,7 +249,7 @@ int main(int argc, char **argv)
     MPI_Get_library_version(lib, &len);
     char *nl = strchr(lib, '\n');
     if (nl) *nl = 0;
-    int devs[2];
+    int devs[2] = {dev, -1};
     MPI_Allgather(&dev, 1, MPI_INT, devs, 1, MPI_INT, MPI_COMM_WORLD);
 
     static const size_t hsizes[] = {8 << 10, 4 << 20};
@@ -275,7 +284,7 @@ int main(int argc, char **argv)
         char date[32];
         time_t tt = time(NULL);
         strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&tt));
-        const char *place = devs[0] == devs[1] ? "one GPU shared by both ranks" : "one GPU per rank";
+        const char *place = size == 1 ? "one rank, exchanging with itself" : devs[0] == devs[1] ? "one GPU shared by both ranks" : "one GPU per rank";
         printf("enqueue: %s, %s, %s\n", prop.name, place, lib);
         printf("%-28s %12s %12s %8s\n", "case", "blocking us", "enqueued us", "speedup");
         printf("%-28s %12.2f %12.2f %8.2f\n", "halo step, 8 KiB halos", 1e6 * res[0][0], 1e6 * res[0][1], res[0][0] / res[0][1]);

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # scripts/gpu-enqueue.sh — the stream-ordered calls on the GPU machine, in one call: the C tests
 # named in ENQ_TESTS (default stream_enqueue and stream_immediate) through scripts/gpu-check.sh step 1 (its
-# GPU_CHECK_PLACES and GPU_CHECK_MPIS apply), then bench/enqueue.cu with the system MPI, once
-# per placement: both ranks on GPU 0, and one GPU per rank where there are two. Prints the
-# tables, then `N passed, N failed` and the benchmark's rows last.
+# GPU_CHECK_PLACES and GPU_CHECK_MPIS apply; steps 1 and 5, the wheels' MPIs when carried),
+# then bench/enqueue.cu with the system MPI, once per placement (both ranks on GPU 0, and one GPU
+# per rank where there are two) and mode. Prints the tables, then `N passed, N failed` and the
+# benchmark's rows last.
 #
 # Environment: SHIM (default target/release/libcudampi.so), CUDA_HOME, MPICC, MPIRUN, OUT (the
-# JSON, tables and gpu-check's summary land there when set), ENQ_ITERS (default 200).
+# JSON, tables and gpu-check's summary land there when set), ENQ_ITERS (default 200),
+# ENQ_MODES (default "default": CUDAMPI_ENQUEUE unset; also "ordered" or "immediate"),
+# ENQ_ORDERED_ITERS (iterations of mode ordered where the GPU is shared, default 20).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 1
@@ -22,7 +25,7 @@ failed=0
 
 echo "== tests: ${ENQ_TESTS:-stream_enqueue stream_immediate}"
 mkdir -p "$RES/check"
-OUT=$RES/check GPU_CHECK_STEPS=1 GPU_CHECK_BENCH=0 GPU_CHECK_TESTS=${ENQ_TESTS:-stream_enqueue stream_immediate} \
+OUT=$RES/check GPU_CHECK_STEPS=${GPU_CHECK_STEPS:-1 5} GPU_CHECK_BENCH=0 GPU_CHECK_TESTS=${ENQ_TESTS:-stream_enqueue stream_immediate} \
     SHIM=$SHIM scripts/gpu-check.sh >"$RES/check.txt" 2>&1
 grep -E '^ *(PASS|FAIL|SKIP)' "$RES/check.txt" | tail -40
 line=$(grep -Eo '[0-9]+ passed, [0-9]+ failed' "$RES/check.txt" | tail -1)
@@ -39,23 +42,32 @@ fi
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 places=(shared)
 [ "$ngpu" -ge 2 ] && places+=(per)
+read -ra modes <<<"${ENQ_MODES:-default}"
+runs=()
 for place in "${places[@]}"; do
-    [ -x "$BIN/enqueue" ] || break
-    echo "== bench/enqueue, $place"
-    per=()
-    [ "$place" = per ] && per=(-x BENCH_GPU_PER_RANK=1)
-    if env LD_PRELOAD= $MPIRUN -x LD_PRELOAD="$SHIM" "${per[@]}" -n 2 "$BIN/enqueue" -i "${ENQ_ITERS:-200}" \
-        -o "$RES/enqueue-$place.json" >"$RES/enqueue-$place.txt" 2>&1; then
-        passed=$((passed + 1))
-    else
-        echo "FAIL bench/enqueue ($place)"
-        failed=$((failed + 1))
-    fi
-    cat "$RES/enqueue-$place.txt"
+    for mode in "${modes[@]}"; do
+        [ -x "$BIN/enqueue" ] || break
+        echo "== bench/enqueue, $place, mode $mode"
+        args=(-x LD_PRELOAD="$SHIM")
+        [ "$place" = per ] && args+=(-x BENCH_GPU_PER_RANK=1)
+        [ "$mode" = default ] || args+=(-x CUDAMPI_ENQUEUE="$mode")
+        it=${ENQ_ITERS:-200}
+        [ "$place.$mode" = shared.ordered ] && it=${ENQ_ORDERED_ITERS:-20}
+        name=enqueue-$place-$mode
+        runs+=("$name")
+        if env LD_PRELOAD= $MPIRUN "${args[@]}" -n 2 "$BIN/enqueue" -i "$it" -o "$RES/$name.json" >"$RES/$name.txt" 2>&1; then
+            passed=$((passed + 1))
+        else
+            echo "FAIL bench/enqueue ($place, $mode)"
+            failed=$((failed + 1))
+        fi
+        cat "$RES/$name.txt"
+    done
 done
 rm -rf "$BIN"
 echo
 echo "$passed passed, $failed failed"
-for place in "${places[@]}"; do
-    [ -f "$RES/enqueue-$place.txt" ] && grep -E '^(enqueue|case|halo|8 B)' "$RES/enqueue-$place.txt"
+for name in "${runs[@]}"; do
+    echo "-- $name"
+    grep -E '^(case|halo|8 B)' "$RES/$name.txt"
 done

@@ -13,7 +13,7 @@ pub struct Config {
     pub thread_multiple: bool,
     /// `CUDAMPI_ENQUEUE=ordered` or `immediate`: whether the enqueue calls return at once with
     /// the operation queued in the stream's order, or synchronise the stream and make the
-    /// operation in the call (`streams`); unset, immediate where another rank shares the GPU.
+    /// operation in the call (`streams`); unset, immediate.
     pub enqueue_immediate: Option<bool>,
     /// `CUDAMPI_POOL_BYTES`: most pinned host memory the staging pool may hold at once.
     pub pool_bytes: usize,

@@ -35,7 +35,10 @@ pub struct Lane {
     pub dev: Device,
     /// cudampi's own stream on that context: copies into device buffers, then the word.
     inner: *mut c_void,
-    /// The word the program's stream waits on, in a page of its own pinned and mapped.
+    /// The word the program's stream waits on, in device memory: the GPU polls its own memory
+    /// at once, where a word of host memory is looked at far less often.
+    gate: CUdeviceptr,
+    /// The same numbers in host memory, in a page of its own pinned and mapped, for the host.
     page: *mut c_void,
     word_dev: CUdeviceptr,
     closed: AtomicBool,
@@ -64,13 +67,21 @@ impl Lane {
         let mut ordinal: CUdevice = 0;
         // SAFETY: a valid out-pointer, in the stream's context.
         check("cuCtxGetDevice", unsafe { (o.ctx_get_device)(&mut ordinal) })?;
-        let mut lane = Lane { stream, dev: Device::new(ctx, ordinal), inner: std::ptr::null_mut(), page: std::ptr::null_mut(), word_dev: 0, closed: AtomicBool::new(false) };
+        let mut lane = Lane { stream, dev: Device::new(ctx, ordinal), inner: std::ptr::null_mut(), gate: 0, page: std::ptr::null_mut(), word_dev: 0, closed: AtomicBool::new(false) };
         // SAFETY: valid out-pointers in the current context; the page is mapped here, pinned
         // and mapped for the device, and released by `close` (or below on failure).
         unsafe {
             check("cuStreamCreate", (d.stream_create)(&mut lane.inner, NON_BLOCKING))?;
+            if let Err(e) = check("cuMemAlloc", (d.mem_alloc)(&mut lane.gate, 4)).and_then(|()| check("cuMemcpyHtoD", (d.memcpy_htod)(lane.gate, (&0u32 as *const u32).cast(), 4))) {
+                if lane.gate != 0 {
+                    (d.mem_free)(lane.gate);
+                }
+                (d.stream_destroy)(lane.inner);
+                return Err(e);
+            }
             let page = libc::mmap(std::ptr::null_mut(), PAGE, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0);
             if page == libc::MAP_FAILED {
+                (d.mem_free)(lane.gate);
                 (d.stream_destroy)(lane.inner);
                 return Err(CudaError { call: "mmap", code: 2 });
             }
@@ -81,6 +92,7 @@ impl Lane {
                     (d.mem_host_unregister)(page);
                 }
                 libc::munmap(page, PAGE);
+                (d.mem_free)(lane.gate);
                 (d.stream_destroy)(lane.inner);
                 return Err(e);
             }
@@ -121,8 +133,8 @@ impl Lane {
     pub fn wait_for(&self, number: u32) -> Result<(), CudaError> {
         let (_, o) = ordered()?;
         let _scope = InContext::enter(&self.dev)?;
-        // SAFETY: the device address of the lane's word, mapped for the device.
-        check("cuStreamWaitValue32", unsafe { (o.stream_wait_value32)(self.stream, self.word_dev, number, WAIT_GEQ) })
+        // SAFETY: the lane's word in device memory.
+        check("cuStreamWaitValue32", unsafe { (o.stream_wait_value32)(self.stream, self.gate, number, WAIT_GEQ) })
     }
 
     /// On the lane's own stream: copies `len` bytes of host memory at `src` into device memory
@@ -137,12 +149,15 @@ impl Lane {
     }
 
     /// On the lane's own stream, after what was queued there before: writes `number` into the
-    /// word the program's stream waits on.
+    /// word the program's stream waits on, then into its host copy.
     pub fn signal(&self, number: u32) -> Result<(), CudaError> {
         let (_, o) = ordered()?;
         let _scope = InContext::enter(&self.dev)?;
-        // SAFETY: the device address of the lane's word.
-        check("cuStreamWriteValue32", unsafe { (o.stream_write_value32)(self.inner, self.word_dev, number, 0) })
+        // SAFETY: the lane's word in device memory and the device address of its host copy.
+        unsafe {
+            check("cuStreamWriteValue32", (o.stream_write_value32)(self.inner, self.gate, number, 0))?;
+            check("cuStreamWriteValue32", (o.stream_write_value32)(self.inner, self.word_dev, number, 0))
+        }
     }
 
     /// Waits until the work queued on the program's stream so far is done.
@@ -164,6 +179,7 @@ impl Lane {
         unsafe {
             (d.stream_synchronize)(self.inner);
             (d.stream_destroy)(self.inner);
+            (d.mem_free)(self.gate);
             (d.mem_host_unregister)(self.page);
             libc::munmap(self.page, PAGE);
         }

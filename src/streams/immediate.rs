@@ -1,13 +1,17 @@
-//! The enqueue calls where another rank shares this process's GPU: the call waits for the
-//! program's stream, then makes the operation itself through cudampi's own entry points, as a
-//! blocking call after `cudaStreamSynchronize` would; the nonblocking forms return the entry
-//! point's request, which `MPIX_Wait_enqueue` and `MPIX_Waitall_enqueue` wait for.
+//! The enqueue calls made in the call, as they are unless `CUDAMPI_ENQUEUE=ordered`: the call
+//! waits for the program's stream, then makes the operation itself through cudampi's own entry
+//! points, as a blocking call after `cudaStreamSynchronize` would; the nonblocking forms return
+//! the entry point's request, which `MPIX_Wait_enqueue` and `MPIX_Waitall_enqueue` wait for.
 //!
-//! Two processes on one GPU take turns in time slices, and a stream that waits for the host
-//! (on a word or in a host function) keeps its process's turn: on one H200 shared by two ranks
-//! (2026-11-29, `bench/enqueue.cu`) the stream-ordered 8-byte ping-pong took 6.3 ms one way
-//! waiting on a word and 7.9 ms waiting in a host function, against 0.16 ms for the blocking
-//! calls; a halo step of 8 KiB 6.8 and 13.2 ms against 0.5.
+//! The stream-ordered engine (`progress`) is correct but was measured far slower
+//! (`bench/enqueue.cu`, one H200, Open MPI 4.1.6, 2026-11-29): one rank exchanging with itself,
+//! a halo step of 8 KiB took 3.0-4.1 ms stream-ordered against 40 us with blocking calls, while
+//! the host's loop of enqueue calls took 30 us a step, so the time goes between the stream
+//! reaching a host function and its wait being released; the 8-byte ping-pong 48 us one way
+//! against 12.7. With two ranks on the one GPU, where a stream that waits for the host keeps
+//! its process's time slice, the ping-pong took 6.3 ms waiting on a word of host memory (7.9
+//! in a host function that waits, a variant tried and dropped) against 0.16 for blocking calls.
+//! Made in the call, the same runs matched the blocking calls (0.95-1.00x).
 
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;

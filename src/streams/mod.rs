@@ -7,13 +7,15 @@
 //! make blocking MPI calls inside the stream, which CUDA forbids. Here:
 //! - `MPIX_Allreduce_enqueue` on device buffers runs on NCCL on the program's stream where the
 //!   collectives' engine would run it (`engine::enqueue`): no host thread takes part;
-//! - every other operation is a job that a host function on the stream releases to cudampi's
-//!   progress thread (`progress`), which makes the library's nonblocking calls on host memory;
-//!   device buffers are copied on the stream into staging buffers before it, and the received
-//!   bytes back on the lane's own stream after it, before the word the program's stream waits
-//!   on is written (`cuda::ordered`).
-//!
-//! Device buffers take datatypes without gaps only (their bytes are copied as one block).
+//! - every other operation, by default, waits for the stream and is made in the call through
+//!   cudampi's own entry points (`immediate`): the results of stream order at the cost of
+//!   blocking calls;
+//! - with `CUDAMPI_ENQUEUE=ordered`, it is a job that a host function on the stream releases to
+//!   cudampi's progress thread (`progress`), which makes the library's nonblocking calls on host
+//!   memory; device buffers are copied on the stream into staging buffers before it, and the
+//!   received bytes back on the lane's own stream after it, before the word the program's
+//!   stream waits on is written (`cuda::ordered`). There, device buffers take datatypes
+//!   without gaps only (their bytes are copied as one block).
 //! This layer uses `base`, `cuda`, `mpi`, `staging` and `engine`; the handlers use it.
 
 mod immediate;
@@ -366,10 +368,10 @@ fn queue(name: &str, comm: Handle, stream: &Stream, works: impl FnOnce(u32) -> V
 }
 
 /// Whether the enqueue calls synchronise the stream and make the operation in the call
-/// (`immediate`): `CUDAMPI_ENQUEUE=immediate` or `ordered`; by default where another rank shares
-/// this process's GPU.
+/// (`immediate`), as they do unless `CUDAMPI_ENQUEUE=ordered`: the stream-ordered engine is
+/// correct but, as measured so far, far slower than blocking calls (`immediate` says how much).
 fn immediately() -> bool {
-    config::get().enqueue_immediate.unwrap_or_else(cuda::signal::gpu_shared)
+    config::get().enqueue_immediate.unwrap_or(true)
 }
 
 fn transfer(op: Op, s: &Staged, count: c_int, datatype: Handle, tag: c_int, comm: Handle, stream: &Arc<Stream>, name: &'static str) -> Transfer {
@@ -591,12 +593,12 @@ pub fn allreduce(name: &'static str, send: *const c_void, recv: *mut c_void, cou
         Err(rc) => return rc,
     };
     let Some(lane) = stream.lane.as_ref() else { return abi.err_intern };
-    if immediately() {
-        return immediate::allreduce(name, &stream, send, recv, count, datatype, op, comm);
-    }
     let job = crate::engine::Job::Allreduce { send, recv, count: count as i64, datatype, op };
     if let Some(rc) = crate::engine::enqueue(name, comm, &job, lane.stream) {
         return rc;
+    }
+    if immediately() {
+        return immediate::allreduce(name, &stream, send, recv, count, datatype, op, comm);
     }
     let in_place = abi.is_in_place(send);
     let out = match stage(name, comm, &stream, recv, count, datatype, in_place) {

@@ -64,7 +64,7 @@ pub fn ensure(name: &str) -> Result<(), c_int> {
     }
     if !multiple() {
         log::error(format_args!(
-            "{name}: the enqueue calls need MPI_THREAD_MULTIPLE, for cudampi's progress thread: call MPI_Init_thread with it, or set CUDAMPI_THREAD_MULTIPLE=1"
+            "{name}: with CUDAMPI_ENQUEUE=ordered the enqueue calls need MPI_THREAD_MULTIPLE, for cudampi's progress thread: call MPI_Init_thread with it, or set CUDAMPI_THREAD_MULTIPLE=1"
         ));
         return Err(abi::get().err_other);
     }
