@@ -16,6 +16,7 @@
 //!   received bytes back on the lane's own stream after it, before the word the program's
 //!   stream waits on is written (`cuda::ordered`). There, device buffers take datatypes
 //!   without gaps only (their bytes are copied as one block).
+//!
 //! This layer uses `base`, `cuda`, `mpi`, `staging` and `engine`; the handlers use it.
 
 mod immediate;
