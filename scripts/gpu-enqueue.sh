@@ -2,14 +2,14 @@
 # scripts/gpu-enqueue.sh — the stream-ordered calls on the GPU machine, in one call: the C tests
 # named in ENQ_TESTS (default stream_enqueue and stream_immediate) through scripts/gpu-check.sh step 1 (its
 # GPU_CHECK_PLACES and GPU_CHECK_MPIS apply; steps 1 and 5, the wheels' MPIs when carried),
-# then bench/enqueue.cu with the system MPI, once per placement (both ranks on GPU 0, and one GPU
-# per rank where there are two) and mode. Prints the tables, then `N passed, N failed` and the
+# then bench/enqueue.cu with the system MPI, once per placement (one rank exchanging with
+# itself, both ranks on GPU 0, and one GPU per rank where there are two) and mode. Prints the tables, then `N passed, N failed` and the
 # benchmark's rows last.
 #
 # Environment: SHIM (default target/release/libcudampi.so), CUDA_HOME, MPICC, MPIRUN, OUT (the
 # JSON, tables and gpu-check's summary land there when set), ENQ_ITERS (default 200),
 # ENQ_MODES (default "default": CUDAMPI_ENQUEUE unset; also "ordered" or "immediate"),
-# ENQ_ORDERED_ITERS (iterations of mode ordered where the GPU is shared, default 20).
+# ENQ_ORDERED_ITERS (iterations of mode ordered on one GPU, default 20).
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 1
@@ -40,7 +40,7 @@ if ! "$CUDA/bin/nvcc" -O2 -c bench/enqueue.cu -I"$(dirname "$mpih")" -o "$BIN/en
     failed=$((failed + 1))
 fi
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-places=(shared)
+places=(self shared)
 [ "$ngpu" -ge 2 ] && places+=(per)
 read -ra modes <<<"${ENQ_MODES:-default}"
 runs=()
@@ -50,12 +50,14 @@ for place in "${places[@]}"; do
         echo "== bench/enqueue, $place, mode $mode"
         args=(-x LD_PRELOAD="$SHIM")
         [ "$place" = per ] && args+=(-x BENCH_GPU_PER_RANK=1)
+        np=2
+        [ "$place" = self ] && np=1
         [ "$mode" = default ] || args+=(-x CUDAMPI_ENQUEUE="$mode")
         it=${ENQ_ITERS:-200}
-        [ "$place.$mode" = shared.ordered ] && it=${ENQ_ORDERED_ITERS:-20}
+        case $place.$mode in self.ordered | shared.ordered) it=${ENQ_ORDERED_ITERS:-20} ;; esac
         name=enqueue-$place-$mode
         runs+=("$name")
-        if env LD_PRELOAD= $MPIRUN "${args[@]}" -n 2 "$BIN/enqueue" -i "$it" -o "$RES/$name.json" >"$RES/$name.txt" 2>&1; then
+        if env LD_PRELOAD= $MPIRUN "${args[@]}" -n "$np" "$BIN/enqueue" -i "$it" -o "$RES/$name.json" >"$RES/$name.txt" 2>&1; then
             passed=$((passed + 1))
         else
             echo "FAIL bench/enqueue ($place, $mode)"
