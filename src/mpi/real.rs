@@ -162,7 +162,6 @@ define_pmpi! {
     dist_graph_neighbors_count = "PMPI_Dist_graph_neighbors_count": fn(Handle, *mut c_int, *mut c_int, *mut c_int);
     allgather = "PMPI_Allgather": fn(*const c_void, c_int, Handle, *mut c_void, c_int, Handle, Handle);
     allreduce = "PMPI_Allreduce": fn(*const c_void, *mut c_void, c_int, Handle, Handle, Handle);
-    iallreduce = "PMPI_Iallreduce": fn(*const c_void, *mut c_void, c_int, Handle, Handle, Handle, *mut Handle);
     bcast = "PMPI_Bcast": fn(*mut c_void, c_int, Handle, c_int, Handle);
     comm_create_keyval = "PMPI_Comm_create_keyval": fn(CommCopyAttr, CommDeleteAttr, *mut c_int, *mut c_void);
     comm_set_attr = "PMPI_Comm_set_attr": fn(Handle, c_int, *mut c_void);

@@ -16,17 +16,11 @@
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
+use super::own::{self, entry};
 use super::Stream;
 use crate::base::log;
 use crate::mpi::abi::{self, Handle};
-use crate::mpi::{errors, real};
-
-type Send = unsafe extern "C" fn(*const c_void, c_int, Handle, c_int, c_int, Handle) -> c_int;
-type Recv = unsafe extern "C" fn(*mut c_void, c_int, Handle, c_int, c_int, Handle, *mut c_void) -> c_int;
-type Isend = unsafe extern "C" fn(*const c_void, c_int, Handle, c_int, c_int, Handle, *mut c_void) -> c_int;
-type Irecv = unsafe extern "C" fn(*mut c_void, c_int, Handle, c_int, c_int, Handle, *mut c_void) -> c_int;
-type Waitall = unsafe extern "C" fn(c_int, *mut c_void, *mut c_void) -> c_int;
-type Allreduce = unsafe extern "C" fn(*const c_void, *mut c_void, c_int, Handle, Handle, Handle) -> c_int;
+use crate::mpi::errors;
 
 /// The work the program queued on the stream so far is done; else the error, raised.
 fn synchronized(name: &str, comm: Handle, stream: &Stream) -> Result<(), c_int> {
@@ -38,62 +32,42 @@ fn synchronized(name: &str, comm: Handle, stream: &Stream) -> Result<(), c_int> 
     })
 }
 
-/// cudampi's own entry point at `addr` as a function of type `F`.
-///
-/// # Safety
-/// `addr` is one of `real::Own`'s addresses, whose C signature is `F`.
-unsafe fn entry<F: Copy>(addr: usize) -> F {
-    // SAFETY: as the caller promises; F is a function pointer type of a word's size.
-    unsafe { std::mem::transmute_copy::<usize, F>(&addr) }
-}
-
-fn own() -> Result<&'static real::Own, c_int> {
-    real::own().ok_or(abi::get().err_intern)
-}
-
 pub fn send(name: &str, stream: &Arc<Stream>, buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: Option<*mut c_void>) -> c_int {
-    let o = match synchronized(name, comm, stream).and_then(|()| own()) {
-        Ok(o) => o,
-        Err(rc) => return rc,
-    };
-    // SAFETY: cudampi's MPI_Send and MPI_Isend with the caller's arguments.
+    if let Err(rc) = synchronized(name, comm, stream) {
+        return rc;
+    }
+    // SAFETY: cudampi's MPI_Send and MPI_Isend, with the caller's arguments.
     unsafe {
         match request {
-            None => entry::<Send>(o.PMPI_Send)(buf, count, datatype, dest, tag, comm),
-            Some(r) => entry::<Isend>(o.PMPI_Isend)(buf, count, datatype, dest, tag, comm, r),
+            None => entry::<own::Send>(|o| o.PMPI_Send).map_or_else(|rc| rc, |f| f(buf, count, datatype, dest, tag, comm)),
+            Some(r) => entry::<own::Isend>(|o| o.PMPI_Isend).map_or_else(|rc| rc, |f| f(buf, count, datatype, dest, tag, comm, r)),
         }
     }
 }
 
 pub fn recv(name: &str, stream: &Arc<Stream>, buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut c_void, request: Option<*mut c_void>) -> c_int {
-    let o = match synchronized(name, comm, stream).and_then(|()| own()) {
-        Ok(o) => o,
-        Err(rc) => return rc,
-    };
-    // SAFETY: cudampi's MPI_Recv and MPI_Irecv with the caller's arguments.
+    if let Err(rc) = synchronized(name, comm, stream) {
+        return rc;
+    }
+    // SAFETY: cudampi's MPI_Recv and MPI_Irecv, with the caller's arguments.
     unsafe {
         match request {
-            None => entry::<Recv>(o.PMPI_Recv)(buf, count, datatype, source, tag, comm, status),
-            Some(r) => entry::<Irecv>(o.PMPI_Irecv)(buf, count, datatype, source, tag, comm, r),
+            None => entry::<own::Recv>(|o| o.PMPI_Recv).map_or_else(|rc| rc, |f| f(buf, count, datatype, source, tag, comm, status)),
+            Some(r) => entry::<own::Irecv>(|o| o.PMPI_Irecv).map_or_else(|rc| rc, |f| f(buf, count, datatype, source, tag, comm, r)),
         }
     }
 }
 
 /// `MPIX_Wait_enqueue` and `MPIX_Waitall_enqueue` on the requests of [`send`] and [`recv`].
 pub fn wait(count: c_int, requests: *mut c_void, statuses: *mut c_void) -> c_int {
-    let o = match own() {
-        Ok(o) => o,
-        Err(rc) => return rc,
-    };
-    // SAFETY: cudampi's MPI_Waitall with the caller's arrays.
-    unsafe { entry::<Waitall>(o.PMPI_Waitall)(count, requests, statuses) }
+    // SAFETY: cudampi's MPI_Waitall, with the caller's arrays.
+    unsafe { entry::<own::Waitall>(|o| o.PMPI_Waitall).map_or_else(|rc| rc, |f| f(count, requests, statuses)) }
 }
 
 pub fn allreduce(name: &str, stream: &Arc<Stream>, send: *const c_void, recv: *mut c_void, count: c_int, datatype: Handle, op: Handle, comm: Handle) -> c_int {
-    let o = match synchronized(name, comm, stream).and_then(|()| own()) {
-        Ok(o) => o,
-        Err(rc) => return rc,
-    };
-    // SAFETY: cudampi's MPI_Allreduce with the caller's arguments.
-    unsafe { entry::<Allreduce>(o.PMPI_Allreduce)(send, recv, count, datatype, op, comm) }
+    if let Err(rc) = synchronized(name, comm, stream) {
+        return rc;
+    }
+    // SAFETY: cudampi's MPI_Allreduce, with the caller's arguments.
+    unsafe { entry::<own::Allreduce>(|o| o.PMPI_Allreduce).map_or_else(|rc| rc, |f| f(send, recv, count, datatype, op, comm)) }
 }

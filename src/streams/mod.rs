@@ -20,6 +20,7 @@
 //! This layer uses `base`, `cuda`, `mpi`, `staging` and `engine`; the handlers use it.
 
 mod immediate;
+mod own;
 mod progress;
 mod stream;
 mod work;

@@ -2,14 +2,15 @@
 //! started where the program's stream has reached) and the [`Job`]s that a host function on
 //! the stream releases.
 //!
-//! The progress thread calls only the library's own functions (`PMPI_`), on host memory: a
-//! device buffer was copied into a staging buffer on the program's stream before the host
-//! function, or is filled from one on the lane's own stream afterwards (`cuda::ordered`).
+//! The progress thread calls cudampi's own entry points (`own`), on host memory: a device buffer
+//! was copied into a staging buffer on the program's stream before the host function, or is
+//! filled from one on the lane's own stream afterwards (`cuda::ordered`).
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::own::{self, entry};
 use super::stream::Stream;
 use crate::base::log;
 use crate::mpi::abi::{self, Handle, Status};
@@ -72,25 +73,24 @@ impl Transfer {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Starts the operation with the library's nonblocking call.
+    /// Starts the operation with cudampi's own nonblocking call.
     pub fn start(&self) {
-        let Some(p) = real::pmpi() else { return };
         let mut request: Handle = abi::get().request_null;
-        let rq: *mut Handle = &mut request;
-        // SAFETY: host buffers that live until the transfer completes, the program's handles,
-        // and an out-pointer the size of the library's request (a Handle holds every family's).
+        let rq: *mut c_void = (&mut request as *mut Handle).cast();
+        // SAFETY: cudampi's entry points with host buffers that live until the transfer
+        // completes, the program's handles, and an out-pointer that holds every family's request.
         let rc = unsafe {
             match self.op {
-                Op::Send { dest } => (p.isend)(self.buf, self.count, self.datatype, dest, self.tag, self.comm, rq),
-                Op::Recv { source } => (p.irecv)(self.buf, self.count, self.datatype, source, self.tag, self.comm, rq),
-                Op::Allreduce { send, op } => (p.iallreduce)(send, self.buf, self.count, self.datatype, op, self.comm, rq),
+                Op::Send { dest } => entry::<own::Isend>(|o| o.PMPI_Isend).map_or_else(|rc| rc, |f| f(self.buf, self.count, self.datatype, dest, self.tag, self.comm, rq)),
+                Op::Recv { source } => entry::<own::Irecv>(|o| o.PMPI_Irecv).map_or_else(|rc| rc, |f| f(self.buf, self.count, self.datatype, source, self.tag, self.comm, rq)),
+                Op::Allreduce { send, op } => entry::<own::Iallreduce>(|o| o.PMPI_Iallreduce).map_or_else(|rc| rc, |f| f(send, self.buf, self.count, self.datatype, op, self.comm, rq)),
             }
         };
         let mut st = self.state();
         if rc == 0 {
             st.request = Some(request);
         } else {
-            log::error(format_args!("{}: the MPI library's nonblocking call failed with error {rc}", self.name));
+            log::error(format_args!("{}: the nonblocking call failed with error {rc}", self.name));
             st.rc = rc;
             self.complete(&mut st);
         }
@@ -102,15 +102,17 @@ impl Transfer {
         if st.done {
             return true;
         }
-        let (Some(p), Some(mut request)) = (real::pmpi(), st.request) else { return false };
+        let Some(mut request) = st.request else { return false };
         let mut flag: c_int = 0;
         let mut status = Status::zeroed();
-        // SAFETY: a live request of the library, a valid flag and a status of every family's size.
-        let rc = unsafe { (p.test)((&mut request as *mut Handle).cast(), &mut flag, status.as_mut_ptr()) };
+        // SAFETY: cudampi's MPI_Test on its own request, a valid flag and a status of every
+        // family's size.
+        let rc = unsafe { entry::<own::Test>(|o| o.PMPI_Test).map_or_else(|rc| rc, |f| f((&mut request as *mut Handle).cast(), &mut flag, status.as_mut_ptr())) };
         if rc != 0 {
             log::error(format_args!("{}: the operation failed with error {rc}", self.name));
             st.rc = rc;
         } else if flag == 0 {
+            st.request = Some(request);
             return false;
         }
         st.status = Some(status);

@@ -12,6 +12,9 @@
  *   3. 16 MPIX_Isend_enqueue and 16 MPIX_Irecv_enqueue each way, received in reverse tag
  *      order, completed by one MPIX_Waitall_enqueue with statuses; a receive buffer larger
  *      than the message keeps its poison past it;
+ *   3b. mixed: a device message of 1 MiB sent with MPI_Send (over CUDA IPC where cudampi takes
+ *      that path) is received with MPIX_Recv_enqueue, and one sent with MPIX_Send_enqueue is
+ *      received with MPI_Recv;
  *   4. the send waits for earlier work: the stream is held (the stand-in's hold) while another
  *      thread writes the buffer 30 ms later, then released;
  *   5. MPIX_Allreduce_enqueue (sum of doubles, out of place and in place), against
@@ -136,6 +139,40 @@ static void window(void)
     free(have);
     mem_free(s);
     mem_free(r);
+}
+
+/* Case 3b: enqueue calls meet plain ones. */
+static void mixed(void)
+{
+    const size_t n = 1 << 20;
+    void *b = mem_alloc(MEM_DEVICE, n);
+    for (int way = 0; way < 2; way++) {
+        int tag = 400 + way;
+        MPI_Status st;
+        status_init(&st);
+        if (t_rank == way) {
+            mem_pattern(b, n, t_rank, tag);
+            if (way == 0)
+                MPI_CHECK(MPI_Send(b, (int)n, MPI_BYTE, peer, tag, scomm));
+            else
+                MPI_CHECK(p_MPIX_Send_enqueue(b, (int)n, MPI_BYTE, peer, tag, scomm));
+            CUDA_CHECK(cudaStreamSynchronize(stream));
+        } else {
+            mem_poison(b, n);
+            if (way == 0) {
+                MPI_CHECK(p_MPIX_Recv_enqueue(b, (int)n, MPI_BYTE, peer, tag, scomm, &st));
+                expect_dev(b, n, peer, tag, "MPI_Send received by MPIX_Recv_enqueue");
+            } else {
+                MPI_CHECK(MPI_Recv(b, (int)n, MPI_BYTE, peer, tag, scomm, &st));
+                unsigned char *have = mem_fetch(b, n), *want = pattern_new(n, peer, tag);
+                check_bytes(have, want, n, "MPIX_Send_enqueue received by MPI_Recv");
+                free(have);
+                free(want);
+            }
+            check_status(&st, MPI_BYTE, peer, tag, (int)n, "mixed, way %d", way);
+        }
+    }
+    mem_free(b);
 }
 
 /* Case 4: the copy out of the send buffer waits for the work queued before it. */
@@ -304,6 +341,7 @@ int main(int argc, char **argv)
         pingpong(MEM_DEVICE, sizes[i], 10 * (i + 1));
     pingpong(MEM_HOST, 4096, 50);
     window();
+    mixed();
     held();
     allreduce();
     errors();
