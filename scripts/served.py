@@ -48,13 +48,15 @@ def library_file(env):
 def page(lib):
     ours = sorted(s for s in defined(lib) if re.match(r"MPIX?_[A-Z][a-z]", s))
     mpis = [m for m in ORDER if os.path.exists(os.path.join(ROOT, "build", "mpi", m + ".env"))]
+    # MPICH's stream-ordered calls: cudampi's own on every library (docs/design.md).
+    always = {f for f in ours if f.startswith("MPIX_Stream_") or f.endswith("_enqueue") or f == "MPIX_Info_set_hex"}
     served = {}
     versions = {}
     for m in mpis:
         env = env_of(m)
         versions[m] = env.get("MPI_VERSION", "?")
         theirs = defined(library_file(env))
-        served[m] = [f for f in ours if f not in theirs]
+        served[m] = [f for f in ours if f not in theirs or f in always]
     lines = [
         "# Functions served by cudampi, per MPI",
         "",
@@ -63,7 +65,9 @@ def page(lib):
         "`PMPI_` and Fortran twins). Each one the library defines is forwarded to it, device buffers",
         "staged; each one it lacks is built by cudampi from what the library has (`src/compat/`), so a",
         "program that looks functions up by symbol, as mpi4py's wheels do, finds every one working.",
-        "`MPIX_Query_cuda_support` and `MPIX_GPU_query_support` (CUDA) are always cudampi's answer.",
+        "`MPIX_Query_cuda_support` and `MPIX_GPU_query_support` (CUDA) are always cudampi's answer,",
+        "and MPICH's stream-ordered calls (`MPIX_Stream_*`, `MPIX_*_enqueue`, `MPIX_Info_set_hex`)",
+        "always cudampi's own (counted served below).",
         "",
         "| MPI | library | forwarded | served by cudampi |",
         "|---|---|---|---|",
