@@ -404,9 +404,19 @@ pub fn send(name: &'static str, buf: *const c_void, count: c_int, datatype: Hand
         return posted(name, comm, &stream, t, out);
     }
     // A device buffer is in the staging buffer once the stream reaches the host function: the
-    // stream need not wait for the send. The program's host memory it must not touch before.
-    let x = t.clone();
-    queue(name, comm, &stream, move |n| if device { vec![Work::Start(x)] } else { vec![Work::Start(x.clone()), Work::Finish { transfers: vec![x], statuses: Statuses::Ignore, number: n }] }, !device)
+    // stream waits only for the send to start. The program's host memory it must not touch
+    // before the send is done.
+    let (x, s) = (t.clone(), stream.clone());
+    queue(
+        name,
+        comm,
+        &stream,
+        move |n| match device {
+            true => vec![Work::Start(x), Work::Release { stream: s, number: n }],
+            false => vec![Work::Start(x.clone()), Work::Finish { transfers: vec![x], statuses: Statuses::Ignore, number: n }],
+        },
+        true,
+    )
 }
 
 /// `MPIX_Recv_enqueue`, and with `request` `MPIX_Irecv_enqueue`.
@@ -487,8 +497,9 @@ fn posted(name: &'static str, comm: Handle, stream: &Arc<Stream>, t: Arc<Transfe
         return errors::raise(Some(comm), rc);
     }
     t.state().grequest = Some(g);
-    let x = t.clone();
-    let rc = queue(name, comm, stream, move |_| vec![Work::Start(x)], false);
+    let (x, s) = (t.clone(), stream.clone());
+    // The stream goes on once the operation is started, as after MPI_Isend.
+    let rc = queue(name, comm, stream, move |n| vec![Work::Start(x), Work::Release { stream: s, number: n }], true);
     if rc != 0 {
         // SAFETY: the request made above, never handed out.
         unsafe {

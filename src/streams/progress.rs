@@ -181,6 +181,12 @@ fn step(job: &mut Job, t: &mut Held) -> bool {
                 }
                 finish(transfers, *statuses, *number, stream, t);
             }
+            Work::Release { stream, number } => {
+                if !stream.next_to_finish(*number) {
+                    break;
+                }
+                release(stream, *number, "an enqueued operation");
+            }
         }
         job.next += 1;
         moved = true;
@@ -216,16 +222,21 @@ fn finish(transfers: &[Arc<Transfer>], statuses: Statuses, number: u32, stream: 
             unsafe { (p.request_free)((&mut g as *mut crate::mpi::abi::Handle).cast()) };
         }
     }
-    if let Some(lane) = stream.lane.as_ref() {
-        if let Err(e) = lane.signal(number) {
-            // The program's stream waits for this word: without it, it would wait forever.
-            log::error(format_args!("{}: the stream cannot be released ({} in {}); it stays blocked", transfers[0].name, e.name(), e.call));
-        }
-    }
-    stream.finished(number);
+    release(stream, number, transfers[0].name);
     if !leases.is_empty() {
         t.landing.push(Landing { stream: stream.clone(), number, _leases: leases });
     }
+}
+
+/// Lets the program's stream go on past wait number `number`.
+fn release(stream: &Stream, number: u32, name: &str) {
+    if let Some(lane) = stream.lane.as_ref() {
+        if let Err(e) = lane.signal(number) {
+            // The program's stream waits for this word: without it, it would wait forever.
+            log::error(format_args!("{name}: the stream cannot be released ({} in {}); it stays blocked", e.name(), e.call));
+        }
+    }
+    stream.finished(number);
 }
 
 /// Waits until every job handed over has finished, then stops the thread (`MPI_Finalize`).

@@ -159,6 +159,10 @@ pub enum Work {
     /// Waits for the transfers, writes their statuses, lands device receives, and lets the
     /// program's stream go on past wait number `number`.
     Finish { transfers: Vec<Arc<Transfer>>, statuses: Statuses, number: u32 },
+    /// Lets the program's stream go on past wait number `number` once the steps before it are
+    /// done: a transfer started is in the library's hands, so the program may then free the
+    /// communicator, as after an `MPI_Isend`.
+    Release { stream: Arc<Stream>, number: u32 },
 }
 
 /// The steps a host function on the program's stream releases, in order.
