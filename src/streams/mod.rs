@@ -37,6 +37,7 @@ use crate::mpi::abi::{self, Handle};
 use crate::mpi::{datatype, errors, real};
 use crate::staging::pool;
 use work::{Job, Op, Statuses, Transfer, Work};
+use stream::close_gone;
 pub use stream::Stream;
 
 /// `MPIX_STREAM_NULL` as MPICH defines it; cudampi's handles follow it (kind bits 0, which
@@ -62,6 +63,7 @@ fn stream_of(handle: c_int) -> Option<Arc<Stream>> {
 /// `cudaStream_t` and gives its handle in `value` as hexadecimal bytes (`MPIX_Info_set_hex`).
 pub fn create(name: &'static str, info: Handle, out: *mut c_int) -> c_int {
     let abi = abi::get();
+    close_gone();
     if out.is_null() {
         log::error(format_args!("{name}: the stream argument is null"));
         return errors::raise(None, abi.err_arg);
@@ -196,6 +198,7 @@ pub fn free(name: &'static str, handle: *mut c_int) -> c_int {
     }
     *slot = None;
     drop(all);
+    close_gone();
     // SAFETY: as above.
     unsafe { *handle = STREAM_NULL };
     0
@@ -640,4 +643,5 @@ pub fn finalize() {
             lane.close();
         }
     }
+    close_gone();
 }

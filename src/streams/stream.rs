@@ -36,8 +36,22 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        if let Some(lane) = &self.lane {
-            lane.close();
+        // The last reference may go in the progress thread, where freeing device memory, which
+        // waits for the GPU, could wait for a program stream that waits for that very thread.
+        if let Some(lane) = self.lane.take() {
+            CLOSING.lock().unwrap_or_else(|e| e.into_inner()).push(lane);
         }
+    }
+}
+
+/// Lanes of streams that are gone, closed by [`close_gone`] in the program's threads.
+static CLOSING: Mutex<Vec<Lane>> = Mutex::new(Vec::new());
+
+/// Closes the lanes of streams that are gone (`MPIX_Stream_create`, `MPIX_Stream_free`,
+/// `MPI_Finalize`).
+pub fn close_gone() {
+    let gone = std::mem::take(&mut *CLOSING.lock().unwrap_or_else(|e| e.into_inner()));
+    for lane in gone {
+        lane.close();
     }
 }
