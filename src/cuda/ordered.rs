@@ -4,12 +4,17 @@
 //! An operation that must run where the stream has reached is handed over by a host function
 //! queued on the stream; the function only tells cudampi's progress thread (`streams`), which
 //! makes the MPI calls. Where later work on the stream must wait for the operation, the stream
-//! waits on the GPU itself (`cuStreamWaitValue32`) for a word of pinned host memory to reach the
+//! waits on the GPU itself (`cuStreamWaitValue32`) for a word of device memory to reach the
 //! operation's number: no host thread blocks inside the stream, and a host function never
 //! waits. The numbers are written by the GPU too, by a stream of cudampi's own on which the
 //! copies into the program's device buffers are queued first: the program's stream goes on
 //! exactly when the received bytes are in place, and the words are written in the order of
-//! their numbers, whatever the host thread does meanwhile.
+//! their numbers, whatever the host thread does meanwhile. A copy of each number in pinned host
+//! memory tells the host when a staging buffer may go back to the pool.
+//!
+//! Nothing here may be called where it could wait for a program stream that waits for the
+//! progress thread: freeing the lane's device memory waits for the GPU, so lanes are closed
+//! in the program's threads only.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
