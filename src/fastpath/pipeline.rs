@@ -614,9 +614,7 @@ const MISSES: usize = 4;
 /// After the library's `MPI_Init`.
 pub fn init(waiting: Waiting) {
     let _ = WAITING.set(waiting);
-    let mut provided = 0;
-    // SAFETY: MPI is initialised; a valid out-pointer.
-    let serial = real::pmpi().is_some_and(|p| unsafe { (p.query_thread)(&mut provided) } == 0 && provided < abi::get().thread_multiple);
+    let serial = real::thread_level().is_some_and(|l| l < abi::get().thread_multiple);
     SERIAL.store(serial, Relaxed);
 }
 

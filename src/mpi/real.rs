@@ -222,6 +222,14 @@ pub type GrequestCancel = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
 
 static PMPI: OnceLock<Option<Pmpi>> = OnceLock::new();
 
+/// The thread level the library provides (`MPI_Query_thread`); `None` where it cannot say.
+pub fn thread_level() -> Option<c_int> {
+    let p = pmpi()?;
+    let mut provided: c_int = 0;
+    // SAFETY: a valid out-pointer.
+    (unsafe { (p.query_thread)(&mut provided) } == 0).then_some(provided)
+}
+
 /// The helper functions; `None` only if the process has no MPI library at all.
 pub fn pmpi() -> Option<&'static Pmpi> {
     PMPI.get_or_init(resolve_pmpi).as_ref()

@@ -155,9 +155,7 @@ fn with<R>(f: impl FnOnce(&mut Store) -> R) -> R {
 
 /// After the library's `MPI_Init`: whether MPI calls may overlap.
 pub fn init() {
-    let mut provided = 0;
-    // SAFETY: MPI is initialised; a valid out-pointer.
-    let serial = crate::mpi::real::pmpi().is_some_and(|p| unsafe { (p.query_thread)(&mut provided) } == 0 && provided < abi::get().thread_multiple);
+    let serial = crate::mpi::real::thread_level().is_some_and(|l| l < abi::get().thread_multiple);
     SERIAL.store(serial, Relaxed);
 }
 

@@ -257,7 +257,8 @@ pub fn comm_create(name: &'static str, comm: Handle, handle: c_int, newcomm: *mu
     if rc != 0 {
         return rc;
     }
-    write_handle(newcomm, 0, made);
+    // SAFETY: the program's out-argument, checked for null.
+    unsafe { abi.set_handle(newcomm, made) };
     if let Some(s) = stream {
         s.comms.fetch_add(1, Ordering::AcqRel);
         let value = Box::into_raw(Box::new(s));
@@ -379,10 +380,12 @@ fn immediately() -> bool {
     config::get().enqueue_immediate.unwrap_or(true)
 }
 
-fn transfer(op: Op, s: &Staged, count: c_int, datatype: Handle, tag: c_int, comm: Handle, stream: &Arc<Stream>, name: &'static str) -> Transfer {
+/// The transfer of `op` on the staged buffer `s`, which owns its staging buffers.
+fn transfer(op: Op, s: Staged, count: c_int, datatype: Handle, tag: c_int, comm: Handle, stream: &Arc<Stream>, name: &'static str) -> Arc<Transfer> {
     let mut t = Transfer::new(op, s.host, count, datatype, tag, comm, stream.clone(), name);
     t.device = s.device;
-    t
+    t.state().leases = s.leases;
+    Arc::new(t)
 }
 
 /// `MPIX_Send_enqueue`, and with `request` `MPIX_Isend_enqueue`.
@@ -400,9 +403,7 @@ pub fn send(name: &'static str, buf: *const c_void, count: c_int, datatype: Hand
         Err(rc) => return rc,
     };
     let device = staged.device.is_some();
-    let t = transfer(Op::Send { dest }, &staged, count, datatype, tag, comm, &stream, name);
-    t.state().leases = staged.leases;
-    let t = Arc::new(t);
+    let t = transfer(Op::Send { dest }, staged, count, datatype, tag, comm, &stream, name);
     if let Some(out) = request {
         return posted(name, comm, &stream, t, out);
     }
@@ -436,9 +437,7 @@ pub fn recv(name: &'static str, buf: *mut c_void, count: c_int, datatype: Handle
         Ok(s) => s,
         Err(rc) => return rc,
     };
-    let t = transfer(Op::Recv { source }, &staged, count, datatype, tag, comm, &stream, name);
-    t.state().leases = staged.leases;
-    let t = Arc::new(t);
+    let t = transfer(Op::Recv { source }, staged, count, datatype, tag, comm, &stream, name);
     if let Some(out) = request {
         return posted(name, comm, &stream, t, out);
     }
@@ -460,7 +459,8 @@ static REQUESTS: Mutex<Option<HashMap<Handle, Held>>> = Mutex::new(None);
 /// Notes the request a call made at once returned, so that the wait calls know it.
 fn held_immediately(rc: c_int, request: Option<*mut c_void>) -> c_int {
     if let (0, Some(r)) = (rc, request) {
-        let h = read_handle(r, 0);
+        // SAFETY: the request the call just wrote.
+        let h = unsafe { abi::get().handle_at(r) };
         lock(&REQUESTS).get_or_insert_with(HashMap::new).insert(abi::get().key(h), Held::Immediate);
     }
     rc
@@ -512,33 +512,9 @@ fn posted(name: &'static str, comm: Handle, stream: &Arc<Stream>, t: Arc<Transfe
         return rc;
     }
     lock(&REQUESTS).get_or_insert_with(HashMap::new).insert(abi.key(g), Held::Ordered(t));
-    write_handle(out, 0, g);
+    // SAFETY: the program's request, checked for null.
+    unsafe { abi.set_handle(out, g) };
     0
-}
-
-/// Writes handle `i` of the program's array of the library's handles (`int`s for MPICH).
-fn write_handle(array: *mut c_void, i: usize, h: Handle) {
-    let size = abi::get().request_size;
-    // SAFETY: the program's array, of the library's handle size.
-    unsafe {
-        let at = array.cast::<u8>().add(i * size);
-        match size {
-            4 => at.cast::<u32>().write_unaligned(h as u32),
-            _ => at.cast::<usize>().write_unaligned(h),
-        }
-    }
-}
-
-fn read_handle(array: *const c_void, i: usize) -> Handle {
-    let size = abi::get().request_size;
-    // SAFETY: the program's array, of the library's handle size.
-    unsafe {
-        let at = array.cast::<u8>().add(i * size);
-        match size {
-            4 => at.cast::<u32>().read_unaligned() as Handle,
-            _ => at.cast::<usize>().read_unaligned(),
-        }
-    }
 }
 
 /// `MPIX_Wait_enqueue` (`count` 1, one status) and `MPIX_Waitall_enqueue` (`all`): the program's
@@ -555,7 +531,8 @@ pub fn wait(name: &'static str, count: c_int, requests: *mut c_void, statuses: *
         let mut map = lock(&REQUESTS);
         let map = map.get_or_insert_with(HashMap::new);
         for i in 0..count as usize {
-            let h = read_handle(requests, i);
+            // SAFETY: the program's array of `count` requests.
+            let h = unsafe { abi.request_at(requests, i) };
             if abi.same(h, abi.request_null) {
                 continue;
             }
@@ -579,7 +556,8 @@ pub fn wait(name: &'static str, count: c_int, requests: *mut c_void, statuses: *
             }
         }
         for i in 0..count as usize {
-            map.remove(&abi.key(read_handle(requests, i)));
+            // SAFETY: as above.
+            map.remove(&abi.key(unsafe { abi.request_at(requests, i) }));
         }
     }
     if immediate > 0 {
@@ -588,7 +566,8 @@ pub fn wait(name: &'static str, count: c_int, requests: *mut c_void, statuses: *
         return immediate::wait(count, requests, statuses);
     }
     for i in 0..count as usize {
-        write_handle(requests, i, abi.request_null);
+        // SAFETY: as above.
+        unsafe { abi.set_request_null(requests, i) };
     }
     let statuses = match (all, statuses) {
         (true, s) if abi.is_statuses_ignore(s) => Statuses::Ignore,
@@ -625,10 +604,8 @@ pub fn allreduce(name: &'static str, send: *const c_void, recv: *mut c_void, cou
         Ok(s) => s,
         Err(rc) => return rc,
     };
-    let mut t = Transfer::new(Op::Allreduce { send: input.host, op }, out.host, count, datatype, 0, comm, stream.clone(), name);
-    t.device = out.device;
-    t.state().leases = out.leases.into_iter().chain(input.leases).collect();
-    let x = Arc::new(t);
+    let x = transfer(Op::Allreduce { send: input.host, op }, out, count, datatype, 0, comm, &stream, name);
+    x.state().leases.extend(input.leases);
     queue(name, comm, &stream, move |n| vec![Work::Start(x.clone()), Work::Finish { transfers: vec![x], statuses: Statuses::Ignore, number: n }], true)
 }
 

@@ -45,13 +45,6 @@ pub fn wake() {
     }
 }
 
-/// Whether the library lets a second thread call it now.
-fn multiple() -> bool {
-    let Some(p) = real::pmpi() else { return false };
-    let mut level: c_int = 0;
-    // SAFETY: a valid out-pointer.
-    unsafe { (p.query_thread)(&mut level) == 0 && level == abi::get().thread_multiple }
-}
 
 /// Starts the thread if it is not running. `Err`: the library cannot take calls from it.
 pub fn ensure(name: &str) -> Result<(), c_int> {
@@ -62,7 +55,7 @@ pub fn ensure(name: &str) -> Result<(), c_int> {
     if THREAD.get().is_some() {
         return Ok(());
     }
-    if !multiple() {
+    if real::thread_level() != Some(abi::get().thread_multiple) {
         log::error(format_args!(
             "{name}: with CUDAMPI_ENQUEUE=ordered the enqueue calls need MPI_THREAD_MULTIPLE, for cudampi's progress thread: call MPI_Init_thread with it, or set CUDAMPI_THREAD_MULTIPLE=1"
         ));
@@ -101,7 +94,7 @@ struct Landing {
 
 #[derive(Default)]
 #[allow(clippy::vec_box)]
-struct Held {
+struct Pending {
     jobs: Vec<Box<Job>>,
     /// Started transfers not yet seen complete.
     active: Vec<Arc<Transfer>>,
@@ -109,7 +102,7 @@ struct Held {
 }
 
 fn run() {
-    let mut t = Held::default();
+    let mut t = Pending::default();
     let mut quiet_since = Instant::now();
     loop {
         if ABANDON.load(Ordering::Acquire) {
@@ -158,7 +151,7 @@ fn run() {
 }
 
 /// Does what `job` can do now; true if anything moved.
-fn step(job: &mut Job, t: &mut Held) -> bool {
+fn step(job: &mut Job, t: &mut Pending) -> bool {
     if !job.fired() {
         return false;
     }
@@ -195,7 +188,7 @@ fn step(job: &mut Job, t: &mut Held) -> bool {
 }
 
 /// The transfers of a finishing job are done: statuses, device landings, the stream's word.
-fn finish(transfers: &[Arc<Transfer>], statuses: Statuses, number: u32, stream: &Arc<Stream>, t: &mut Held) {
+fn finish(transfers: &[Arc<Transfer>], statuses: Statuses, number: u32, stream: &Arc<Stream>, t: &mut Pending) {
     let abi = abi::get();
     let mut leases = Vec::new();
     for (i, x) in transfers.iter().enumerate() {
