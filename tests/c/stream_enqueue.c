@@ -26,34 +26,9 @@
  *      served), freeing a stream that a
  *      communicator still uses (MPI_ERR_OTHER), a stream value that is not hexadecimal. */
 #include "ipc_stats.h"
+#include "stream_calls.h"
 #include <pthread.h>
 #include <unistd.h>
-
-/* Without cudampi the MPI may lack these functions: they are looked up, so that the program
- * still builds and the run without the shim fails (or the MPI refuses a CUDA stream). */
-#define FN(name, ...) static int (*p_##name)(__VA_ARGS__)
-FN(MPIX_Info_set_hex, MPI_Info, const char *, const void *, int);
-FN(MPIX_Stream_create, MPI_Info, MPIX_Stream *);
-FN(MPIX_Stream_free, MPIX_Stream *);
-FN(MPIX_Stream_comm_create, MPI_Comm, MPIX_Stream, MPI_Comm *);
-FN(MPIX_Send_enqueue, const void *, int, MPI_Datatype, int, int, MPI_Comm);
-FN(MPIX_Recv_enqueue, void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Status *);
-FN(MPIX_Isend_enqueue, const void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
-FN(MPIX_Irecv_enqueue, void *, int, MPI_Datatype, int, int, MPI_Comm, MPI_Request *);
-FN(MPIX_Wait_enqueue, MPI_Request *, MPI_Status *);
-FN(MPIX_Waitall_enqueue, int, MPI_Request *, MPI_Status *);
-FN(MPIX_Allreduce_enqueue, const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm);
-
-static void *must(const char *name)
-{
-    void *f = dlsym(RTLD_DEFAULT, name);
-    if (!f) {
-        fprintf(stderr, "%s: not provided by this MPI\n", name);
-        exit(3);
-    }
-    return f;
-}
-#define LOOKUP(name) p_##name = (__typeof__(p_##name))must(#name)
 
 /* STREAM_CASES=1,3b runs only those cases (all by default), to isolate one on a GPU. */
 static int wanted(const char *c)
@@ -335,27 +310,10 @@ int main(int argc, char **argv)
 {
     test_init(&argc, &argv);
     peer = 1 - t_rank;
-    LOOKUP(MPIX_Info_set_hex);
-    LOOKUP(MPIX_Stream_create);
-    LOOKUP(MPIX_Stream_free);
-    LOOKUP(MPIX_Stream_comm_create);
-    LOOKUP(MPIX_Send_enqueue);
-    LOOKUP(MPIX_Recv_enqueue);
-    LOOKUP(MPIX_Isend_enqueue);
-    LOOKUP(MPIX_Irecv_enqueue);
-    LOOKUP(MPIX_Wait_enqueue);
-    LOOKUP(MPIX_Waitall_enqueue);
-    LOOKUP(MPIX_Allreduce_enqueue);
-
+    stream_calls_lookup();
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    MPI_Info info;
     MPIX_Stream mstream;
-    MPI_Info_create(&info);
-    MPI_Info_set(info, "type", "cudaStream_t");
-    MPI_CHECK(p_MPIX_Info_set_hex(info, "value", &stream, sizeof stream));
-    MPI_CHECK(p_MPIX_Stream_create(info, &mstream));
-    MPI_Info_free(&info);
-    MPI_CHECK(p_MPIX_Stream_comm_create(MPI_COMM_WORLD, mstream, &scomm));
+    stream_comm(stream, &mstream, &scomm);
 
     static const size_t sizes[] = {8, 4096, 1 << 20};
     if (wanted("1"))
