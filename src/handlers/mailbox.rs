@@ -5,7 +5,12 @@
 //! A mailbox is a header of three counters and a ring. An origin reserves an entry by adding
 //! its length to `reserved` (`MPI_Fetch_and_op`), waits until `released` says the space is
 //! free, writes the entry with `MPI_Put`, and then, after a flush, the entry's first word: its
-//! state. The thread takes entries in the order of their positions, one at a time, so
+//! state. The thread answers in another word of the entry, its reply: no word of a mailbox has
+//! two writers: when the thread answered in the state word, MPICH 4.0 over UCX, on two loaded
+//! cores, once left it reading `FILLED` again after the thread had written `OLD` there (the
+//! origin's put landing a second time before its flush returned), and both sides waited for
+//! ever. The
+//! thread takes entries in the order of their positions, one at a time, so
 //! operations on one part never interleave, from any number of origins, and each origin's
 //! apply in its program order. It advances `applied` past the entries it carried out, and
 //! `released` past those whose space may be reused (a get's once the origin read its bytes).
@@ -45,13 +50,15 @@ pub const GET: u32 = 2;
 /// the origin's new ones (`NEW`, or `SAME` to leave them), holding every later entry back.
 pub const UPDATE: u32 = 3;
 
-/// Entry states, the low bits of its first word (its position is the rest).
+/// An entry's state, written by its origin, and the thread's reply: the low bits of the
+/// entry's first word and of its `reply` word (the entry's position is the rest).
 pub const FILLED: u64 = 1;
-pub const OLD: u64 = 2;
 pub const NEW: u64 = 3;
 pub const SAME: u64 = 4;
-pub const APPLIED: u64 = 5;
 pub const TAKEN: u64 = 6;
+/// Replies.
+pub const OLD: u64 = 2;
+pub const APPLIED: u64 = 5;
 pub const FAILED: u64 = 7;
 
 /// An entry's first 64 bytes; `runs` pairs `(offset in the part, bytes)` follow, then the
@@ -65,10 +72,14 @@ pub struct EntryHead {
     pub kind: u32,
     pub runs: u32,
     pub bytes: u64,
-    pub _pad: [u64; 4],
+    /// The thread's reply, zero as the origin writes the head.
+    pub reply: u64,
+    pub _pad: [u64; 3],
 }
 
 pub const ENTRY_HEAD: usize = std::mem::size_of::<EntryHead>();
+/// Where the reply lies in an entry.
+pub const REPLY_AT: usize = std::mem::offset_of!(EntryHead, reply);
 const _: () = assert!(ENTRY_HEAD == GRAIN);
 
 /// `CUDA_ERROR_NOT_READY`.
@@ -192,6 +203,12 @@ impl Mailbox {
         unsafe { &*self.entry(pos).cast::<AtomicU64>() }
     }
 
+    /// Answers the entry at `pos` with `reply`.
+    fn reply(&self, pos: u64, reply: u64) {
+        // SAFETY: an aligned word of the entry's head, within the ring.
+        unsafe { &*self.entry(pos).add(REPLY_AT).cast::<AtomicU64>() }.store(pos | reply, Ordering::Release);
+    }
+
     /// Carries out the entries written since the last call, releases what it can; whether
     /// there was anything to do.
     fn serve(&self) -> bool {
@@ -212,7 +229,7 @@ impl Mailbox {
             let len = head.len as usize;
             if len == 0 || len % GRAIN != 0 || len > self.ring {
                 log::error(format_args!("a one-sided operation on this rank's device window arrived damaged (entry of {len} bytes); it is left out"));
-                self.state(next).store(next | FAILED, Ordering::Release);
+                self.reply(next, FAILED);
                 next += GRAIN as u64;
                 continue;
             }
@@ -225,7 +242,7 @@ impl Mailbox {
                 if let Err(e) = done {
                     log::error(format_args!("a one-sided operation on this rank's device window failed: {} ({})", e.call, e.name()));
                     if head.kind != PUT {
-                        self.state(next).store(next | FAILED, Ordering::Release);
+                        self.reply(next, FAILED);
                     }
                 }
             }
@@ -277,10 +294,10 @@ impl Mailbox {
         }
         self.wait(c, stream)?;
         if head.kind == GET {
-            self.state(pos).store(pos | APPLIED, Ordering::Release);
+            self.reply(pos, APPLIED);
             return Ok(());
         }
-        self.state(pos).store(pos | OLD, Ordering::Release);
+        self.reply(pos, OLD);
         let answer = wait_for(|| {
             let s = self.state(pos).load(Ordering::Acquire);
             (s == pos | NEW || s == pos | SAME).then_some(s)
@@ -289,7 +306,7 @@ impl Mailbox {
             to_device()?;
             self.wait(c, stream)?;
         }
-        self.state(pos).store(pos | APPLIED, Ordering::Release);
+        self.reply(pos, APPLIED);
         Ok(())
     }
 
@@ -351,7 +368,7 @@ impl Mailbox {
                 l if l == 0 || l % GRAIN != 0 || l > self.ring => GRAIN,
                 l => l,
             };
-            if head.kind == GET && state == free | APPLIED {
+            if head.kind == GET && state != free | TAKEN {
                 break;
             }
             for g in (0..len).step_by(GRAIN) {

@@ -324,11 +324,11 @@ impl Served {
         self.write(t, self.entry_at(t, pos), &(pos | state).to_ne_bytes())
     }
 
-    /// Waits until the state of the entry at `pos` is one of `states`; which it is.
-    fn until_state(&self, t: c_int, pos: u64, states: &[u64]) -> Result<u64, c_int> {
+    /// Waits until the owner's reply to the entry at `pos` is one of `replies`; which it is.
+    fn until_reply(&self, t: c_int, pos: u64, replies: &[u64]) -> Result<u64, c_int> {
         poll(|| {
-            let w = self.word(t, self.entry_at(t, pos))?;
-            Ok(states.iter().find(|&&s| w == pos | s).copied())
+            let w = self.word(t, self.entry_at(t, pos) + mailbox::REPLY_AT)?;
+            Ok(replies.iter().find(|&&s| w == pos | s).copied())
         })
     }
 
@@ -431,7 +431,7 @@ impl Served {
                 }
             }
             let Some((pos, runs, n)) = asked.pop_front().filter(|_| done.is_ok()) else { break };
-            done = match self.until_state(t, pos, &[mailbox::APPLIED, mailbox::FAILED]).map_err(raise) {
+            done = match self.until_reply(t, pos, &[mailbox::APPLIED, mailbox::FAILED]).map_err(raise) {
                 Ok(mailbox::FAILED) => Err(failed(name, errh, t)),
                 Ok(_) => take(self, pos, runs, n).and_then(|()| self.set_state(t, pos, mailbox::TAKEN).map_err(raise)),
                 Err(rc) => Err(rc),
@@ -543,7 +543,7 @@ impl Served {
         for piece in pieces(runs, self.chunk(t), grain) {
             let n = piece.bytes;
             let pos = self.post(t, mailbox::UPDATE, &piece, None).map_err(raise)?;
-            if self.until_state(t, pos, &[mailbox::OLD, mailbox::FAILED]).map_err(raise)? == mailbox::FAILED {
+            if self.until_reply(t, pos, &[mailbox::OLD, mailbox::FAILED]).map_err(raise)? == mailbox::FAILED {
                 return Err(failed(name, errh, t));
             }
             let payload = self.payload(t, pos, piece.runs.len());
