@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use crate::base::log;
+use crate::base::{log, threads};
 use crate::cuda::copy::check;
 use crate::cuda::driver::{self, CUdeviceptr};
 use crate::cuda::{CudaError, Device, InContext};
@@ -425,35 +425,6 @@ fn pause(round: &mut u32) {
     }
 }
 
-/// Moves the thread off the processors a launcher bound the rank to (Open MPI binds each of two
-/// ranks to a core), onto any other the process may use, where there are others. On the rank's
-/// own core the thread waited for the rank's main thread, spinning in one of the library's
-/// blocking calls, to give the processor up: a scheduler tick (4 ms) per entry, on an H200
-/// host. Its sleeps are made exact (1 us of timer slack, not 50), so that an idle thread
-/// answers within some 20 us.
-fn unbind() {
-    // SAFETY: zeroed sets filled by the libc macros, for the calling thread (0); prctl with a
-    // value.
-    unsafe {
-        let bytes = std::mem::size_of::<libc::cpu_set_t>();
-        let mut bound: libc::cpu_set_t = std::mem::zeroed();
-        let mut others: libc::cpu_set_t = std::mem::zeroed();
-        let n = libc::sysconf(libc::_SC_NPROCESSORS_CONF).clamp(1, libc::CPU_SETSIZE as libc::c_long) as usize;
-        let known = libc::sched_getaffinity(0, bytes, &mut bound) == 0;
-        let mut any = false;
-        for cpu in 0..n {
-            if !known || !libc::CPU_ISSET(cpu, &bound) {
-                libc::CPU_SET(cpu, &mut others);
-                any = true;
-            }
-        }
-        if any {
-            libc::sched_setaffinity(0, bytes, &others);
-        }
-        libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong);
-    }
-}
-
 static BOXES: Mutex<Vec<Arc<Mailbox>>> = Mutex::new(Vec::new());
 static RUNNING: AtomicBool = AtomicBool::new(false);
 
@@ -492,7 +463,7 @@ pub fn clear() {
 
 /// The thread: serves every mailbox until none is left.
 fn run() {
-    unbind();
+    threads::unbind();
     let mut round = 0u32;
     loop {
         let now: Vec<Arc<Mailbox>> = {

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::work::{Job, Statuses, Transfer, Work};
 use super::stream::Stream;
-use crate::base::{config, log};
+use crate::base::{config, log, threads};
 use crate::mpi::abi;
 use crate::mpi::real;
 use crate::staging::pool::Lease;
@@ -102,6 +102,7 @@ struct Pending {
 }
 
 fn run() {
+    threads::unbind();
     let mut t = Pending::default();
     let mut quiet_since = Instant::now();
     loop {
