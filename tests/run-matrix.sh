@@ -48,6 +48,9 @@
 #   without-shim=skip       no run without the shim (the default)
 #   link=yes                also build <name>.link, linked -Wl,--no-as-needed -lcudampi -lmpi
 #                           instead of preloaded, and run it
+#   link=only               build <name> itself linked so (a program that calls what only
+#                           cudampi defines); every mode runs it, the shim preloaded as well
+#   include=DIR[,DIR]       more include directories, first on the path (relative to the repo)
 #   mpis=ompi4,mpich4       run only on these MPIs (the others show "-")
 #   env=NAME=VALUE[,NAME=VALUE]   extra environment for the runs (repeatable); given to the
 #                           no-shim run too, since it may configure the fixture
@@ -154,7 +157,7 @@ in_list() { # in_list WORD LIST...
 # parse_header FILE: set H_* from the header line; returns 1 when FILE has no header.
 parse_header() {
     local f=$1 line tok k v part toks parts
-    H_RANKS=(2) H_NOSHIM=skip H_LINK=no H_MPIS=() H_ENV=() H_TIMEOUT=60 H_EXTRA=() H_TOOL= H_BAD=
+    H_RANKS=(2) H_NOSHIM=skip H_LINK=no H_MPIS=() H_ENV=() H_TIMEOUT=60 H_EXTRA=() H_INCLUDE=() H_TOOL= H_BAD=
     H_NCCL=no H_NCCL_RANKS=() H_NODES=yes
     line=$(head -n 10 "$f" | grep -m1 'cudampi-test:') || return 1
     line=${line#*cudampi-test:}
@@ -170,7 +173,8 @@ parse_header() {
             ;;
         without-shim)
             case $v in crash | pass | skip) H_NOSHIM=$v ;; *) H_BAD="bad without-shim=$v" ;; esac ;;
-        link) case $v in yes | true | 1) H_LINK=yes ;; *) H_LINK=no ;; esac ;;
+        link) case $v in yes | true | 1) H_LINK=yes ;; only) H_LINK=only ;; *) H_LINK=no ;; esac ;;
+        include) IFS=, read -ra parts <<<"$v"; H_INCLUDE+=("${parts[@]}") ;;
         mpis) IFS=, read -ra H_MPIS <<<"$v" ;;
         timeout) [[ $v =~ ^[1-9][0-9]*$ ]] && H_TIMEOUT=$v || H_BAD="bad timeout=$v" ;;
         extra-src) IFS=, read -ra parts <<<"$v"; H_EXTRA+=("${parts[@]}") ;;
@@ -325,7 +329,11 @@ run_cell() {
 
     for e in "${H_EXTRA[@]+"${H_EXTRA[@]}"}"; do extra+=("$(resolve "$e")"); done
     : >"$logdir/$name.build.log"
-    local cflags=(-O1 -g -Wall -I "$(dirname "$src")" -I "$ROOT/tests/c" -I "$FIXTURE_INC")
+    local cflags=() linked=()
+    for e in "${H_INCLUDE[@]+"${H_INCLUDE[@]}"}"; do cflags+=(-I "$(resolve "$e")"); done
+    cflags+=(-O1 -g -Wall -I "$(dirname "$src")" -I "$ROOT/tests/c" -I "$FIXTURE_INC")
+    # shellcheck disable=SC2206
+    [ "$H_LINK" = only ] && linked=(-Wl,--no-as-needed -L"$SHIM_LINKDIR" -Wl,-rpath,"$SHIM_LINKDIR" -lcudampi $MPI_LINK_LIB)
     local cudalibs=(-L"$FIXTURE_LIB" -Wl,-rpath,"$FIXTURE_LIB" -lcudart -lcuda -lpthread -ldl -lm)
 
     # build: C with $MPICC; Fortran (.F90) with $MPIFORT, its extra C sources compiled first
@@ -345,7 +353,7 @@ run_cell() {
         cflags=(-O1 -g -cpp -ffree-line-length-none -fallow-argument-mismatch -w -I "$(dirname "$src")"
             -J "$ROOT/$bindir/$name.mod")
     fi
-    if ! $cc "${cflags[@]}" -o "$bin" "$src" "${extra[@]+"${extra[@]}"}" "${cudalibs[@]}" \
+    if ! $cc "${cflags[@]}" -o "$bin" "$src" "${extra[@]+"${extra[@]}"}" "${linked[@]+"${linked[@]}"}" "${cudalibs[@]}" \
         >>"$logdir/$name.build.log" 2>&1; then
         printf 'FAIL(build)\t%s\n' "$logdir/$name.build.log"
         return
