@@ -9,7 +9,8 @@
 #
 # Steps, in this order (later ones are SKIPPED once GPU_CHECK_LIMIT seconds have passed, so
 # the script always ends in time to print its summary):
-#   1. every tests/c/*.c test and, where the MPI has mpifort, every tests/fortran/*.F90 test
+#   1. every tests/c/*.c test, every c_examples/*.c but seed 000's (step 2) and, where the MPI
+#      has mpifort, every tests/fortran/*.F90 test
 #      (header `cudampi-test:`), built against the real CUDA with the
 #      system mpicc, run with 2 ranks with the shim preloaded (both orders for tool= tests, the
 #      -lcudampi link variant for link=yes tests); with >= 2 GPUs again with one GPU per rank
@@ -36,7 +37,8 @@
 # GPU_CHECK_BENCH=0 (skip the benchmarks; =quick: bench/suite.sh --quick), GPU_CHECK_STEPS
 # (the steps to run, default "1 2 3 4 5 6"), CUDAMPI_* (passed to every run with the shim; a
 # test's env= header wins, so CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 CUDAMPI_IPC_SAME_GPU_BYTES=0
-# forces IPC on every test that does not pin a path itself).
+# forces IPC on every test that does not pin a path itself), STREAM_CASES (passed likewise: the
+# cases of stream_enqueue to run).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -137,7 +139,7 @@ CUDA_CFLAGS=(-I"$CUDA/include")
 # libcuda: the driver's; the toolkit's stub only satisfies the link (its soname is libcuda.so.1)
 CUDA_LIBS=(-L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" -L"$CUDA_LIB/stubs" -lcudart -lcuda)
 PASSENV=()
-while IFS='=' read -r k _; do PASSENV+=("$k=${!k}"); done < <(env | grep -E '^CUDAMPI_[A-Z0-9_]*=' | grep -v '^CUDAMPI_TEST_')
+while IFS='=' read -r k _; do PASSENV+=("$k=${!k}"); done < <(env | grep -E '^(CUDAMPI_[A-Z0-9_]*|STREAM_CASES)=' | grep -v '^CUDAMPI_TEST_')
 
 # shim link directory for link=yes variants (the soname is libcudampi.so.0)
 LINKDIR=$WORK/lib
@@ -279,7 +281,9 @@ run_tests() { # run_tests MPI [per|nodes]
     # between-nodes path carries every device message; the C tests that may run so
     [ "$per" = nodes ] && { suffix=" nodes"; node=("$ROOT/tests/mpi/as-node.sh"); extra+=(CMTEST_MODE=nodes); }
     mkdir -p "$BIN/$m"
-    local srcs=(tests/c/*.c)
+    local srcs=(tests/c/*.c) bflags=()
+    # the documentation examples too, but seed 000's (step 2 runs them)
+    for src in c_examples/*.c; do case $(basename "$src") in seed000*) ;; *) srcs+=("$src") ;; esac; done
     [ -n "${M_FC[$m]:-}" ] && [ "$per" != nodes ] && srcs+=(tests/fortran/*.F90)
     for src in "${srcs[@]}"; do
         head -n 10 "$src" | grep -q 'cudampi-test:' || continue
@@ -288,8 +292,12 @@ run_tests() { # run_tests MPI [per|nodes]
         if [ -n "${GPU_CHECK_TESTS:-}" ] && [[ " $GPU_CHECK_TESTS " != *" $n "* ]]; then continue; fi
         if out_of_time; then record SKIP "$n$suffix" "$m" 0 "time limit"; continue; fi
         exe=$BIN/$m/$n
+        # as in tests/run-matrix.sh: include= directories, and link=only links the test itself
+        bflags=()
+        for e in $(hdr "$src" include); do bflags+=(-I "$ROOT/$e"); done
+        [ "$(hdr "$src" link)" = only ] && bflags+=(-L"$LINKDIR" -Wl,-rpath,"$LINKDIR" -Wl,--no-as-needed -lcudampi)
         if [ -z "$per" ] || [ ! -x "$exe" ]; then
-            if ! build_test "$m" "$src" "$exe"; then
+            if ! build_test "$m" "$src" "$exe" "${bflags[@]+"${bflags[@]}"}"; then
                 record FAIL "$n (build)" "$m" 0 "$m.$n.build.log"
                 tail -5 "$LOGS/$m.$n.build.log" | sed 's/^/           | /'
                 continue
