@@ -4,8 +4,8 @@
 /// of two ranks to a core), onto any other the process may use, where there are others. On the
 /// rank's own core the one-sided thread waited for the rank's main thread, spinning in one of
 /// the library's blocking calls, to give the processor up: a scheduler tick (4 ms) per entry,
-/// on an H200 host. Its sleeps are made exact (1 us of timer
-/// slack, not 50), so that an idle thread answers within some 20 us.
+/// on an H200 host. Its sleeps are made exact (1 us of timer slack, not 50), so that an idle
+/// thread answers within some 20 us.
 pub fn unbind() {
     // SAFETY: zeroed sets filled by the libc macros, for the calling thread (0); prctl with a
     // value.

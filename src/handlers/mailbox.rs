@@ -5,15 +5,15 @@
 //! A mailbox is a header of three counters and a ring. An origin reserves an entry by adding
 //! its length to `reserved` (`MPI_Fetch_and_op`), waits until `released` says the space is
 //! free, writes the entry with `MPI_Put`, and then, after a flush, the entry's first word: its
-//! state. The thread answers in another word of the entry, its reply: no word of a mailbox has
-//! two writers: when the thread answered in the state word, MPICH 4.0 over UCX, on two loaded
-//! cores, once left it reading `FILLED` again after the thread had written `OLD` there (the
-//! origin's put landing a second time before its flush returned), and both sides waited for
-//! ever. The
-//! thread takes entries in the order of their positions, one at a time, so
+//! state. The thread answers in another word of the entry, its reply, so that no word of a
+//! mailbox has two writers: when the thread answered in the state word, MPICH 4.0 over UCX, on
+//! two loaded cores, once left it reading `FILLED` again after the thread had written `OLD`
+//! there (the origin's put landing a second time before its flush returned), and both sides
+//! waited for ever. The thread takes entries in the order of their positions, one at a time, so
 //! operations on one part never interleave, from any number of origins, and each origin's
 //! apply in its program order. It advances `applied` past the entries it carried out, and
-//! `released` past those whose space may be reused (a get's once the origin read its bytes).
+//! `released` past those whose space may be reused (a get's once the origin read its bytes, or
+//! was told it failed).
 //!
 //! The thread makes no MPI call, so it needs no thread level of the library: the library
 //! writes the mailbox as it writes any window, and the thread reads host memory. A state word
@@ -203,10 +203,14 @@ impl Mailbox {
         unsafe { &*self.entry(pos).cast::<AtomicU64>() }
     }
 
+    fn reply_word(&self, pos: u64) -> &AtomicU64 {
+        // SAFETY: an aligned word of the entry's head, within the ring.
+        unsafe { &*self.entry(pos).add(REPLY_AT).cast::<AtomicU64>() }
+    }
+
     /// Answers the entry at `pos` with `reply`.
     fn reply(&self, pos: u64, reply: u64) {
-        // SAFETY: an aligned word of the entry's head, within the ring.
-        unsafe { &*self.entry(pos).add(REPLY_AT).cast::<AtomicU64>() }.store(pos | reply, Ordering::Release);
+        self.reply_word(pos).store(pos | reply, Ordering::Release);
     }
 
     /// Carries out the entries written since the last call, releases what it can; whether
@@ -368,7 +372,8 @@ impl Mailbox {
                 l if l == 0 || l % GRAIN != 0 || l > self.ring => GRAIN,
                 l => l,
             };
-            if head.kind == GET && state != free | TAKEN {
+            let failed = self.reply_word(free).load(Ordering::Acquire) == free | FAILED;
+            if head.kind == GET && state != free | TAKEN && !failed {
                 break;
             }
             for g in (0..len).step_by(GRAIN) {
