@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # scripts/gpu-enqueue.sh — the stream-ordered calls on the GPU machine, in one call: the C tests
-# named in ENQ_TESTS (default stream_enqueue, stream_immediate and stream_halo) through scripts/gpu-check.sh step 1 (its
-# GPU_CHECK_PLACES and GPU_CHECK_MPIS apply; steps 1 and 5, the wheels' MPIs when carried),
-# then bench/enqueue.cu with the system MPI, once per placement (one rank exchanging with
-# itself, both ranks on GPU 0, and one GPU per rank where there are two) and mode. Prints the tables, then `N passed, N failed` and the
-# benchmark's rows last.
+# named in ENQ_TESTS (default stream_enqueue, stream_immediate and stream_halo) through
+# scripts/gpu-check.sh step 1 (its GPU_CHECK_PLACES and GPU_CHECK_MPIS apply; steps 1 and 5,
+# the wheels' MPIs when carried), then bench/enqueue.cu with the system MPI, once per placement
+# (one rank exchanging with itself, both ranks on GPU 0, and one GPU per rank where there are
+# two) and mode. Prints the tables, then `N passed, N failed` and the benchmark's rows last.
 #
 # Environment: SHIM (default target/release/libcudampi.so), CUDA_HOME, MPICC, MPIRUN, OUT (the
 # JSON, tables and gpu-check's summary land there when set), ENQ_ITERS (default 200),
@@ -25,9 +25,10 @@ BIN=$(mktemp -d "${TMPDIR:-/tmp}/enqueue.XXXXXX")
 passed=0
 failed=0
 
-echo "== tests: ${ENQ_TESTS:-stream_enqueue stream_immediate stream_halo}"
+tests=${ENQ_TESTS:-stream_enqueue stream_immediate stream_halo}
+echo "== tests: $tests"
 mkdir -p "$RES/check"
-OUT=$RES/check GPU_CHECK_STEPS=${GPU_CHECK_STEPS:-1 5} GPU_CHECK_BENCH=0 GPU_CHECK_TESTS=${ENQ_TESTS:-stream_enqueue stream_immediate stream_halo} \
+OUT=$RES/check GPU_CHECK_STEPS=${GPU_CHECK_STEPS:-1 5} GPU_CHECK_BENCH=0 GPU_CHECK_TESTS=$tests \
     SHIM=$SHIM scripts/gpu-check.sh >"$RES/check.txt" 2>&1
 grep -E '^ *(PASS|FAIL|SKIP)' "$RES/check.txt" | tail -40
 line=$(grep -Eo '[0-9]+ passed, [0-9]+ failed' "$RES/check.txt" | tail -1)

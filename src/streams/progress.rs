@@ -45,7 +45,6 @@ pub fn wake() {
     }
 }
 
-
 /// Starts the thread if it is not running. `Err`: the library cannot take calls from it.
 pub fn ensure(name: &str) -> Result<(), c_int> {
     if THREAD.get().is_some() {
