@@ -58,6 +58,31 @@ fn primary_context(d: &Driver, ordinal: i32) -> Result<CUcontext, CudaError> {
     Ok(PRIMARY[slot].load(Ordering::Acquire).cast())
 }
 
+/// A non-blocking stream of cudampi's own in each retained primary context, for copies whose
+/// order against the program's work on this process's GPU does not matter: a peer's device
+/// memory into host memory. On the legacy default stream such a copy would wait for every
+/// blocking stream of the program, and a program stream may wait for cudampi itself (the
+/// stream-ordered calls' progress thread receives so). Destroyed with the contexts.
+static OWN_STREAM: [AtomicPtr<c_void>; MAX_DEVICES] = [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_DEVICES];
+
+fn own_stream(d: &Driver, ordinal: i32) -> Result<*mut c_void, CudaError> {
+    let slot = usize::try_from(ordinal).ok().filter(|&i| i < MAX_DEVICES).ok_or(CudaError { call: "cuDeviceGet", code: 101 })?;
+    let cached = OWN_STREAM[slot].load(Ordering::Acquire);
+    if !cached.is_null() {
+        return Ok(cached);
+    }
+    let mut stream = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer, in the current context (the primary one of `ordinal`); 1:
+    // CU_STREAM_NON_BLOCKING.
+    check("cuStreamCreate", unsafe { (d.stream_create)(&mut stream, 1) })?;
+    if let Err(other) = OWN_STREAM[slot].compare_exchange(std::ptr::null_mut(), stream, Ordering::AcqRel, Ordering::Acquire) {
+        // SAFETY: made above, never used.
+        unsafe { (d.stream_destroy)(stream) };
+        return Ok(other);
+    }
+    Ok(stream)
+}
+
 /// Makes the allocation's context current for the scope, unless it already is.
 pub struct InContext<'a> {
     driver: &'a Driver,
@@ -108,6 +133,18 @@ impl<'a> InContext<'a> {
         }
         // SAFETY: the caller guarantees dst holds len writable bytes; the driver validates src.
         check("cuMemcpyDtoH", unsafe { (self.driver.memcpy_dtoh)(dst, src as u64, len) })
+    }
+
+    /// A peer's device memory into host memory, `len` bytes, complete on return, on cudampi's
+    /// own stream of this context, which must be `ordinal`'s primary one ([`own_stream`]).
+    pub fn peer_to_host(&self, ordinal: i32, dst: *mut c_void, src: driver::CUdeviceptr, len: usize) -> Result<(), CudaError> {
+        let stream = own_stream(self.driver, ordinal)?;
+        // SAFETY: the caller guarantees dst holds len writable bytes and src len readable ones;
+        // the stream is this context's.
+        unsafe {
+            check("cuMemcpyDtoHAsync", (self.driver.memcpy_dtoh_async)(dst, src, len, stream))?;
+            check("cuStreamSynchronize", (self.driver.stream_synchronize)(stream))
+        }
     }
 
     /// Host to device, only the byte runs `(offset, len)` (sorted, disjoint) of `src` to the
@@ -264,11 +301,24 @@ impl Drop for InContext<'_> {
     }
 }
 
-/// Releases the primary contexts retained by `primary_context`.
+/// Releases the primary contexts retained by `primary_context`, and cudampi's streams in them.
 pub fn release_contexts() {
     let Some(d) = driver::get() else { return };
     for (i, slot) in PRIMARY.iter().enumerate() {
-        if !slot.swap(std::ptr::null_mut(), Ordering::AcqRel).is_null() {
+        let ctx = slot.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        let stream = OWN_STREAM[i].swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if !stream.is_null() && !ctx.is_null() {
+            let mut popped: CUcontext = std::ptr::null_mut();
+            // SAFETY: the stream was made in this context, which is still retained; nothing
+            // uses it any more (MPI_Finalize).
+            unsafe {
+                if (d.ctx_push_current)(ctx.cast()) == CUDA_SUCCESS {
+                    (d.stream_destroy)(stream);
+                    (d.ctx_pop_current)(&mut popped);
+                }
+            }
+        }
+        if !ctx.is_null() {
             let mut dev = 0;
             // SAFETY: i was a valid ordinal when the context was retained.
             unsafe {

@@ -125,7 +125,9 @@ pub fn copy_from(
     // SAFETY: the sender's buffer holds `len` bytes (e.bytes) at `src`; dst holds `len` bytes.
     unsafe {
         match host {
-            true => check("cuMemcpyDtoH", (d.memcpy_dtoh)(dst, src, len)),
+            // The program's streams do not touch the peer's memory nor, while the receive is
+            // pending, this host buffer: cudampi's own stream, which waits for none of them.
+            true => ctx.peer_to_host(dev.ordinal, dst, src, len),
             // Waited for as a staged copy is: small ones by polling (`signal`).
             false => {
                 check("cuMemcpyDtoDAsync", (d.memcpy_dtod_async)(dst as CUdeviceptr, src, len, std::ptr::null_mut()))?;

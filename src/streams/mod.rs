@@ -334,7 +334,12 @@ fn stage(name: &'static str, comm: Handle, stream: &Stream, buf: *mut c_void, co
         return Err(errors::raise(Some(comm), abi.err_type));
     }
     let ctx = InContext::enter(&lane.dev).map_err(|e| errors::cuda_wait(name, Some(comm), e))?;
-    let lease = pool::lease(bytes, &ctx).ok_or_else(|| errors::no_mem(name, Some(comm), bytes))?;
+    // Pinned, up to twice the pool's bound: the stream's copies into and out of pageable memory
+    // would make the caller and the progress thread wait for the stream, which may wait for them.
+    let lease = pool::lease_pinned(bytes, &ctx, config::get().pool_bytes).ok_or_else(|| {
+        log::error(format_args!("{name}: no pinned staging buffer of {bytes} bytes: the operations in flight hold twice CUDAMPI_POOL_BYTES ({} bytes); raise it", config::get().pool_bytes));
+        errors::raise(Some(comm), abi.err_no_mem)
+    })?;
     if copy_in {
         lane.to_host(lease.ptr(), buf, bytes).map_err(|e| errors::cuda(name, Some(comm), e, buf, bytes, &dev))?;
     }
