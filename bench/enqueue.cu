@@ -266,7 +266,14 @@ int main(int argc, char **argv)
             qsort(t, REPS, sizeof t[0], cmp);
             res[h][e] = t[REPS / 2];
         }
-        if (memcmp(a, b, N * sizeof(double))) same = 0;
+        if (memcmp(a, b, N * sizeof(double))) {
+            size_t bad = 0, first = N;
+            for (size_t i = 0; i < N; i++)
+                if (memcmp(&a[i], &b[i], sizeof(double)) && bad++ == 0) first = i;
+            fprintf(stderr, "enqueue: rank %d, %zu-byte halos: %zu of %zu doubles differ, the first at %zu (%.17g blocking, %.17g enqueued)\n", rank,
+                    hsizes[h], bad, N, first, a[first], b[first]);
+            same = 0;
+        }
     }
     unsigned long long va = 0, vb = 0;
     for (int e = 0; e < 2; e++) {
@@ -277,7 +284,10 @@ int main(int argc, char **argv)
         qsort(t, REPS, sizeof t[0], cmp);
         pp[e] = t[REPS / 2];
     }
-    if (va != vb) same = 0;
+    if (va != vb) {
+        fprintf(stderr, "enqueue: rank %d, ping-pong: %llu blocking, %llu enqueued\n", rank, va, vb);
+        same = 0;
+    }
     int all_same;
     MPI_Allreduce(&same, &all_same, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (rank == 0) {

@@ -226,13 +226,9 @@ impl Kernels {
     }
 }
 
-/// A host function run in a stream's order (`CUhostFn`).
-pub type HostFn = unsafe extern "C" fn(*mut c_void);
-
-/// What the stream-ordered calls take (`cuda::ordered`): host functions and streams that wait
-/// for a word of memory.
+/// What the stream-ordered calls take (`cuda::ordered`): streams that write and wait for words
+/// of memory.
 pub struct Ordered {
-    pub launch_host_func: unsafe extern "C" fn(*mut c_void, HostFn, *mut c_void) -> CuResult,
     pub stream_wait_value32: unsafe extern "C" fn(*mut c_void, CUdeviceptr, u32, c_uint) -> CuResult,
     pub stream_write_value32: unsafe extern "C" fn(*mut c_void, CUdeviceptr, u32, c_uint) -> CuResult,
     pub stream_get_ctx: unsafe extern "C" fn(*mut c_void, *mut CUcontext) -> CuResult,
@@ -246,7 +242,6 @@ impl Ordered {
         // stream memory operations are those whose flags mean what `cuda::ordered` passes.
         unsafe {
             Some(Ordered {
-                launch_host_func: *lib.get(b"cuLaunchHostFunc\0").ok()?,
                 stream_wait_value32: *lib.get(b"cuStreamWaitValue32_v2\0").ok()?,
                 stream_write_value32: *lib.get(b"cuStreamWriteValue32_v2\0").ok()?,
                 stream_get_ctx: *lib.get(b"cuStreamGetCtx\0").ok()?,

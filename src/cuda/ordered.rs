@@ -1,16 +1,21 @@
 //! The GPU side of MPICH's stream-ordered calls (`MPIX_*_enqueue`): a [`Lane`] is one program
 //! stream that MPI operations join.
 //!
-//! An operation that must run where the stream has reached is handed over by a host function
-//! queued on the stream; the function only tells cudampi's progress thread (`streams`), which
-//! makes the MPI calls. Where later work on the stream must wait for the operation, the stream
-//! waits on the GPU itself (`cuStreamWaitValue32`) for a word of device memory to reach the
-//! operation's number: no host thread blocks inside the stream, and a host function never
-//! waits. The numbers are written by the GPU too, by a stream of cudampi's own on which the
-//! copies into the program's device buffers are queued first: the program's stream goes on
-//! exactly when the received bytes are in place, and the words are written in the order of
-//! their numbers, whatever the host thread does meanwhile. A copy of each number in pinned host
-//! memory tells the host when a staging buffer may go back to the pool.
+//! Where an operation must start once the stream has reached it, the stream itself writes a
+//! ticket into a word of pinned host memory (`cuStreamWriteValue32`), which cudampi's progress
+//! thread (`streams`) polls before it makes the MPI calls. A host function (`cuLaunchHostFunc`)
+//! would do the same through the driver's own thread and hold the stream until it returned:
+//! measured on an H200, a step of a short kernel, a hand-off and a wait took 60 us with a host
+//! function and 14 us with the ticket (`bench/handoff.cu`).
+//!
+//! Where later work on the stream must wait for the operation, the stream waits on the GPU
+//! itself (`cuStreamWaitValue32`) for a word of device memory to reach the operation's number:
+//! no host thread blocks inside the stream. The numbers are written by the GPU too, by a stream
+//! of cudampi's own on which the copies into the program's device buffers are queued first: the
+//! program's stream goes on exactly when the received bytes are in place, and the words are
+//! written in the order of their numbers, whatever the host thread does meanwhile. A copy of
+//! each number in pinned host memory tells the host when a staging buffer may go back to the
+//! pool.
 //!
 //! Nothing here may be called where it could wait for a program stream that waits for the
 //! progress thread: freeing the lane's device memory waits for the GPU, so lanes are closed
@@ -20,10 +25,12 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use super::copy::{check, CudaError, InContext};
-use super::driver::{self, CUcontext, CUdevice, CUdeviceptr, HostFn, Ordered};
+use super::driver::{self, CUcontext, CUdevice, CUdeviceptr, Ordered};
 use super::pointer::Device;
 
 const PAGE: usize = 4096;
+/// Where in the lane's page the ticket word lies: a cache line away from the numbers' copy.
+const TICKET_AT: usize = 64;
 /// `CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP`.
 const REGISTER_FLAGS: u32 = 0x1 | 0x2;
 /// `CU_STREAM_WAIT_VALUE_GEQ`: a cyclic comparison, `(int32_t)(*addr - value) >= 0`.
@@ -46,6 +53,8 @@ pub struct Lane {
     /// The same numbers in host memory, in a page of its own pinned and mapped, for the host.
     page: *mut c_void,
     word_dev: CUdeviceptr,
+    /// The last ticket handed out ([`Lane::mark`]).
+    tickets: AtomicU32,
     closed: AtomicBool,
 }
 
@@ -72,7 +81,7 @@ impl Lane {
         let mut ordinal: CUdevice = 0;
         // SAFETY: a valid out-pointer, in the stream's context.
         check("cuCtxGetDevice", unsafe { (o.ctx_get_device)(&mut ordinal) })?;
-        let mut lane = Lane { stream, dev: Device::new(ctx, ordinal), inner: std::ptr::null_mut(), gate: 0, page: std::ptr::null_mut(), word_dev: 0, closed: AtomicBool::new(false) };
+        let mut lane = Lane { stream, dev: Device::new(ctx, ordinal), inner: std::ptr::null_mut(), gate: 0, page: std::ptr::null_mut(), word_dev: 0, tickets: AtomicU32::new(0), closed: AtomicBool::new(false) };
         // SAFETY: valid out-pointers in the current context; the page is mapped here, pinned
         // and mapped for the device, and released by `close` (or below on failure).
         unsafe {
@@ -112,9 +121,31 @@ impl Lane {
         unsafe { &*(self.page as *const AtomicU32) }
     }
 
+    fn ticket_word(&self) -> &AtomicU32 {
+        // SAFETY: a word of the lane's page, which lives as long as the lane.
+        unsafe { &*(self.page.cast::<u8>().add(TICKET_AT) as *const AtomicU32) }
+    }
+
     /// Whether the word has reached `number` (cyclically, as the stream compares).
     pub fn reached(&self, number: u32) -> bool {
         (self.word().load(Ordering::Acquire).wrapping_sub(number) as i32) >= 0
+    }
+
+    /// Queues on the program's stream, after the work queued there before, the write of a new
+    /// ticket, and returns it. Callers queue their marks in the order they take tickets (the
+    /// stream's issuing lock), so that a ticket written says every earlier one was passed.
+    pub fn mark(&self) -> Result<u32, CudaError> {
+        let (_, o) = ordered()?;
+        let _scope = InContext::enter(&self.dev)?;
+        let ticket = self.tickets.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+        // SAFETY: the device address of the lane's ticket word.
+        check("cuStreamWriteValue32", unsafe { (o.stream_write_value32)(self.stream, self.word_dev + TICKET_AT as u64, ticket, 0) })?;
+        Ok(ticket)
+    }
+
+    /// Whether the program's stream has passed the mark of `ticket`.
+    pub fn passed(&self, ticket: u32) -> bool {
+        (self.ticket_word().load(Ordering::Acquire).wrapping_sub(ticket) as i32) >= 0
     }
 
     /// Queues a copy of `len` bytes of device memory at `src` into host memory at `dst` on the
@@ -124,14 +155,6 @@ impl Lane {
         // SAFETY: the caller's device range and a host buffer of `len` bytes that lives until
         // the copy is done (the caller's operation owns it).
         check("cuMemcpyDtoHAsync", unsafe { (scope.driver().memcpy_dtoh_async)(dst, src as u64, len, self.stream) })
-    }
-
-    /// Queues `f(arg)` on the program's stream.
-    pub fn host_function(&self, f: HostFn, arg: *mut c_void) -> Result<(), CudaError> {
-        let (_, o) = ordered()?;
-        let _scope = InContext::enter(&self.dev)?;
-        // SAFETY: `f` only reads and writes atomics behind `arg`, which outlives the call.
-        check("cuLaunchHostFunc", unsafe { (o.launch_host_func)(self.stream, f, arg) })
     }
 
     /// Makes later work on the program's stream wait until the word reaches `number`.

@@ -10,8 +10,8 @@
 //! - every other operation, by default, waits for the stream and is made in the call through
 //!   cudampi's own entry points (`immediate`): the results of stream order at the cost of
 //!   blocking calls;
-//! - with `CUDAMPI_ENQUEUE=ordered`, it is a job that a host function on the stream releases to
-//!   cudampi's progress thread (`progress`), which makes the library's nonblocking calls on host
+//! - with `CUDAMPI_ENQUEUE=ordered`, it is a job that the stream releases, by writing its ticket,
+//!   to cudampi's progress thread (`progress`), which makes the library's nonblocking calls on host
 //!   memory; device buffers are copied on the stream into staging buffers before it, and the
 //!   received bytes back on the lane's own stream after it, before the word the program's
 //!   stream waits on is written (`cuda::ordered`). There, device buffers take datatypes
@@ -347,9 +347,9 @@ fn stage(name: &'static str, comm: Handle, stream: &Stream, buf: *mut c_void, co
     Ok(Staged { host: lease.ptr(), device: Some((buf, bytes)), leases: vec![lease] })
 }
 
-/// Queues `works` on the stream behind a host function that releases them to the progress
-/// thread, and, with `wait`, a wait of the stream for them; under the lane's number lock.
-fn queue(name: &str, comm: Handle, stream: &Stream, works: impl FnOnce(u32) -> Vec<Work>, wait: bool) -> c_int {
+/// Queues `works` on the stream behind a mark that releases them to the progress thread, and,
+/// with `wait`, a wait of the stream for them; under the lane's number lock.
+fn queue(name: &str, comm: Handle, stream: &Arc<Stream>, works: impl FnOnce(u32) -> Vec<Work>, wait: bool) -> c_int {
     let abi = abi::get();
     let Some(lane) = stream.lane.as_ref() else { return abi.err_intern };
     if let Err(rc) = progress::ensure(name) {
@@ -357,13 +357,14 @@ fn queue(name: &str, comm: Handle, stream: &Stream, works: impl FnOnce(u32) -> V
     }
     let mut issued = stream.issuing();
     let number = issued.wrapping_add(1);
-    let job = Job::new(works(number));
-    let token = job.token();
-    if let Err(e) = lane.host_function(progress::fire, token) {
-        log::error(format_args!("{name}: the stream refused the operation ({} in {})", e.name(), e.call));
-        return errors::raise(Some(comm), abi.err_other);
-    }
-    progress::submit(job);
+    let ticket = match lane.mark() {
+        Ok(t) => t,
+        Err(e) => {
+            log::error(format_args!("{name}: the stream refused the operation ({} in {})", e.name(), e.call));
+            return errors::raise(Some(comm), abi.err_other);
+        }
+    };
+    progress::submit(Job::new(stream.clone(), ticket, works(number)));
     if wait {
         *issued = number;
         if let Err(e) = lane.wait_for(number) {
@@ -412,7 +413,7 @@ pub fn send(name: &'static str, buf: *const c_void, count: c_int, datatype: Hand
     if let Some(out) = request {
         return posted(name, comm, &stream, t, out);
     }
-    // A device buffer is in the staging buffer once the stream reaches the host function: the
+    // A device buffer is in the staging buffer once the stream passes the job's mark: the
     // stream waits only for the send to start. The program's host memory it must not touch
     // before the send is done.
     let (x, s) = (t.clone(), stream.clone());

@@ -1,11 +1,12 @@
 //! cudampi's progress thread for the enqueued calls: it starts each job's transfers once the
-//! program's stream has reached them, drives the library (`MPI_Test`) until they complete,
-//! and lets the stream go on.
+//! program's stream has passed the job's mark, drives the library (`MPI_Test`) until they
+//! complete, and lets the stream go on.
 //!
 //! It makes MPI calls while the program's threads make theirs, so the library must have been
-//! initialised with `MPI_THREAD_MULTIPLE` (`CUDAMPI_THREAD_MULTIPLE=1` asks for it). While a
-//! transfer is outstanding it polls, yielding the core between rounds after a short spin;
-//! with nothing to drive it sleeps until a host function wakes it.
+//! initialised with `MPI_THREAD_MULTIPLE` (`CUDAMPI_THREAD_MULTIPLE=1` asks for it). While
+//! anything is outstanding it polls: it spins a little, then yields the core between rounds,
+//! and once only the GPU has been awaited for a while it naps between looks; with nothing
+//! handed over it sleeps until a job comes.
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,24 +23,15 @@ use crate::staging::pool::Lease;
 
 static THREAD: OnceLock<Thread> = OnceLock::new();
 static HANDLE: Mutex<Option<JoinHandle<()>>> = Mutex::new(None);
-/// Jobs handed over and not yet taken by the thread. Boxed: a job's flag stays where its host
-/// function will write it.
+/// Jobs handed over and not yet taken by the thread.
 #[allow(clippy::vec_box)]
 static QUEUE: Mutex<Vec<Box<Job>>> = Mutex::new(Vec::new());
 static STOP: AtomicBool = AtomicBool::new(false);
 /// Set when `MPI_Finalize` gave up waiting: the thread leaves at once, whatever it holds.
 static ABANDON: AtomicBool = AtomicBool::new(false);
 
-/// The host function: marks the job whose flag `token` is fired and wakes the thread. It makes
-/// no MPI or CUDA call and takes no lock, as CUDA requires of a host function.
-pub unsafe extern "C" fn fire(token: *mut std::ffi::c_void) {
-    // SAFETY: a job's flag (`Job::token`); the job lives until the thread saw it fired.
-    unsafe { (*(token as *const AtomicBool)).store(true, Ordering::Release) };
-    wake();
-}
-
-/// Wakes the thread; lock-free, for host functions.
-pub fn wake() {
+/// Wakes the thread.
+fn wake() {
     if let Some(t) = THREAD.get() {
         t.unpark();
     }
@@ -78,7 +70,7 @@ pub fn ensure(name: &str) -> Result<(), c_int> {
     }
 }
 
-/// Hands `job` to the thread (after its host function was queued).
+/// Hands `job` to the thread (after its mark was queued).
 pub fn submit(job: Box<Job>) {
     QUEUE.lock().unwrap_or_else(|e| e.into_inner()).push(job);
     wake();
@@ -137,11 +129,12 @@ fn run() {
             quiet_since = Instant::now();
             continue;
         }
-        // Nothing moved: spin a little, then give the core away between rounds, and sleep
-        // while only the GPU is awaited.
+        // Nothing moved: spin a little, then give the core away between rounds, and once only
+        // the GPU has been awaited for a millisecond (a long kernel), nap between looks at the
+        // lanes' words.
         let quiet = quiet_since.elapsed();
-        if t.active.is_empty() && quiet > Duration::from_micros(200) {
-            std::thread::park_timeout(Duration::from_micros(200));
+        if t.active.is_empty() && quiet > Duration::from_millis(1) {
+            std::thread::park_timeout(Duration::from_micros(50));
         } else if quiet > Duration::from_micros(50) {
             std::thread::yield_now();
         } else {

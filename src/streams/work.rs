@@ -1,13 +1,11 @@
 //! What the progress thread does for the enqueued calls: [`Transfer`]s (one MPI operation each,
-//! started where the program's stream has reached) and the [`Job`]s that a host function on
-//! the stream releases.
+//! started where the program's stream has reached) and the [`Job`]s that the stream releases.
 //!
 //! The progress thread calls cudampi's own entry points (`own`), on host memory: a device buffer
-//! was copied into a staging buffer on the program's stream before the host function, or is
+//! was copied into a staging buffer on the program's stream before the job's mark, or is
 //! filled from one on the lane's own stream afterwards (`cuda::ordered`).
 
 use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::own::{self, entry};
@@ -165,9 +163,10 @@ pub enum Work {
     Release { stream: Arc<Stream>, number: u32 },
 }
 
-/// The steps a host function on the program's stream releases, in order.
+/// The steps the program's stream releases, in order, once it has passed the job's mark.
 pub struct Job {
-    fired: AtomicBool,
+    stream: Arc<Stream>,
+    ticket: u32,
     pub works: Vec<Work>,
     pub next: usize,
 }
@@ -176,16 +175,12 @@ pub struct Job {
 unsafe impl Send for Job {}
 
 impl Job {
-    pub fn new(works: Vec<Work>) -> Box<Job> {
-        Box::new(Job { fired: AtomicBool::new(false), works, next: 0 })
+    /// `ticket`: the lane's mark ([`crate::cuda::ordered::Lane::mark`]) queued before the job.
+    pub fn new(stream: Arc<Stream>, ticket: u32, works: Vec<Work>) -> Box<Job> {
+        Box::new(Job { stream, ticket, works, next: 0 })
     }
 
     pub fn fired(&self) -> bool {
-        self.fired.load(Ordering::Acquire)
-    }
-
-    /// The argument of the host function (`progress::fire`) for this job: its flag.
-    pub fn token(&self) -> *mut c_void {
-        (&self.fired as *const AtomicBool).cast_mut().cast()
+        self.stream.lane.as_ref().is_some_and(|lane| lane.passed(self.ticket))
     }
 }
