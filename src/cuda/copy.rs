@@ -83,6 +83,16 @@ fn own_stream(d: &Driver, ordinal: i32) -> Result<*mut c_void, CudaError> {
     Ok(stream)
 }
 
+/// Makes cudampi's own stream of GPU `ordinal`'s primary context now, in the calling thread: a
+/// thread that must never wait for the program (the stream-ordered calls' progress thread)
+/// would otherwise make it on its first copy, and making a stream waits for a driver lock that
+/// a program thread holds while it waits for a stream that waits for that very thread (a
+/// copy into pageable memory on such a stream, measured on an H200 with MPICH 5).
+pub fn prepare_own_stream(ordinal: i32) -> Result<(), CudaError> {
+    let ctx = InContext::enter(&Device::primary(ordinal))?;
+    own_stream(ctx.driver, ordinal).map(|_| ())
+}
+
 /// Makes the allocation's context current for the scope, unless it already is.
 pub struct InContext<'a> {
     driver: &'a Driver,

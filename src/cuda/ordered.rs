@@ -113,6 +113,10 @@ impl Lane {
             lane.page = page;
         }
         drop(scope);
+        if let Err(e) = super::copy::prepare_own_stream(ordinal) {
+            lane.close();
+            return Err(e);
+        }
         Ok(lane)
     }
 
