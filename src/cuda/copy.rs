@@ -2,7 +2,9 @@
 //!
 //! The copies run on the legacy default stream of that context and are waited for: they start
 //! after all work already issued to blocking streams of the context, and the data is in place
-//! when they return. That is the ordering guarantee the README documents. Small copies are
+//! when they return. That is the ordering guarantee the README documents. A peer's device
+//! memory copied into host memory ([`InContext::peer_to_host`]) is the exception: it runs on a
+//! stream of cudampi's own, which waits for none of the program's. Small copies are
 //! waited for by polling host memory (`signal`), and copies to the device of one or two words
 //! are written by the stream itself (`signal::write_to_device`).
 

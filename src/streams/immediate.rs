@@ -3,15 +3,11 @@
 //! points, as a blocking call after `cudaStreamSynchronize` would; the nonblocking forms return
 //! the entry point's request, which `MPIX_Wait_enqueue` and `MPIX_Waitall_enqueue` wait for.
 //!
-//! The stream-ordered engine (`progress`) is correct but was measured far slower
+//! The stream-ordered engine (`progress`) is correct but was measured slower on one GPU
 //! (`bench/enqueue.cu`, one H200, Open MPI 4.1.6, 2026-11-29): one rank exchanging with itself,
-//! a halo step of 8 KiB took 3.0-4.1 ms stream-ordered against 40 us with blocking calls, while
-//! the host's loop of enqueue calls took 30 us a step, so the time goes between the stream
-//! reaching a host function and its wait being released; the 8-byte ping-pong 48 us one way
-//! against 12.7. With two ranks on the one GPU, where a stream that waits for the host keeps
-//! its process's time slice, the ping-pong took 6.3 ms waiting on a word of host memory (7.9
-//! in a host function that waits, a variant tried and dropped) against 0.16 for blocking calls.
-//! Made in the call, the same runs matched the blocking calls (0.95-1.00x).
+//! a halo step of 8 KiB took 70 us stream-ordered against 33 us with blocking calls, the
+//! 8-byte ping-pong 22 us one way against 12; two ranks on the one GPU, 711 against 561 us and
+//! 178 against 166. Made in the call, the same runs matched the blocking calls (0.87-1.01x).
 
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;

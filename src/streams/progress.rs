@@ -53,7 +53,7 @@ pub fn ensure(name: &str) -> Result<(), c_int> {
         return Err(abi::get().err_other);
     }
     log::warn(format_args!(
-        "{name}: CUDAMPI_ENQUEUE=ordered is experimental: far slower than the default so far, and a test of it stalls on a real GPU (docs/design.md)"
+        "{name}: CUDAMPI_ENQUEUE=ordered is experimental: slower than the default on one GPU so far (docs/design.md)"
     ));
     STOP.store(false, Ordering::Release);
     let spawned = std::thread::Builder::new().name("cudampi-streams".into()).spawn(run);
