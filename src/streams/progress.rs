@@ -24,8 +24,7 @@ use crate::staging::pool::Lease;
 static THREAD: OnceLock<Thread> = OnceLock::new();
 static HANDLE: Mutex<Option<JoinHandle<()>>> = Mutex::new(None);
 /// Jobs handed over and not yet taken by the thread.
-#[allow(clippy::vec_box)]
-static QUEUE: Mutex<Vec<Box<Job>>> = Mutex::new(Vec::new());
+static QUEUE: Mutex<Vec<Job>> = Mutex::new(Vec::new());
 static STOP: AtomicBool = AtomicBool::new(false);
 /// Set when `MPI_Finalize` gave up waiting: the thread leaves at once, whatever it holds.
 static ABANDON: AtomicBool = AtomicBool::new(false);
@@ -71,7 +70,7 @@ pub fn ensure(name: &str) -> Result<(), c_int> {
 }
 
 /// Hands `job` to the thread (after its mark was queued).
-pub fn submit(job: Box<Job>) {
+pub fn submit(job: Job) {
     QUEUE.lock().unwrap_or_else(|e| e.into_inner()).push(job);
     wake();
 }
@@ -84,9 +83,8 @@ struct Landing {
 }
 
 #[derive(Default)]
-#[allow(clippy::vec_box)]
 struct Pending {
-    jobs: Vec<Box<Job>>,
+    jobs: Vec<Job>,
     /// Started transfers not yet seen complete.
     active: Vec<Arc<Transfer>>,
     landing: Vec<Landing>,

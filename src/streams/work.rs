@@ -176,8 +176,8 @@ unsafe impl Send for Job {}
 
 impl Job {
     /// `ticket`: the lane's mark ([`crate::cuda::ordered::Lane::mark`]) queued before the job.
-    pub fn new(stream: Arc<Stream>, ticket: u32, works: Vec<Work>) -> Box<Job> {
-        Box::new(Job { stream, ticket, works, next: 0 })
+    pub fn new(stream: Arc<Stream>, ticket: u32, works: Vec<Work>) -> Job {
+        Job { stream, ticket, works, next: 0 }
     }
 
     pub fn fired(&self) -> bool {
