@@ -41,8 +41,13 @@ const MAX_DEVICES: usize = 64;
 /// `MPI_Finalize`.
 static PRIMARY: [AtomicPtr<c_void>; MAX_DEVICES] = [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_DEVICES];
 
+/// The table slot of GPU `ordinal`; 101 (`CUDA_ERROR_INVALID_DEVICE`) past the table.
+fn slot(ordinal: i32) -> Result<usize, CudaError> {
+    usize::try_from(ordinal).ok().filter(|&i| i < MAX_DEVICES).ok_or(CudaError { call: "cuDeviceGet", code: 101 })
+}
+
 fn primary_context(d: &Driver, ordinal: i32) -> Result<CUcontext, CudaError> {
-    let slot = usize::try_from(ordinal).ok().filter(|&i| i < MAX_DEVICES).ok_or(CudaError { call: "cuDeviceGet", code: 101 })?;
+    let slot = slot(ordinal)?;
     let cached = PRIMARY[slot].load(Ordering::Acquire);
     if !cached.is_null() {
         return Ok(cached.cast());
@@ -68,7 +73,7 @@ fn primary_context(d: &Driver, ordinal: i32) -> Result<CUcontext, CudaError> {
 static OWN_STREAM: [AtomicPtr<c_void>; MAX_DEVICES] = [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_DEVICES];
 
 fn own_stream(d: &Driver, ordinal: i32) -> Result<*mut c_void, CudaError> {
-    let slot = usize::try_from(ordinal).ok().filter(|&i| i < MAX_DEVICES).ok_or(CudaError { call: "cuDeviceGet", code: 101 })?;
+    let slot = slot(ordinal)?;
     let cached = OWN_STREAM[slot].load(Ordering::Acquire);
     if !cached.is_null() {
         return Ok(cached);
