@@ -115,7 +115,10 @@ static double halo(size_t hbytes, int iters, int enqueued, double *out)
     CK(cudaMalloc(&hr, hbytes));
     double *init = (double *)malloc(N * sizeof(double));
     for (size_t i = 0; i < N; i++) init[i] = (double)((i * 31 + rank * 17) % 1000) / 1000.0;
-    CK(cudaMemcpy(u, init, N * sizeof(double), cudaMemcpyHostToDevice));
+    /* On the stream, as every kernel that reads it: a copy from pageable memory may return before
+     * its last bytes land, and a non-blocking stream does not wait for the legacy one. */
+    CK(cudaMemcpyAsync(u, init, N * sizeof(double), cudaMemcpyHostToDevice, s));
+    CK(cudaStreamSynchronize(s));
     free(init);
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = now();
@@ -154,7 +157,10 @@ static double pingpong(int iters, int enqueued, unsigned long long *last)
 {
     unsigned long long *m;
     CK(cudaMalloc(&m, 8));
-    CK(cudaMemsetAsync(m, 0, 8, s)); /* on the stream: s does not wait for the legacy stream */
+    /* On the stream, for the enqueued form; and done before the blocking form's first receive,
+     * whose copy into m (on the legacy stream) would not wait for it. */
+    CK(cudaMemsetAsync(m, 0, 8, s));
+    CK(cudaStreamSynchronize(s));
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = now();
     for (int k = 0; k < iters; k++) {

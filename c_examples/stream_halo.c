@@ -77,7 +77,8 @@ int main(int argc, char **argv)
     CUDA_CHECK(cudaMalloc((void **)&edges, 2 * halo));
     CUDA_CHECK(cudaMalloc((void **)&ghosts, 2 * halo));
     CUDA_CHECK(cudaMalloc((void **)&history, 2 * halo * (size_t)steps));
-    CUDA_CHECK(cudaMemset(ghosts, 0xee, 2 * halo));
+    /* On the stream, so that it comes before the receives enqueued there. */
+    CUDA_CHECK(cudaMemsetAsync(ghosts, 0xee, 2 * halo, stream));
 
     for (int s = 0; s < steps; s++) {
         MPI_Request req[4];
