@@ -165,6 +165,11 @@ impl Mailbox {
         self.device.set((dev, stream as usize)).is_ok()
     }
 
+    /// The GPU the mailbox is bound to, once it is.
+    pub fn device(&self) -> Option<Device> {
+        self.device.get().map(|&(dev, _)| dev)
+    }
+
     /// Device memory attached to a dynamic window, which origins may now name.
     pub fn attach(&self, start: u64, len: u64) {
         lock(&self.ranges).push((start, len));

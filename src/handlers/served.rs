@@ -593,8 +593,13 @@ impl Served {
             poll(|| Ok((self.word(t, mailbox::APPLIED_AT)? >= end).then_some(()))).map_err(|rc| errors::raise(errh, rc))?;
             self.owed.remove(&t);
         }
-        match self.own {
-            Some((_, dev)) if own => settle_stream(name, errh, &dev, 0),
+        // A dynamic window's device memory is the GPU its mailbox was bound to at the first
+        // attach: without this wait, a pageable copy the program made into attached memory
+        // could still land after a peer's put there (seen on an H200 with MPICH 5, 1 run in
+        // 2 of rma_device).
+        let dev = self.own.map(|(_, dev)| dev).or_else(|| self.mailbox.as_ref().and_then(|m| m.device()));
+        match dev {
+            Some(dev) if own => settle_stream(name, errh, &dev, 0),
             _ => Ok(()),
         }
     }
