@@ -15,6 +15,10 @@ pub struct Config {
     /// the operation queued in the stream's order, or synchronise the stream and make the
     /// operation in the call (`streams`); unset, immediate.
     pub enqueue_immediate: Option<bool>,
+    /// `CUDAMPI_ENQUEUE=nccl`: enqueued point-to-point calls on device memory between ranks
+    /// with GPUs of their own run on NCCL on the program's stream (matched in the order each
+    /// pair posts them, as NCCL matches); the others are made in the call.
+    pub enqueue_nccl: bool,
     /// `CUDAMPI_POOL_BYTES`: most pinned host memory the staging pool may hold at once.
     pub pool_bytes: usize,
     /// `CUDAMPI_DISABLE=1`: never look at CUDA; every buffer goes straight to MPI.
@@ -179,10 +183,11 @@ pub fn get() -> &'static Config {
         stats: flag("CUDAMPI_STATS"),
         thread_multiple: flag("CUDAMPI_THREAD_MULTIPLE"),
         enqueue_immediate: match std::env::var("CUDAMPI_ENQUEUE").as_deref() {
-            Ok("immediate") => Some(true),
+            Ok("immediate" | "nccl") => Some(true),
             Ok("ordered") => Some(false),
             _ => None,
         },
+        enqueue_nccl: matches!(std::env::var("CUDAMPI_ENQUEUE").as_deref(), Ok("nccl")),
         pool_bytes: bytes("CUDAMPI_POOL_BYTES").unwrap_or(DEFAULT_POOL_BYTES),
         disabled,
         stage_managed: matches!(std::env::var("CUDAMPI_MANAGED").as_deref(), Ok("stage")),

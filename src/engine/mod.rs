@@ -20,6 +20,7 @@ mod jobs;
 pub mod kinds;
 
 use std::ffi::c_int;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use crate::base::{config, log, stats};
@@ -317,7 +318,109 @@ fn open(comm: Handle, dev: &Device, rank: c_int, size: c_int) -> Result<(nccl::C
     }
 }
 
+/// The NCCL communicator of a stream communicator, on which its enqueued point-to-point calls
+/// with device buffers run on the program's stream (`CUDAMPI_ENQUEUE=nccl`). Its own, apart
+/// from the one the communicator's collectives make, so that the two never share a queue.
+pub struct Peers {
+    comm: Mutex<Option<nccl::Comm>>,
+    /// The nonblocking calls' operations not yet queued: they go as one NCCL group at the next
+    /// wait or blocking call, so that receives posted before sends, as halo exchanges post
+    /// them, do not wait on the stream for sends queued after them.
+    pending: Mutex<Vec<nccl::Op>>,
+}
+
+// SAFETY: the held operations name the program's device memory by address only, for the
+// NCCL calls made under the locks.
+unsafe impl Send for Peers {}
+unsafe impl Sync for Peers {}
+
+/// Every [`Peers`] made, so that `MPI_Finalize` frees those whose communicator the program did
+/// not free.
+static ALL_PEERS: Mutex<Vec<Weak<Peers>>> = Mutex::new(Vec::new());
+
+impl Peers {
+    /// Holds `op` (an `Op::Send` or `Op::Recv`) for the next [`Peers::run`].
+    pub fn defer(&self, op: nccl::Op) {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).push(op);
+    }
+
+    /// Queues the held operations and `op`, as one group, on `stream` after the program's work
+    /// there.
+    pub fn run(&self, name: &'static str, op: Option<nccl::Op>, stream: *mut std::ffi::c_void) -> Result<(), String> {
+        let mut ops = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        ops.extend(op);
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let mut c = self.comm.lock().unwrap_or_else(|e| e.into_inner());
+        let c = c.as_mut().ok_or("the communicator's NCCL communicator is freed")?;
+        c.run_on(&ops, stream).map_err(|e| e.to_string())?;
+        for op in &ops {
+            counted(name, op_bytes(op), c.ordinal());
+        }
+        Ok(())
+    }
+
+    /// Frees the NCCL communicator (once; later calls find it gone).
+    fn close(&self) {
+        if let Some(c) = self.comm.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            c.destroy();
+        }
+    }
+}
+
+impl Drop for Peers {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn op_bytes(op: &nccl::Op) -> usize {
+    match *op {
+        nccl::Op::Send { count, dtype, .. } | nccl::Op::Recv { count, dtype, .. } => count * nccl::type_bytes(dtype),
+        _ => 0,
+    }
+}
+
+/// Opens the NCCL communicator of `comm`, a stream communicator just made, for its enqueued
+/// point-to-point calls: collective over `comm`, every rank calls it. `dev`: this rank's
+/// stream's GPU where it asks for NCCL (`CUDAMPI_ENQUEUE=nccl`), else `None`. `Some` on every
+/// rank or on none: where any rank has no GPU stream, no NCCL, or shares its GPU with another
+/// rank, or NCCL fails to start, the calls are made through MPI.
+pub fn stream_peers(name: &'static str, comm: Handle, dev: Option<Device>) -> Option<Arc<Peers>> {
+    if !on() {
+        return None;
+    }
+    let ready = dev.filter(|_| nccl::get().is_some());
+    let agreed = agreement::agree(comm, [ready.is_none() as i64, 0, 0, 0, 0]).ok()?;
+    let dev = ready.filter(|_| agreed[0] == 0)?;
+    let (rank, size) = crate::mpi::comm::rank_size(comm).ok()?;
+    match open(comm, &dev, rank, size) {
+        Ok((c, _)) => {
+            let peers = Arc::new(Peers { comm: Mutex::new(Some(c)), pending: Mutex::new(Vec::new()) });
+            let mut all = ALL_PEERS.lock().unwrap_or_else(|e| e.into_inner());
+            all.retain(|w| w.strong_count() > 0);
+            all.push(Arc::downgrade(&peers));
+            Some(peers)
+        }
+        Err(NoStart::SharedGpu) => {
+            if rank == 0 {
+                log::warn(format_args!("{name}: two ranks share a GPU, which NCCL refuses: the enqueued point-to-point calls go through MPI"));
+            }
+            None
+        }
+        Err(NoStart::Failed(why)) => {
+            log::warn(format_args!("{name}: NCCL does not start on this stream communicator ({why}): the enqueued point-to-point calls go through MPI"));
+            None
+        }
+    }
+}
+
 /// Frees the NCCL communicators before the library's `MPI_Finalize`.
 pub fn finalize() {
+    let peers: Vec<Arc<Peers>> = ALL_PEERS.lock().unwrap_or_else(|e| e.into_inner()).drain(..).filter_map(|w| w.upgrade()).collect();
+    for p in peers {
+        p.close();
+    }
     agreement::finalize();
 }

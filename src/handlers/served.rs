@@ -1024,8 +1024,7 @@ mod tests {
 
     #[test]
     fn whole_pieces_tile_the_ring() {
-        let ring = DEFAULT_RING;
-        let entry = ring / 4;
+        let entry = config::DEFAULT_RMA_RING / 4;
         let out = check(&[(0, 64 << 20)], entry, 1);
         assert_eq!(out.len(), 17, "64 MiB in pieces a little under 4 MiB");
         assert!(out[..16].iter().all(|p| mailbox::entry_len(1, p.bytes) == entry));
@@ -1038,6 +1037,4 @@ mod tests {
         check(&[(8, 100_000), (200_000, 3), (300_000, 70_000)], 16 << 10, 1);
         check(&[(0, 96_000)], 16 << 10, 24);
     }
-
-    const DEFAULT_RING: usize = config::DEFAULT_RMA_RING;
 }

@@ -34,6 +34,7 @@ use crate::base::{config, log, stats};
 use crate::cuda::ordered::Lane;
 use crate::cuda::{self, InContext, Location};
 use crate::mpi::abi::{self, Handle};
+use crate::engine;
 use crate::mpi::{datatype, errors, real};
 use crate::staging::pool;
 use work::{Job, Op, Statuses, Transfer, Work};
@@ -213,11 +214,19 @@ unsafe extern "C" fn no_copy(_: Handle, _: c_int, _: *mut c_void, _: *mut c_void
     0
 }
 
+/// What a stream communicator carries: its stream, and the NCCL communicator of its enqueued
+/// point-to-point calls where they run on NCCL (`CUDAMPI_ENQUEUE=nccl`).
+#[derive(Clone)]
+struct Attached {
+    stream: Arc<Stream>,
+    peers: Option<Arc<engine::Peers>>,
+}
+
 unsafe extern "C" fn delete(_: Handle, _: c_int, value: *mut c_void, _: *mut c_void) -> c_int {
     let _ = std::panic::catch_unwind(|| {
         // SAFETY: the Box `comm_create` leaked for this communicator, deleted once.
-        let s = unsafe { Box::from_raw(value.cast::<Arc<Stream>>()) };
-        s.comms.fetch_sub(1, Ordering::AcqRel);
+        let a = unsafe { Box::from_raw(value.cast::<Attached>()) };
+        a.stream.comms.fetch_sub(1, Ordering::AcqRel);
     });
     0
 }
@@ -259,15 +268,18 @@ pub fn comm_create(name: &'static str, comm: Handle, handle: c_int, newcomm: *mu
     }
     // SAFETY: the program's out-argument, checked for null.
     unsafe { abi.set_handle(newcomm, made) };
+    // Collective, on every rank alike whatever its stream.
+    let nccl_dev = stream.as_ref().and_then(|s| s.lane.as_ref()).map(|l| l.dev).filter(|_| config::get().enqueue_nccl);
+    let peers = engine::stream_peers(name, made, nccl_dev);
     if let Some(s) = stream {
         s.comms.fetch_add(1, Ordering::AcqRel);
-        let value = Box::into_raw(Box::new(s));
+        let value = Box::into_raw(Box::new(Attached { stream: s, peers }));
         // SAFETY: the new communicator and the keyval; the value is the Box's address.
         let rc = unsafe { (p.comm_set_attr)(made, key, value.cast()) };
         if rc != 0 {
             // SAFETY: not handed to MPI.
-            let s = unsafe { Box::from_raw(value) };
-            s.comms.fetch_sub(1, Ordering::AcqRel);
+            let a = unsafe { Box::from_raw(value) };
+            a.stream.comms.fetch_sub(1, Ordering::AcqRel);
             return rc;
         }
     }
@@ -276,6 +288,11 @@ pub fn comm_create(name: &'static str, comm: Handle, handle: c_int, newcomm: *mu
 
 /// The stream of a stream communicator, with a lane; else the error MPICH gives.
 fn lane_of(name: &str, comm: Handle) -> Result<Arc<Stream>, c_int> {
+    attached(name, comm).map(|a| a.stream)
+}
+
+/// What a stream communicator carries, its stream with a lane; else the error MPICH gives.
+fn attached(name: &str, comm: Handle) -> Result<Attached, c_int> {
     let abi = abi::get();
     let (Some(p), Some(key)) = (real::pmpi(), keyval()) else { return Err(abi.err_intern) };
     let mut value: *mut c_void = std::ptr::null_mut();
@@ -286,9 +303,9 @@ fn lane_of(name: &str, comm: Handle) -> Result<Arc<Stream>, c_int> {
         return Err(errors::raise(Some(comm), rc));
     }
     // SAFETY: a Box this module leaked, live while the communicator is.
-    let stream = (flag != 0 && !value.is_null()).then(|| unsafe { &*(value as *const Arc<Stream>) }.clone());
-    match stream {
-        Some(s) if s.lane.is_some() => Ok(s),
+    let a = (flag != 0 && !value.is_null()).then(|| unsafe { &*(value as *const Attached) }.clone());
+    match a {
+        Some(a) if a.stream.lane.is_some() => Ok(a),
         _ => {
             log::error(format_args!("{name}: the communicator is not a GPU stream communicator (make it with MPIX_Stream_comm_create over a stream made from a cudaStream_t)"));
             Err(errors::raise(Some(comm), abi.err_other))
@@ -394,12 +411,91 @@ fn transfer(op: Op, s: Staged, count: c_int, datatype: Handle, tag: c_int, comm:
     Arc::new(t)
 }
 
+/// An enqueued send or receive on NCCL, on the program's stream (`CUDAMPI_ENQUEUE=nccl`):
+/// `None` when it is not for NCCL (host memory, nothing to move, no such rank), to be made
+/// otherwise. NCCL matches a pair's sends and receives in the order posted, without tags: a
+/// receive must name its source, and its count must be the message's.
+/// A blocking call's operation is queued with the held ones; a nonblocking call's is held for
+/// the wait (`deferred`).
+fn on_nccl(name: &'static str, a: &Attached, buf: *mut c_void, count: c_int, datatype: Handle, peer: c_int, comm: Handle, send: bool, deferred: bool) -> Option<Result<usize, c_int>> {
+    let abi = abi::get();
+    let peers = a.peers.as_ref()?;
+    let lane = a.stream.lane.as_ref()?;
+    if peer == abi.proc_null || count <= 0 || buf.is_null() {
+        return None;
+    }
+    let Location::Device(dev) = cuda::locate(buf) else { return None };
+    let fail = |rc: c_int| Some(Err(errors::raise(Some(comm), rc)));
+    if peer == abi.any_source {
+        log::error(format_args!("{name}: with CUDAMPI_ENQUEUE=nccl a receive into device memory names its source (NCCL matches by sender and order)"));
+        return fail(abi.err_arg);
+    }
+    let t = match datatype::query(datatype) {
+        Ok(t) => t,
+        Err(rc) => return fail(rc),
+    };
+    if dev.managed || dev.ordinal != lane.dev.ordinal || !t.packed() {
+        log::error(format_args!("{name}: with CUDAMPI_ENQUEUE=nccl a device buffer is memory of the stream's GPU without gaps (buffer {buf:p} on GPU {}, stream on GPU {})", dev.ordinal, lane.dev.ordinal));
+        return fail(abi.err_buffer);
+    }
+    let bytes = (count as i64).checked_mul(t.size).filter(|&b| b >= 0)? as usize;
+    let dtype = cuda::nccl::DataType::ncclUint8;
+    let op = match send {
+        true => cuda::nccl::Op::Send { buf, count: bytes, dtype, peer },
+        false => cuda::nccl::Op::Recv { buf, count: bytes, dtype, peer },
+    };
+    if deferred {
+        peers.defer(op);
+    } else if let Err(why) = peers.run(name, Some(op), lane.stream) {
+        log::error(format_args!("{name}: {why}"));
+        return fail(abi.err_other);
+    }
+    Some(Ok(bytes))
+}
+
+/// The request of an operation held for NCCL: complete at once for MPI; `MPIX_Wait_enqueue`
+/// queues the held operations on the stream, which orders them before whatever the program
+/// queues after it.
+fn nccl_request(comm: Handle, request: *mut c_void, status: &abi::Status, a: &Attached) -> c_int {
+    let abi = abi::get();
+    let rc = crate::fastpath::held::completed(request, status, 0);
+    if rc != 0 {
+        return errors::raise(Some(comm), rc);
+    }
+    if let (Some(peers), Some(lane)) = (a.peers.clone(), a.stream.lane.as_ref()) {
+        // SAFETY: the request just written.
+        let h = unsafe { abi.handle_at(request) };
+        lock(&REQUESTS).get_or_insert_with(HashMap::new).insert(abi.key(h), Held::Nccl(peers, lane.stream as usize));
+    }
+    0
+}
+
+/// The status of a receive on NCCL: its source and tag as posted, and its count, which NCCL
+/// requires to be the message's.
+fn nccl_status(source: c_int, tag: c_int, bytes: usize) -> abi::Status {
+    let abi = abi::get();
+    let mut st = abi::Status::zeroed();
+    // SAFETY: a status of every family's size.
+    unsafe { abi.set_status_source_tag(st.as_mut_ptr(), source, tag) };
+    if let Some(p) = real::pmpi() {
+        // SAFETY: as above; MPI sets the count in its own status.
+        unsafe { (p.status_set_elements_x)(st.as_mut_ptr(), abi.byte, bytes as i64) };
+    }
+    st
+}
+
 /// `MPIX_Send_enqueue`, and with `request` `MPIX_Isend_enqueue`.
 pub fn send(name: &'static str, buf: *const c_void, count: c_int, datatype: Handle, dest: c_int, tag: c_int, comm: Handle, request: Option<*mut c_void>) -> c_int {
-    let stream = match lane_of(name, comm) {
-        Ok(s) => s,
+    let a = match attached(name, comm) {
+        Ok(a) => a,
         Err(rc) => return rc,
     };
+    match on_nccl(name, &a, buf.cast_mut(), count, datatype, dest, comm, true, request.is_some()) {
+        Some(Err(rc)) => return rc,
+        Some(Ok(_)) => return request.map_or(0, |r| nccl_request(comm, r, &nccl_status(dest, tag, 0), &a)),
+        None => (),
+    }
+    let stream = a.stream;
     if immediately() {
         let rc = immediate::send(name, &stream, buf, count, datatype, dest, tag, comm, request);
         return held_immediately(rc, request);
@@ -431,10 +527,26 @@ pub fn send(name: &'static str, buf: *const c_void, count: c_int, datatype: Hand
 
 /// `MPIX_Recv_enqueue`, and with `request` `MPIX_Irecv_enqueue`.
 pub fn recv(name: &'static str, buf: *mut c_void, count: c_int, datatype: Handle, source: c_int, tag: c_int, comm: Handle, status: *mut c_void, request: Option<*mut c_void>) -> c_int {
-    let stream = match lane_of(name, comm) {
-        Ok(s) => s,
+    let a = match attached(name, comm) {
+        Ok(a) => a,
         Err(rc) => return rc,
     };
+    match on_nccl(name, &a, buf, count, datatype, source, comm, false, request.is_some()) {
+        Some(Err(rc)) => return rc,
+        Some(Ok(bytes)) => {
+            let st = nccl_status(source, tag, bytes);
+            if let Some(r) = request {
+                return nccl_request(comm, r, &st, &a);
+            }
+            if !abi::get().is_status_ignore(status) {
+                // SAFETY: the program's status, of its family's size.
+                unsafe { std::ptr::copy_nonoverlapping(st.0.as_ptr(), status.cast::<u8>(), abi::get().status_size) };
+            }
+            return 0;
+        }
+        None => (),
+    }
+    let stream = a.stream;
     if immediately() {
         let rc = immediate::recv(name, &stream, buf, count, datatype, source, tag, comm, status, request);
         return held_immediately(rc, request);
@@ -457,6 +569,9 @@ enum Held {
     Ordered(Arc<Transfer>),
     /// cudampi's own request, from a call made at once (`immediate`).
     Immediate,
+    /// A complete request whose operation is held for NCCL (`on_nccl`), with the stream it is
+    /// to be queued on.
+    Nccl(Arc<engine::Peers>, usize),
 }
 
 /// The requests the program holds from `MPIX_Isend_enqueue` and `MPIX_Irecv_enqueue`.
@@ -533,6 +648,7 @@ pub fn wait(name: &'static str, count: c_int, requests: *mut c_void, statuses: *
     }
     let mut found = Vec::with_capacity(count as usize);
     let mut immediate = 0;
+    let mut held: Vec<(Arc<engine::Peers>, usize)> = Vec::new();
     {
         let mut map = lock(&REQUESTS);
         let map = map.get_or_insert_with(HashMap::new);
@@ -545,6 +661,12 @@ pub fn wait(name: &'static str, count: c_int, requests: *mut c_void, statuses: *
             match map.get(&abi.key(h)) {
                 Some(Held::Ordered(t)) => found.push(t.clone()),
                 Some(Held::Immediate) => immediate += 1,
+                Some(Held::Nccl(peers, stream)) => {
+                    immediate += 1;
+                    if !held.iter().any(|(p, _)| Arc::ptr_eq(p, peers)) {
+                        held.push((peers.clone(), *stream));
+                    }
+                }
                 None => {
                     log::error(format_args!("{name}: request {i} was not made by MPIX_Isend_enqueue or MPIX_Irecv_enqueue"));
                     return errors::raise(None, abi.err_request);
@@ -564,6 +686,12 @@ pub fn wait(name: &'static str, count: c_int, requests: *mut c_void, statuses: *
         for i in 0..count as usize {
             // SAFETY: as above.
             map.remove(&abi.key(unsafe { abi.request_at(requests, i) }));
+        }
+    }
+    for (peers, stream) in held {
+        if let Err(why) = peers.run(name, None, stream as *mut c_void) {
+            log::error(format_args!("{name}: {why}"));
+            return errors::raise(None, abi.err_other);
         }
     }
     if immediate > 0 {
