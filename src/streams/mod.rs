@@ -7,6 +7,9 @@
 //! make blocking MPI calls inside the stream, which CUDA forbids. Here:
 //! - `MPIX_Allreduce_enqueue` on device buffers runs on NCCL on the program's stream where the
 //!   collectives' engine would run it (`engine::enqueue`): no host thread takes part;
+//! - with `CUDAMPI_ENQUEUE=nccl`, so do sends and receives of device memory between ranks with
+//!   GPUs of their own, on the stream communicator's own NCCL communicator (`on_nccl`,
+//!   `engine::Peers`), matched as NCCL matches: by sender and order, not by tag;
 //! - every other operation, by default, waits for the stream and is made in the call through
 //!   cudampi's own entry points (`immediate`): the results of stream order at the cost of
 //!   blocking calls;
