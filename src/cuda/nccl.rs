@@ -514,6 +514,20 @@ impl Comm {
         }
     }
 
+    /// Makes the communicator's own stream wait for the work queued on `stream` so far (the
+    /// operations [`Comm::run_on`] queued there included), so that freeing the communicator,
+    /// which synchronises its own stream, waits for them too.
+    pub fn follow(&mut self, stream: *mut c_void) -> Result<(), Error> {
+        let ctx = InContext::enter(&self.dev)?;
+        let d = ctx.driver();
+        // SAFETY: the communicator's own event and stream; `stream` a live stream of its GPU.
+        unsafe {
+            check("cuEventRecord", (d.event_record)(self.done, stream))?;
+            check("cuStreamWaitEvent", (d.stream_wait_event)(self.stream, self.done, 0))?;
+        }
+        Ok(())
+    }
+
     /// [`Comm::wait`] for the work `ev` marks.
     pub fn wait_for(&mut self, ev: &Event, patience: Duration) -> Result<(), Error> {
         self.wait_on(ev.ev, patience)

@@ -355,6 +355,9 @@ impl Peers {
         let mut c = self.comm.lock().unwrap_or_else(|e| e.into_inner());
         let c = c.as_mut().ok_or("the communicator's NCCL communicator is freed")?;
         c.run_on(&ops, stream).map_err(|e| e.to_string())?;
+        // Freed with operations still queued on the program's stream (the communicator freed
+        // before the stream is synchronised), the communicator waits for them.
+        c.follow(stream).map_err(|e| e.to_string())?;
         for op in &ops {
             counted(name, op_bytes(op), c.ordinal());
         }

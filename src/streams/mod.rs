@@ -433,6 +433,11 @@ fn on_nccl(name: &'static str, a: &Attached, buf: *mut c_void, count: c_int, dat
         log::error(format_args!("{name}: with CUDAMPI_ENQUEUE=nccl a receive into device memory names its source (NCCL matches by sender and order)"));
         return fail(abi.err_arg);
     }
+    // A rank the communicator lacks gets the library's own error, made in the call.
+    let (_, size) = crate::mpi::comm::rank_size(comm).ok()?;
+    if !(0..size).contains(&peer) {
+        return None;
+    }
     let t = match datatype::query(datatype) {
         Ok(t) => t,
         Err(rc) => return fail(rc),
