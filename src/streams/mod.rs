@@ -36,8 +36,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::base::{config, log, stats};
 use crate::cuda::ordered::Lane;
 use crate::cuda::{self, InContext, Location};
-use crate::mpi::abi::{self, Handle};
 use crate::engine;
+use crate::mpi::abi::{self, Handle};
 use crate::mpi::{datatype, errors, real};
 use crate::staging::pool;
 use work::{Job, Op, Statuses, Transfer, Work};
@@ -418,6 +418,7 @@ fn transfer(op: Op, s: Staged, count: c_int, datatype: Handle, tag: c_int, comm:
 /// `None` when it is not for NCCL (host memory, nothing to move, no such rank), to be made
 /// otherwise. NCCL matches a pair's sends and receives in the order posted, without tags: a
 /// receive must name its source, and its count must be the message's.
+///
 /// A blocking call's operation is queued with the held ones; a nonblocking call's is held for
 /// the wait (`deferred`).
 fn on_nccl(name: &'static str, a: &Attached, buf: *mut c_void, count: c_int, datatype: Handle, peer: c_int, comm: Handle, send: bool, deferred: bool) -> Option<Result<usize, c_int>> {
