@@ -22,8 +22,8 @@
  * Every receive buffer is poisoned, with slack after it, and compared with the pattern sent;
  * cudampi_get_stats must show the bytes over IPC. */
 #include "common.h"
+#include "late_write.h"
 #include "../../include/cudampi.h"
-#include <pthread.h>
 #include <unistd.h>
 
 #define SLACK 16
@@ -160,51 +160,17 @@ static void test_polls(size_t n, int seed)
     }
 }
 
-typedef unsigned long long (*hold_fn)(cudaStream_t);
-typedef int (*release_fn)(cudaStream_t, unsigned long long);
-
-struct late_write {
-    void *buf;
-    size_t n;
-    int seed;
-    cudaStream_t busy, side;
-    unsigned long long ticket;
-    release_fn release;
-};
-
-/* The "kernel": writes the pattern on a stream that does not wait for the held one, then lets
- * the held stream's work end. */
-static void *write_late(void *arg)
-{
-    struct late_write *w = arg;
-    usleep(30000);
-    unsigned char *h = malloc(w->n);
-    for (size_t i = 0; i < w->n; i++)
-        h[i] = pattern_byte(t_rank, w->seed, i);
-    cudaMemcpyAsync(w->buf, h, w->n, cudaMemcpyHostToDevice, w->side);
-    cudaStreamSynchronize(w->side);
-    free(h);
-    w->release(w->busy, w->ticket);
-    return NULL;
-}
-
 static void work_still_running(size_t n, int seed)
 {
-    hold_fn hold = (hold_fn)dlsym(RTLD_DEFAULT, "fakecuda_stream_hold");
-    release_fn release = (release_fn)dlsym(RTLD_DEFAULT, "fakecuda_stream_release");
-    if (!hold || !release || host_mode())
+    if (!late_write_possible())
         return;
     int peer = 1 - t_rank;
     void *b = mem_alloc(MEM_DEVICE, n + SLACK);
     for (int nonblocking = 0; nonblocking < 2; nonblocking++) {
         mem_poison(b, n + SLACK);
         if (t_rank == 0) {
-            struct late_write w = {b, n, seed + nonblocking, NULL, NULL, 0, release};
-            cudaStreamCreate(&w.busy);
-            cudaStreamCreateWithFlags(&w.side, cudaStreamNonBlocking);
-            w.ticket = hold(w.busy);
-            pthread_t th;
-            pthread_create(&th, NULL, write_late, &w);
+            struct late_write w;
+            late_write_start(&w, NULL, b, n, seed + nonblocking);
             if (nonblocking) {
                 MPI_Request q;
                 MPI_CHECK(MPI_Isend(b, (int)n, MPI_BYTE, peer, seed, MPI_COMM_WORLD, &q));
@@ -212,9 +178,7 @@ static void work_still_running(size_t n, int seed)
             } else {
                 MPI_CHECK(MPI_Send(b, (int)n, MPI_BYTE, peer, seed, MPI_COMM_WORLD));
             }
-            pthread_join(th, NULL);
-            cudaStreamDestroy(w.busy);
-            cudaStreamDestroy(w.side);
+            late_write_finish(&w);
         } else {
             MPI_CHECK(MPI_Recv(b, (int)n, MPI_BYTE, peer, seed, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
             expect_pattern(b, n, peer, seed + nonblocking, nonblocking ? "MPI_Isend while the program's work runs" : "MPI_Send while the program's work runs");

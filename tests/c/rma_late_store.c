@@ -11,46 +11,17 @@
  * created windows are mapped with IPC and served by their owners without. On a GPU, where no
  * hold exists, only the plain exchange runs (rma_device's dynamic case is the same race there,
  * and failed 1 run in 2 with MPICH 5 before the fix). */
-#include "common.h"
-#include <pthread.h>
-#include <unistd.h>
+#include "late_write.h"
 
 #define BYTES 4096
 #define PUT_AT 1024
 #define PUT_BYTES 2048
-
-typedef unsigned long long (*hold_fn)(cudaStream_t);
-typedef int (*release_fn)(cudaStream_t, unsigned long long);
-
-struct late_store {
-    unsigned char *win;
-    int seed;
-    cudaStream_t busy, side;
-    unsigned long long ticket;
-    release_fn release;
-};
-
-/* The program's "kernel": stores the pattern on a stream that does not wait for the held one,
- * then lets the held stream's work end. */
-static void *store_late(void *arg)
-{
-    struct late_store *w = arg;
-    usleep(30000);
-    unsigned char *h = pattern_new(BYTES, t_rank, w->seed);
-    CUDA_CHECK(cudaMemcpyAsync(w->win, h, BYTES, cudaMemcpyHostToDevice, w->side));
-    CUDA_CHECK(cudaStreamSynchronize(w->side));
-    free(h);
-    w->release(w->busy, w->ticket);
-    return NULL;
-}
 
 enum { FENCE, POST, UNLOCK_OWN };
 static const char *const opener[] = {"MPI_Win_fence", "MPI_Win_post", "MPI_Win_unlock of its own lock"};
 
 static void epoch(MPI_Win win, unsigned char *winbuf, MPI_Aint target_base, int how, int seed)
 {
-    hold_fn hold = (hold_fn)dlsym(RTLD_DEFAULT, "fakecuda_stream_hold");
-    release_fn release = (release_fn)dlsym(RTLD_DEFAULT, "fakecuda_stream_release");
     int owner = 1, origin = 0;
     unsigned char *put = pattern_new(PUT_BYTES, origin, seed + 1);
     MPI_Group world, peer;
@@ -60,17 +31,10 @@ static void epoch(MPI_Win win, unsigned char *winbuf, MPI_Aint target_base, int 
     CUDA_CHECK(cudaDeviceSynchronize());
     MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     if (t_rank == owner) {
-        struct late_store w = {winbuf, seed, NULL, NULL, 0, release};
-        pthread_t th;
-        int late = hold && release;
-        if (late) {
-            CUDA_CHECK(cudaStreamCreate(&w.busy));
-            CUDA_CHECK(cudaStreamCreateWithFlags(&w.side, cudaStreamNonBlocking));
-            w.ticket = hold(w.busy);
-            pthread_create(&th, NULL, store_late, &w);
-        } else {
+        struct late_write w;
+        int late = late_write_start(&w, NULL, winbuf, BYTES, seed);
+        if (!late)
             mem_pattern(winbuf, BYTES, t_rank, seed);
-        }
         switch (how) {
         case FENCE:
             MPI_CHECK(MPI_Win_fence(0, win));
@@ -89,11 +53,8 @@ static void epoch(MPI_Win win, unsigned char *winbuf, MPI_Aint target_base, int 
             MPI_CHECK(MPI_Win_unlock(owner, win));
             break;
         }
-        if (late) {
-            pthread_join(th, NULL);
-            CUDA_CHECK(cudaStreamDestroy(w.busy));
-            CUDA_CHECK(cudaStreamDestroy(w.side));
-        }
+        if (late)
+            late_write_finish(&w);
         unsigned char *want = pattern_new(BYTES, t_rank, seed);
         memcpy(want + PUT_AT, put, PUT_BYTES);
         unsigned char *got = mem_fetch(winbuf, BYTES);

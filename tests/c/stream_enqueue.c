@@ -27,9 +27,8 @@
  *      communicator still uses (MPI_ERR_OTHER), a stream value that is not hexadecimal.
  * Cases 1-6 run on a non-blocking stream, then 1-3b and 5 again on a blocking one. */
 #include "ipc_stats.h"
+#include "late_write.h"
 #include "stream_calls.h"
-#include <pthread.h>
-#include <unistd.h>
 
 /* STREAM_CASES=1,3b runs only those cases (all by default), to isolate one on a GPU. */
 static int wanted(const char *c)
@@ -173,39 +172,18 @@ static void mixed(void)
 }
 
 /* Case 4: the copy out of the send buffer waits for the work queued before it. */
-struct later {
-    void *dev;
-    size_t n;
-    unsigned long long ticket;
-    int (*release)(CUstream, unsigned long long);
-};
-
-static void *write_later(void *arg)
-{
-    struct later *l = arg;
-    usleep(30000);
-    mem_pattern(l->dev, l->n, t_rank, 77);
-    l->release((CUstream)stream, l->ticket);
-    return NULL;
-}
-
 static void held(void)
 {
     const size_t n = 8192;
-    void *b = mem_alloc(MEM_DEVICE, n);
-    unsigned long long (*hold)(CUstream) = (unsigned long long (*)(CUstream))dlsym(RTLD_DEFAULT, "fakecuda_stream_hold");
-    int (*release)(CUstream, unsigned long long) = (int (*)(CUstream, unsigned long long))dlsym(RTLD_DEFAULT, "fakecuda_stream_release");
-    if (!hold || !release) {
-        mem_free(b);
+    if (!late_write_possible())
         return; /* a real GPU: no holds */
-    }
+    void *b = mem_alloc(MEM_DEVICE, n);
     if (t_rank == 0) {
         mem_poison(b, n);
-        struct later l = {b, n, hold((CUstream)stream), release};
-        pthread_t t;
-        pthread_create(&t, NULL, write_later, &l);
+        struct late_write w;
+        late_write_start(&w, stream, b, n, 77);
         MPI_CHECK(p_MPIX_Send_enqueue(b, (int)n, MPI_BYTE, peer, 77, scomm));
-        pthread_join(t, NULL);
+        late_write_finish(&w);
         CUDA_CHECK(cudaStreamSynchronize(stream));
     } else {
         mem_poison(b, n);
