@@ -323,6 +323,8 @@ fn open(comm: Handle, dev: &Device, rank: c_int, size: c_int) -> Result<(nccl::C
 /// from the one the communicator's collectives make, so that the two never share a queue.
 pub struct Peers {
     comm: Mutex<Option<nccl::Comm>>,
+    /// The stream communicator's size: the ranks NCCL can reach.
+    ranks: c_int,
     /// The nonblocking calls' operations not yet queued: they go as one NCCL group at the next
     /// wait or blocking call, so that receives posted before sends, as halo exchanges post
     /// them, do not wait on the stream for sends queued after them.
@@ -339,6 +341,11 @@ unsafe impl Sync for Peers {}
 static ALL_PEERS: Mutex<Vec<Weak<Peers>>> = Mutex::new(Vec::new());
 
 impl Peers {
+    /// Whether `rank` is one of the stream communicator's.
+    pub fn has(&self, rank: c_int) -> bool {
+        (0..self.ranks).contains(&rank)
+    }
+
     /// Holds `op` (an `Op::Send` or `Op::Recv`) for the next [`Peers::run`].
     pub fn defer(&self, op: nccl::Op) {
         self.pending.lock().unwrap_or_else(|e| e.into_inner()).push(op);
@@ -400,7 +407,7 @@ pub fn stream_peers(name: &'static str, comm: Handle, dev: Option<Device>) -> Op
     let (rank, size) = crate::mpi::comm::rank_size(comm).ok()?;
     match open(comm, &dev, rank, size) {
         Ok((c, _)) => {
-            let peers = Arc::new(Peers { comm: Mutex::new(Some(c)), pending: Mutex::new(Vec::new()) });
+            let peers = Arc::new(Peers { comm: Mutex::new(Some(c)), ranks: size, pending: Mutex::new(Vec::new()) });
             let mut all = ALL_PEERS.lock().unwrap_or_else(|e| e.into_inner());
             all.retain(|w| w.strong_count() > 0);
             all.push(Arc::downgrade(&peers));

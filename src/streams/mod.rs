@@ -435,8 +435,7 @@ fn on_nccl(name: &'static str, a: &Attached, buf: *mut c_void, count: c_int, dat
         return fail(abi.err_arg);
     }
     // A rank the communicator lacks gets the library's own error, made in the call.
-    let (_, size) = crate::mpi::comm::rank_size(comm).ok()?;
-    if !(0..size).contains(&peer) {
+    if !peers.has(peer) {
         return None;
     }
     let t = match datatype::query(datatype) {
