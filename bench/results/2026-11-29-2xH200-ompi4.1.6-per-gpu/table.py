@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tables of this folder's runs (2 x H200, one GPU per rank) and enqueue.svg: bench/enqueue.cu's
 microseconds per step in modes default, ordered and nccl beside the blocking calls of the same
-run, on a log scale (bench/svg_bars.py). Usage: table.py (in this folder)."""
+run, on a log scale (bench/svg_bars.py). Usage: table.py (from any folder)."""
 import json
 import os
 import statistics
@@ -9,6 +9,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 import svg_bars  # noqa: E402
+
+os.chdir(os.path.dirname(os.path.abspath(__file__)))  # reads and writes this folder's files from any directory
 
 load = lambda f: json.load(open(f))
 CASES = [("halo step, 8 KiB", lambda j: j["halo_us"]["8KiB"]), ("halo step, 4 MiB", lambda j: j["halo_us"]["4MiB"]),

@@ -4,6 +4,9 @@
 time (bandwidth: device / host), so that 1 is the host's speed. Usage: table.py (in this folder)."""
 import json
 import statistics
+import os
+
+os.chdir(os.path.dirname(os.path.abspath(__file__)))  # reads and writes this folder's files from any directory
 
 METRICS = [("put_fence", "MPI_Put in a fence epoch"), ("get_fence", "MPI_Get in a fence epoch"), ("put_lat", "MPI_Put + MPI_Win_flush"),
            ("get_lat", "MPI_Get + MPI_Win_flush"), ("acc_lat", "MPI_Accumulate (sum of doubles) + MPI_Win_flush"),
