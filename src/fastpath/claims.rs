@@ -64,7 +64,48 @@ struct Header {
     /// one of the source in the high half, the tag in the low half, [`ANY`] in either for any;
     /// 0 while it waits for none.
     awaits: AtomicU64,
+    door: Door,
 }
+
+/// Bytes a sender may write through a door, at most.
+pub const DOOR_BYTES: usize = 1056;
+
+/// A small device receive the rank waits in, open to one sender's write (`pushed`):
+///
+/// ```text
+///            receiver                       sender                          receiver
+/// SHUT --open--> OPEN --claim--> CLAIMED --written/abandoned--> WRITTEN/ABANDONED --shut--> SHUT
+///                  |
+///                  +--shut (nobody claimed)--> SHUT
+/// ```
+///
+/// The state word holds the door's use in its high bits, so a sender that read an earlier
+/// opening claims nothing.
+#[repr(C, align(128))]
+struct Door {
+    state: AtomicU64,
+    /// Whom the receive waits for, as in `awaits`.
+    whom: AtomicU64,
+    capacity: AtomicU64,
+    /// The receive buffer: its allocation's id, its offset there, the allocation's IPC handle
+    /// and the GPU it is on, as `peers::device_token` names it.
+    id: AtomicU64,
+    offset: AtomicU64,
+    handle: [AtomicU64; 8],
+    token: [AtomicU64; TOKEN_WORDS],
+    /// With WRITTEN: the bytes the sender wrote, which its message also carries.
+    written: AtomicU64,
+    data: [AtomicU64; DOOR_BYTES / 8],
+}
+
+const TOKEN_WORDS: usize = 6;
+const SHUT: u64 = 0;
+const OPEN: u64 = 1;
+const CLAIMED: u64 = 2;
+const WRITTEN: u64 = 3;
+const ABANDONED: u64 = 4;
+/// Being opened by one of the rank's threads.
+const FILLING_DOOR: u64 = 5;
 
 const ANY: u32 = u32::MAX;
 
@@ -189,6 +230,137 @@ pub fn awaits(pid: u32, me: u32, tag: u32) -> bool {
     let v = header(at).awaits.load(Relaxed);
     let (source, waited) = ((v >> 32) as u32, v as u32);
     (source == ANY || source == me.wrapping_add(1)) && (waited == ANY || waited == tag)
+}
+
+// ---- doors: small messages written into a waiting receiver's buffer ------------------------
+
+/// The receive buffer a door opens onto.
+pub struct DoorBuffer {
+    pub capacity: usize,
+    pub id: u64,
+    pub offset: u64,
+    pub handle: [u8; 64],
+    pub token: [u8; TOKEN_WORDS * 8],
+}
+
+/// An open door of this rank (its use); shut it with [`shut`] before the receive returns.
+pub struct Opened(u64);
+
+fn store_bytes(words: &[AtomicU64], bytes: &[u8]) {
+    for (w, chunk) in words.iter().zip(bytes.chunks(8)) {
+        let mut b = [0u8; 8];
+        b[..chunk.len()].copy_from_slice(chunk);
+        w.store(u64::from_ne_bytes(b), Relaxed);
+    }
+}
+
+fn load_bytes(words: &[AtomicU64], out: &mut [u8]) {
+    for (w, chunk) in words.iter().zip(out.chunks_mut(8)) {
+        let b = w.load(Relaxed).to_ne_bytes();
+        chunk.copy_from_slice(&b[..chunk.len()]);
+    }
+}
+
+/// Opens this rank's door to senders of `tag` from world rank `source` (`None`: any), onto `b`.
+pub fn open_door(source: Option<u32>, tag: Option<u32>, b: &DoorBuffer) -> Option<Opened> {
+    let d = &header(SEGMENTS.get()?.own).door;
+    let state = d.state.load(Acquire);
+    let next = ((state >> 8) + 1) << 8;
+    // Another thread of the rank may be opening it for a receive of its own.
+    if state & 0xff != SHUT || d.state.compare_exchange(state, next | FILLING_DOOR, Acquire, Relaxed).is_err() {
+        return None;
+    }
+    d.whom.store((source.map_or(ANY, |r| r.wrapping_add(1)) as u64) << 32 | tag.unwrap_or(ANY) as u64, Relaxed);
+    d.capacity.store(b.capacity as u64, Relaxed);
+    d.id.store(b.id, Relaxed);
+    d.offset.store(b.offset, Relaxed);
+    store_bytes(&d.handle, &b.handle);
+    store_bytes(&d.token, &b.token);
+    d.state.store(next | OPEN, Release);
+    Some(Opened(next))
+}
+
+/// Shuts the door: the bytes a sender wrote into the buffer meanwhile (their count, into
+/// `out`), or `None`. A sender that claimed it is waited for.
+pub fn shut(o: Opened, out: &mut [u8; DOOR_BYTES]) -> Option<usize> {
+    let d = &header(SEGMENTS.get()?.own).door;
+    if d.state.compare_exchange(o.0 | OPEN, o.0 | SHUT, AcqRel, Acquire).is_ok() {
+        return None;
+    }
+    loop {
+        let state = d.state.load(Acquire);
+        match state & 0xff {
+            WRITTEN => {
+                let n = (d.written.load(Relaxed) as usize).min(DOOR_BYTES);
+                load_bytes(&d.data, &mut out[..n]);
+                d.state.store(o.0 | SHUT, Release);
+                return Some(n);
+            }
+            CLAIMED => std::hint::spin_loop(),
+            _ => {
+                d.state.store(o.0 | SHUT, Release);
+                return None;
+            }
+        }
+    }
+}
+
+/// A peer's door this rank has claimed: [`Claimed::written`] or, if dropped before, abandoned.
+pub struct Claimed {
+    door: &'static Door,
+    state: u64,
+    pub buffer: DoorBuffer,
+}
+
+/// Whether the door of any other rank of the node is open.
+pub fn any_door_open() -> bool {
+    SEGMENTS.get().is_some_and(|s| s.peers.iter().any(|&(_, at)| header(at).door.state.load(Relaxed) & 0xff == OPEN))
+}
+
+/// Claims the door of the rank of process `pid` for `bytes` with `tag` from world rank `me`,
+/// if it is open to them and `accept` takes its buffer.
+pub fn claim(pid: u32, me: u32, tag: u32, bytes: usize, accept: impl FnOnce(&DoorBuffer) -> bool) -> Option<Claimed> {
+    let s = SEGMENTS.get()?;
+    let &(_, at) = s.peers.iter().find(|&&(p, _)| p == pid)?;
+    let d = &header(at).door;
+    let state = d.state.load(Acquire);
+    if state & 0xff != OPEN {
+        return None;
+    }
+    let v = d.whom.load(Relaxed);
+    let (source, waited) = ((v >> 32) as u32, v as u32);
+    let capacity = d.capacity.load(Relaxed) as usize;
+    if !(source == ANY || source == me.wrapping_add(1)) || !(waited == ANY || waited == tag) || bytes > capacity || bytes > DOOR_BYTES {
+        return None;
+    }
+    let mut buffer = DoorBuffer { capacity, id: d.id.load(Relaxed), offset: d.offset.load(Relaxed), handle: [0; 64], token: [0; TOKEN_WORDS * 8] };
+    load_bytes(&d.handle, &mut buffer.handle);
+    load_bytes(&d.token, &mut buffer.token);
+    if !accept(&buffer) {
+        return None;
+    }
+    // The fields were read under `state`: a door shut and opened again since has another use.
+    let base = state & !0xff;
+    d.state.compare_exchange(state, base | CLAIMED, AcqRel, Relaxed).ok()?;
+    Some(Claimed { door: d, state: base, buffer })
+}
+
+impl Claimed {
+    /// The bytes are in the receiver's buffer, and these are they.
+    pub fn written(self, bytes: &[u8]) {
+        let d = self.door;
+        let n = bytes.len().min(DOOR_BYTES);
+        store_bytes(&d.data, &bytes[..n]);
+        d.written.store(n as u64, Relaxed);
+        d.state.store(self.state | WRITTEN, Release);
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Claimed {
+    fn drop(&mut self) {
+        self.door.state.store(self.state | ABANDONED, Release);
+    }
 }
 
 // ---- the sender's side -------------------------------------------------------------------

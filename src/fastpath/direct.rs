@@ -211,10 +211,27 @@ pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, toke
     if !claims::ready() {
         return None;
     }
+    let (id, base, handle) = match exported_allocation(dev, src)? {
+        Ok(a) => a,
+        Err(e) => return Some(Err(e)),
+    };
+    let (slot, seq) = claims::post()?;
+    let mut e = Envelope::new(sender as u32, envelope::DIRECT, bytes as u64, id, src as u64 - base, handle.0, token);
+    e.pid = std::process::id();
+    e.slot = slot;
+    e.seq = seq;
+    let mut out = Box::new([0u8; envelope::BYTES]);
+    e.write(&mut out);
+    Some(Ok(Send { slot, dev: *dev, src, bytes, dest, envelope: out, open: true, posted: Instant::now(), awaited, published: false }))
+}
+
+/// The allocation holding device memory `at` of `dev`: its id, start and IPC handle (made once
+/// per allocation). `None` when it cannot be exported as it is (memory from a pool or VMM).
+pub fn exported_allocation(dev: &Device, at: *const c_void) -> Option<Result<(u64, u64, IpcMemHandle), CudaError>> {
     let d = driver::get()?;
-    let a = crate::cuda::pointer::ipc_allocation(src)?;
+    let a = crate::cuda::pointer::ipc_allocation(at)?;
     let (id, base) = (a.id, a.start);
-    let prepared = (|| {
+    let handle = (|| {
         let ctx = InContext::enter(dev)?;
         let mut ex = exports();
         let handle = match ex.handles.iter().find(|h| h.0 == id) {
@@ -234,18 +251,7 @@ pub fn offer(dev: &Device, src: *const c_void, bytes: usize, sender: c_int, toke
         drop(ctx);
         Ok(handle)
     })();
-    let handle = match prepared {
-        Ok(h) => h,
-        Err(e) => return Some(Err(e)),
-    };
-    let (slot, seq) = claims::post()?;
-    let mut e = Envelope::new(sender as u32, envelope::DIRECT, bytes as u64, id, src as u64 - base, handle.0, token);
-    e.pid = std::process::id();
-    e.slot = slot;
-    e.seq = seq;
-    let mut out = Box::new([0u8; envelope::BYTES]);
-    e.write(&mut out);
-    Some(Ok(Send { slot, dev: *dev, src, bytes, dest, envelope: out, open: true, posted: Instant::now(), awaited, published: false }))
+    Some(handle.map(|h| (id, base, h)))
 }
 
 /// Waits until the program's work on the legacy default stream, which CUDA orders after that
@@ -280,8 +286,9 @@ fn settle(dev: &Device) -> Result<(), CudaError> {
 
 // ---- the receiver's side -----------------------------------------------------------------
 
+/// A mapping of allocation `id` of world rank `owner`.
 struct Mapping {
-    sender: u32,
+    owner: u32,
     id: u64,
     ctx: usize,
     ptr: CUdeviceptr,
@@ -303,13 +310,15 @@ fn mapped() -> MutexGuard<'static, Mapped> {
     MAPPED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The sender's allocation named by `e`, mapped in the current context `ctx`. The caller holds
-/// the lock until its copy is done, so that no other thread closes the mapping meanwhile.
-fn map(m: &mut Mapped, e: &Envelope, ctx: &InContext, ordinal: i32) -> Result<CUdeviceptr, CudaError> {
+/// Allocation `id` of world rank `rank`, whose IPC handle is `handle`, mapped in the current
+/// context `ctx`. The caller holds the lock until its copy is done or queued on the context's
+/// legacy default stream (which [`close`] waits for), so that no other thread closes the
+/// mapping meanwhile.
+fn map(m: &mut Mapped, rank: u32, id: u64, handle: [u8; 64], ctx: &InContext, ordinal: i32) -> Result<CUdeviceptr, CudaError> {
     let key = ctx.context() as usize;
     m.clock += 1;
     let now = m.clock;
-    if let Some(x) = m.list.iter_mut().find(|x| x.sender == e.sender && x.id == e.arena && x.ctx == key) {
+    if let Some(x) = m.list.iter_mut().find(|x| x.owner == rank && x.id == id && x.ctx == key) {
         x.used = now;
         return Ok(x.ptr);
     }
@@ -323,14 +332,14 @@ fn map(m: &mut Mapped, e: &Envelope, ctx: &InContext, ordinal: i32) -> Result<CU
     let mut p: CUdeviceptr = 0;
     // SAFETY: valid out-pointer; the handle names a live allocation of the sender, which keeps
     // it until this receive is done.
-    let open = |p: &mut CUdeviceptr| unsafe { (ctx.driver().ipc_open_mem_handle)(p, IpcMemHandle(e.handle), LAZY_ENABLE_PEER_ACCESS) };
+    let open = |p: &mut CUdeviceptr| unsafe { (ctx.driver().ipc_open_mem_handle)(p, IpcMemHandle(handle), LAZY_ENABLE_PEER_ACCESS) };
     let mut rc = open(&mut p);
     if rc == ALREADY_MAPPED {
         // The driver carves small allocations from larger blocks and maps a block once per
         // process and device: another allocation of the sender in the same block is mapped
         // already (seen on an H100, driver 580). The sender's mappings go, in every context,
         // and this one takes their place.
-        let (gone, kept): (Vec<Mapping>, Vec<Mapping>) = m.list.drain(..).partition(|x| x.sender == e.sender);
+        let (gone, kept): (Vec<Mapping>, Vec<Mapping>) = m.list.drain(..).partition(|x| x.owner == rank);
         m.list = kept;
         for x in &gone {
             close(x);
@@ -338,7 +347,7 @@ fn map(m: &mut Mapped, e: &Envelope, ctx: &InContext, ordinal: i32) -> Result<CU
         rc = open(&mut p);
     }
     check("cuIpcOpenMemHandle", rc)?;
-    m.list.push(Mapping { sender: e.sender, id: e.arena, ctx: key, ptr: p, ordinal, used: now });
+    m.list.push(Mapping { owner: rank, id, ctx: key, ptr: p, ordinal, used: now });
     Ok(p)
 }
 
@@ -394,7 +403,19 @@ pub fn claim(e: &Envelope) -> Option<Source> {
 /// without `wait`, a copy to device memory is only started (`queued`).
 pub fn copy(e: &Envelope, dst: *mut c_void, dev: Option<Device>, len: usize, wait: bool) -> Result<(), CudaError> {
     let mut m = mapped();
-    imported::copy_from(e, dst, dev, len, wait, |ctx, ordinal| Ok(map(&mut m, e, ctx, ordinal)? + e.offset))
+    imported::copy_from(e, dst, dev, len, wait, |ctx, ordinal| Ok(map(&mut m, e.sender, e.arena, e.handle, ctx, ordinal)? + e.offset))
+}
+
+/// Queues a copy of `len` bytes of this process's device memory `src` on `dev` to `offset` in
+/// allocation `id` of world rank `rank` (its IPC handle `handle`), on the legacy default stream
+/// of `dev`'s context: after the program's work there, and done when a later wait there is.
+pub fn copy_to_peer(rank: u32, id: u64, handle: [u8; 64], offset: u64, dev: &Device, src: *const c_void, len: usize) -> Result<(), CudaError> {
+    let ctx = InContext::enter(dev)?;
+    let mut m = mapped();
+    let dst = map(&mut m, rank, id, handle, &ctx, dev.ordinal)? + offset;
+    // SAFETY: the receiver's buffer holds `len` bytes at `dst` (its door said so) and stays
+    // allocated while its receive waits for this copy; `src` holds `len` bytes.
+    check("cuMemcpyDtoDAsync", unsafe { (ctx.driver().memcpy_dtod_async)(dst, src as CUdeviceptr, len, std::ptr::null_mut()) })
 }
 
 /// Closes every mapping and destroys the events (`MPI_Finalize`, after every rank is there).

@@ -36,6 +36,7 @@ mod imported;
 mod patience;
 mod peers;
 mod pipeline;
+mod pushed;
 mod queued;
 
 use std::ffi::{c_int, c_void};
@@ -52,6 +53,7 @@ pub use envelope::{BYTES as ENVELOPE_BYTES, TOKEN_BYTES};
 pub use imported::LAZY_ENABLE_PEER_ACCESS;
 pub use peers::{device_token, node_id};
 pub use pipeline::Waiting;
+pub use pushed::{Door, Push};
 pub use queued::{at as queue_at, begin as queue_begin, end as queue_end, flush as queue_flush, pending as queue_pending};
 
 /// A peer may send this process envelopes, so receives look at what arrived.
@@ -346,6 +348,18 @@ pub fn listening(comm: Option<Handle>, source: c_int, tag: c_int) -> Option<clai
     let abi = abi::get();
     let world = comm.is_some_and(|c| abi.same(c, abi.comm_world)) && source >= 0;
     claims::Listening::new(world.then_some(source as u32), (tag != abi.any_tag).then_some(tag as u32))
+}
+
+/// Opens a door onto a blocking device receive smaller than an envelope (`pushed`): a sender
+/// on another GPU of the node may write the message straight into the buffer meanwhile.
+pub fn door(comm: Option<Handle>, source: c_int, tag: c_int, dev: &Device, user: *mut c_void, len: usize) -> Option<Door> {
+    pushed::open(comm, source, tag, dev, user, len)
+}
+
+/// A staged device send smaller than an envelope whose receiver waits behind an open door:
+/// its bytes are on their way into the receiver's buffer (`pushed`).
+pub fn push(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) -> Option<Push> {
+    pushed::offer(buf, count, datatype, dest, tag, comm)
 }
 
 /// Offers a device send to the fast paths: `Some` when it takes one.

@@ -30,13 +30,17 @@ fn complete<C: Count>(
 ) -> c_int {
     let mut own = OwnStatus::new(status);
     let (p, n, t) = into.message(recv.0, recv.1);
-    let listening = match &into {
-        Prepared::Staged(s) if fastpath::may_get_envelope(s.window().len) => fastpath::listening(comm, source, tag),
-        _ => None,
+    let (listening, door) = match &into {
+        Prepared::Staged(s) if fastpath::may_get_envelope(s.window().len) => (fastpath::listening(comm, source, tag), None),
+        Prepared::Staged(s) if s.contiguous() => (None, fastpath::door(comm, source, tag, &s.dev, s.user, s.span.len)),
+        _ => (None, None),
     };
     let rc = call(p, C::from_i64(n), t, own.for_mpi());
     drop(listening);
+    // A sender may have written the message into the device buffer already.
+    let written = door.is_some_and(|d| d.shut(rc, own.filled(), p));
     let delivered = match &into {
+        Prepared::Staged(_) if written => Ok(()),
         Prepared::Staged(s) if rc != 0 && errors::class(rc) == abi::get().err_truncate => {
             errors::truncated(name, s.window().user());
             Ok(())
@@ -101,6 +105,8 @@ pub fn send<C: Count>(
             return offer.sent_blocking(name, rc, comm);
         }
     }
+    // Queued before the staged copy, which then waits for both.
+    let push = fastpath::push(buf, count, datatype, dest, tag, comm);
     match stage_as(name, buf, count, datatype, dest, Some(comm), Direction::Send, Shape::Payload) {
         Ok(Prepared::Direct(p)) if std::ptr::eq(p, buf) => {
             stats::host_call();
@@ -108,6 +114,9 @@ pub fn send<C: Count>(
         }
         Ok(p) => {
             let (p, n, t) = p.message(count, datatype);
+            if let Some(push) = push {
+                push.written(p);
+            }
             call(p, C::from_i64(n), t)
         }
         Err(rc) => rc,

@@ -515,6 +515,12 @@ impl Staged {
         self.to_host(name, comm, 0, self.span.len)
     }
 
+    /// A received message fills the span as it is, byte for byte: no datatype gaps, nothing
+    /// packed.
+    pub fn contiguous(&self) -> bool {
+        self.back == Back::Received && self.runs.is_none() && self.form.is_none() && self.packed.is_none() && self.message.is_none()
+    }
+
     /// The device span and its staging buffer, for copies made without holding the request.
     pub fn window(&self) -> Window {
         let packed = self.packed.as_ref().map_or(std::ptr::null_mut(), Lease::ptr);
