@@ -263,46 +263,13 @@ fn load_bytes(words: &[AtomicU64], out: &mut [u8]) {
 
 /// Opens this rank's door to senders of `tag` from world rank `source` (`None`: any), onto `b`.
 pub fn open_door(source: Option<u32>, tag: Option<u32>, b: &DoorBuffer) -> Option<Opened> {
-    let d = &header(SEGMENTS.get()?.own).door;
-    let state = d.state.load(Acquire);
-    let next = ((state >> 8) + 1) << 8;
-    // Another thread of the rank may be opening it for a receive of its own.
-    if state & 0xff != SHUT || d.state.compare_exchange(state, next | FILLING_DOOR, Acquire, Relaxed).is_err() {
-        return None;
-    }
-    d.whom.store((source.map_or(ANY, |r| r.wrapping_add(1)) as u64) << 32 | tag.unwrap_or(ANY) as u64, Relaxed);
-    d.capacity.store(b.capacity as u64, Relaxed);
-    d.id.store(b.id, Relaxed);
-    d.offset.store(b.offset, Relaxed);
-    store_bytes(&d.handle, &b.handle);
-    store_bytes(&d.token, &b.token);
-    d.state.store(next | OPEN, Release);
-    Some(Opened(next))
+    header(SEGMENTS.get()?.own).door.open(source, tag, b)
 }
 
 /// Shuts the door: the bytes a sender wrote into the buffer meanwhile (their count, into
 /// `out`), or `None`. A sender that claimed it is waited for.
 pub fn shut(o: Opened, out: &mut [u8; DOOR_BYTES]) -> Option<usize> {
-    let d = &header(SEGMENTS.get()?.own).door;
-    if d.state.compare_exchange(o.0 | OPEN, o.0 | SHUT, AcqRel, Acquire).is_ok() {
-        return None;
-    }
-    loop {
-        let state = d.state.load(Acquire);
-        match state & 0xff {
-            WRITTEN => {
-                let n = (d.written.load(Relaxed) as usize).min(DOOR_BYTES);
-                load_bytes(&d.data, &mut out[..n]);
-                d.state.store(o.0 | SHUT, Release);
-                return Some(n);
-            }
-            CLAIMED => std::hint::spin_loop(),
-            _ => {
-                d.state.store(o.0 | SHUT, Release);
-                return None;
-            }
-        }
-    }
+    header(SEGMENTS.get()?.own).door.shut(o, out)
 }
 
 /// A peer's door this rank has claimed: [`Claimed::written`] or, if dropped before, abandoned.
@@ -322,27 +289,71 @@ pub fn any_door_open() -> bool {
 pub fn claim(pid: u32, me: u32, tag: u32, bytes: usize, accept: impl FnOnce(&DoorBuffer) -> bool) -> Option<Claimed> {
     let s = SEGMENTS.get()?;
     let &(_, at) = s.peers.iter().find(|&&(p, _)| p == pid)?;
-    let d = &header(at).door;
-    let state = d.state.load(Acquire);
-    if state & 0xff != OPEN {
-        return None;
+    header(at).door.claim(me, tag, bytes, accept)
+}
+
+impl Door {
+    fn open(&self, source: Option<u32>, tag: Option<u32>, b: &DoorBuffer) -> Option<Opened> {
+        let state = self.state.load(Acquire);
+        let next = ((state >> 8) + 1) << 8;
+        // Another thread of the rank may be opening it for a receive of its own.
+        if state & 0xff != SHUT || self.state.compare_exchange(state, next | FILLING_DOOR, Acquire, Relaxed).is_err() {
+            return None;
+        }
+        self.whom.store((source.map_or(ANY, |r| r.wrapping_add(1)) as u64) << 32 | tag.unwrap_or(ANY) as u64, Relaxed);
+        self.capacity.store(b.capacity as u64, Relaxed);
+        self.id.store(b.id, Relaxed);
+        self.offset.store(b.offset, Relaxed);
+        store_bytes(&self.handle, &b.handle);
+        store_bytes(&self.token, &b.token);
+        self.state.store(next | OPEN, Release);
+        Some(Opened(next))
     }
-    let v = d.whom.load(Relaxed);
-    let (source, waited) = ((v >> 32) as u32, v as u32);
-    let capacity = d.capacity.load(Relaxed) as usize;
-    if !(source == ANY || source == me.wrapping_add(1)) || !(waited == ANY || waited == tag) || bytes > capacity || bytes > DOOR_BYTES {
-        return None;
+
+    fn shut(&self, o: Opened, out: &mut [u8; DOOR_BYTES]) -> Option<usize> {
+        if self.state.compare_exchange(o.0 | OPEN, o.0 | SHUT, AcqRel, Acquire).is_ok() {
+            return None;
+        }
+        loop {
+            let state = self.state.load(Acquire);
+            match state & 0xff {
+                WRITTEN => {
+                    let n = (self.written.load(Relaxed) as usize).min(DOOR_BYTES);
+                    load_bytes(&self.data, &mut out[..n]);
+                    self.state.store(o.0 | SHUT, Release);
+                    return Some(n);
+                }
+                CLAIMED => std::hint::spin_loop(),
+                _ => {
+                    self.state.store(o.0 | SHUT, Release);
+                    return None;
+                }
+            }
+        }
     }
-    let mut buffer = DoorBuffer { capacity, id: d.id.load(Relaxed), offset: d.offset.load(Relaxed), handle: [0; 64], token: [0; TOKEN_WORDS * 8] };
-    load_bytes(&d.handle, &mut buffer.handle);
-    load_bytes(&d.token, &mut buffer.token);
-    if !accept(&buffer) {
-        return None;
+
+    fn claim(&'static self, me: u32, tag: u32, bytes: usize, accept: impl FnOnce(&DoorBuffer) -> bool) -> Option<Claimed> {
+        let state = self.state.load(Acquire);
+        if state & 0xff != OPEN {
+            return None;
+        }
+        let v = self.whom.load(Relaxed);
+        let (source, waited) = ((v >> 32) as u32, v as u32);
+        let capacity = self.capacity.load(Relaxed) as usize;
+        if !(source == ANY || source == me.wrapping_add(1)) || !(waited == ANY || waited == tag) || bytes > capacity || bytes > DOOR_BYTES {
+            return None;
+        }
+        let mut buffer = DoorBuffer { capacity, id: self.id.load(Relaxed), offset: self.offset.load(Relaxed), handle: [0; 64], token: [0; TOKEN_WORDS * 8] };
+        load_bytes(&self.handle, &mut buffer.handle);
+        load_bytes(&self.token, &mut buffer.token);
+        if !accept(&buffer) {
+            return None;
+        }
+        // The fields were read under `state`: a door shut and opened again since has another use.
+        let base = state & !0xff;
+        self.state.compare_exchange(state, base | CLAIMED, AcqRel, Relaxed).ok()?;
+        Some(Claimed { door: self, state: base, buffer })
     }
-    // The fields were read under `state`: a door shut and opened again since has another use.
-    let base = state & !0xff;
-    d.state.compare_exchange(state, base | CLAIMED, AcqRel, Relaxed).ok()?;
-    Some(Claimed { door: d, state: base, buffer })
 }
 
 impl Claimed {
@@ -487,5 +498,79 @@ pub fn done(pid: u32, index: u32, same_gpu: bool) {
     if let Some(slot) = peer(pid, index) {
         slot.same_gpu.store(same_gpu as u32, Relaxed);
         slot.state.store(DONE, Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn door() -> &'static Door {
+        // SAFETY: every field is an atomic integer, for which zero is a valid value (SHUT).
+        Box::leak(Box::new(unsafe { std::mem::zeroed::<Door>() }))
+    }
+
+    fn buffer(capacity: usize) -> DoorBuffer {
+        DoorBuffer { capacity, id: 7, offset: 64, handle: [3; 64], token: [b'1'; TOKEN_WORDS * 8] }
+    }
+
+    #[test]
+    fn written_bytes_reach_the_receiver() {
+        let d = door();
+        let o = d.open(Some(2), Some(9), &buffer(100)).expect("a shut door opens");
+        assert!(d.open(None, None, &buffer(8)).is_none(), "an open door opens again");
+        let c = d.claim(2, 9, 100, |b| b.id == 7 && b.offset == 64 && b.handle == [3; 64]).expect("the sender it waits for claims it");
+        assert!(d.claim(2, 9, 100, |_| true).is_none(), "a claimed door is claimed twice");
+        c.written(&[5; 100]);
+        let mut out = [0u8; DOOR_BYTES];
+        assert_eq!(d.shut(o, &mut out), Some(100));
+        assert_eq!(&out[..100], &[5; 100][..]);
+        assert!(d.open(None, None, &buffer(8)).is_some(), "a shut door opens again");
+    }
+
+    #[test]
+    fn only_whom_it_waits_for_fits_in() {
+        let d = door();
+        let o = d.open(Some(2), Some(9), &buffer(100)).unwrap();
+        assert!(d.claim(1, 9, 8, |_| true).is_none(), "another source");
+        assert!(d.claim(2, 8, 8, |_| true).is_none(), "another tag");
+        assert!(d.claim(2, 9, 101, |_| true).is_none(), "more than the receive holds");
+        assert!(d.claim(2, 9, 8, |_| false).is_none(), "a buffer the sender refuses");
+        let mut out = [0u8; DOOR_BYTES];
+        assert_eq!(d.shut(o, &mut out), None, "nobody wrote");
+        let o = d.open(None, None, &buffer(DOOR_BYTES)).unwrap();
+        assert!(d.claim(5, 123, DOOR_BYTES, |_| true).is_some_and(|c| {
+            drop(c);
+            true
+        }));
+        assert_eq!(d.shut(o, &mut out), None, "a claim given up wrote nothing");
+    }
+
+    #[test]
+    fn a_claim_on_an_earlier_opening_fails() {
+        let d = door();
+        let o = d.open(None, None, &buffer(16)).unwrap();
+        let seen = d.state.load(Acquire);
+        let mut out = [0u8; DOOR_BYTES];
+        assert_eq!(d.shut(o, &mut out), None);
+        let o = d.open(None, None, &buffer(16)).unwrap();
+        // A sender that read the first opening's state now tries its compare-and-swap.
+        assert!(d.state.compare_exchange(seen, (seen & !0xff) | CLAIMED, AcqRel, Relaxed).is_err());
+        assert_eq!(d.shut(o, &mut out), None);
+    }
+
+    #[test]
+    fn shut_waits_for_a_writer() {
+        let d = door();
+        let o = d.open(None, None, &buffer(8)).unwrap();
+        let c = d.claim(0, 1, 8, |_| true).unwrap();
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            c.written(&42u64.to_ne_bytes());
+        });
+        let mut out = [0u8; DOOR_BYTES];
+        assert_eq!(d.shut(o, &mut out), Some(8));
+        assert_eq!(u64::from_ne_bytes(out[..8].try_into().unwrap()), 42);
+        writer.join().unwrap();
     }
 }
