@@ -56,9 +56,10 @@ pub struct Config {
     /// own buffer when it can (`fastpath/direct.rs`), and the send completes when it has.
     /// Off, the sender first copies every IPC message into memory of its own.
     pub ipc_direct: bool,
-    /// On unless `CUDAMPI_IPC_PUSH=0`: a device message smaller than an envelope, to a rank
-    /// with a GPU of its own that waits for it in a blocking receive, is also written straight
-    /// into the receiver's buffer, which then needs no copy of its own (`fastpath/pushed.rs`).
+    /// `CUDAMPI_IPC_PUSH=1`: a device message smaller than an envelope, to a rank with a GPU of
+    /// its own that waits for it in a blocking receive, is also written straight into the
+    /// receiver's buffer, which then needs no copy of its own (`fastpath/pushed.rs`). Off until
+    /// its latency is measured on GPUs against staging.
     pub ipc_push: bool,
     /// On unless `CUDAMPI_PIPELINE=0` (or `CUDAMPI_DISABLE=1`): large device messages cross in
     /// chunks, so that the copies out of and into device memory overlap the transfer
@@ -204,7 +205,7 @@ pub fn get() -> &'static Config {
         ipc_same_gpu_bytes: bytes("CUDAMPI_IPC_SAME_GPU_BYTES").unwrap_or(DEFAULT_IPC_SAME_GPU_BYTES),
         ipc_pool_bytes: bytes("CUDAMPI_IPC_POOL_BYTES").unwrap_or(DEFAULT_IPC_POOL_BYTES),
         ipc_direct: !off("CUDAMPI_IPC_DIRECT"),
-        ipc_push: !off("CUDAMPI_IPC_PUSH"),
+        ipc_push: flag("CUDAMPI_IPC_PUSH"),
         pipeline: !disabled && !off("CUDAMPI_PIPELINE"),
         pipeline_bytes: bytes("CUDAMPI_PIPELINE_BYTES").unwrap_or(DEFAULT_PIPELINE_BYTES),
         pipeline_chunk,

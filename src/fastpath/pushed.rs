@@ -45,7 +45,7 @@ const _: () = assert!(BELOW <= claims::DOOR_BYTES);
 /// process writes through none again, and its messages are staged as before.
 static REFUSED: AtomicBool = AtomicBool::new(false);
 
-/// Whether doors are used (`CUDAMPI_IPC_PUSH`, with IPC on).
+/// Whether doors are used (`CUDAMPI_IPC_PUSH=1`, with IPC on).
 fn on() -> bool {
     let cfg = config::get();
     cfg.ipc && cfg.ipc_push && claims::ready() && !REFUSED.load(Relaxed)

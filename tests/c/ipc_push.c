@@ -1,5 +1,6 @@
-// cudampi-test: ranks=2,3 without-shim=crash env=FAKECUDA_DEVICES=3,CUDAMPI_TEST_GPU_PER_RANK=1 timeout=120 nodes=no
-/* Device messages smaller than an envelope (1056 bytes) between ranks with GPUs of their own:
+// cudampi-test: ranks=2,3 without-shim=crash env=FAKECUDA_DEVICES=3,CUDAMPI_TEST_GPU_PER_RANK=1,CUDAMPI_IPC_PUSH=1 timeout=120 nodes=no
+/* Device messages smaller than an envelope (1056 bytes) between ranks with GPUs of their own,
+ * with CUDAMPI_IPC_PUSH=1:
  * a sender whose receiver waits for the message in a blocking receive also writes it straight
  * into the receiver's buffer, and the receive needs no copy when the message MPI matched holds
  * those very bytes. Every receive buffer is poisoned and compared with the pattern sent.
@@ -180,7 +181,7 @@ int main(int argc, char **argv)
     if (t_rank < 2)
         MPI_CHECK(MPI_Sendrecv(&dev, 1, MPI_INT, 1 - t_rank, 99, &other, 1, MPI_INT, 1 - t_rank, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
     const char *ipc = getenv("CUDAMPI_IPC"), *push = getenv("CUDAMPI_IPC_PUSH");
-    dev_differs = !host_mode() && get && dev != other && !(ipc && strcmp(ipc, "0") == 0) && !(push && strcmp(push, "0") == 0);
+    dev_differs = !host_mode() && get && dev != other && !(ipc && strcmp(ipc, "0") == 0) && push && strcmp(push, "1") == 0;
 
     unsigned long long before = ipc_sent(get);
     size_t sent = waited_sends();
