@@ -113,8 +113,11 @@ pub fn send<C: Count>(
             call(buf, C::from_i64(count), datatype)
         }
         Ok(p) => {
+            let staged = matches!(p, Prepared::Staged(_));
             let (p, n, t) = p.message(count, datatype);
-            if let Some(push) = push {
+            // Only a staged copy waited for the write queued before it; otherwise the push,
+            // dropped, waits for it and gives the door up.
+            if let Some(push) = push.filter(|_| staged) {
                 push.written(p);
             }
             call(p, C::from_i64(n), t)
