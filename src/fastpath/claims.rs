@@ -109,6 +109,33 @@ const FILLING_DOOR: u64 = 5;
 
 const ANY: u32 = u32::MAX;
 
+/// Whom a receive waits for, as `awaits` and a door hold it.
+fn whom(source: Option<u32>, tag: Option<u32>) -> u64 {
+    (source.map_or(ANY, |r| r.wrapping_add(1)) as u64) << 32 | tag.unwrap_or(ANY) as u64
+}
+
+/// Whether a message with `tag` from world rank `me` is what [`whom`] value `v` waits for.
+fn waits_for(v: u64, me: u32, tag: u32) -> bool {
+    let (source, waited) = ((v >> 32) as u32, v as u32);
+    (source == ANY || source == me.wrapping_add(1)) && (waited == ANY || waited == tag)
+}
+
+/// Bytes kept in shared words (an IPC handle, a door's data), in native byte order.
+fn store_bytes(words: &[AtomicU64], bytes: &[u8]) {
+    for (w, chunk) in words.iter().zip(bytes.chunks(8)) {
+        let mut b = [0u8; 8];
+        b[..chunk.len()].copy_from_slice(chunk);
+        w.store(u64::from_ne_bytes(b), Relaxed);
+    }
+}
+
+fn load_bytes(words: &[AtomicU64], out: &mut [u8]) {
+    for (w, chunk) in words.iter().zip(out.chunks_mut(8)) {
+        let b = w.load(Relaxed).to_ne_bytes();
+        chunk.copy_from_slice(&b[..chunk.len()]);
+    }
+}
+
 const SEGMENT_BYTES: usize = SLOTS * std::mem::size_of::<Slot>() + std::mem::size_of::<Header>();
 
 struct Segments {
@@ -209,8 +236,7 @@ pub struct Listening(u64);
 impl Listening {
     pub fn new(source: Option<u32>, tag: Option<u32>) -> Option<Listening> {
         let h = header(SEGMENTS.get()?.own);
-        let value = (source.map_or(ANY, |r| r.wrapping_add(1)) as u64) << 32 | tag.unwrap_or(ANY) as u64;
-        Some(Listening(h.awaits.swap(value, Relaxed)))
+        Some(Listening(h.awaits.swap(whom(source, tag), Relaxed)))
     }
 }
 
@@ -227,9 +253,7 @@ impl Drop for Listening {
 pub fn awaits(pid: u32, me: u32, tag: u32) -> bool {
     let Some(s) = SEGMENTS.get() else { return false };
     let Some(&(_, at)) = s.peers.iter().find(|&&(p, _)| p == pid) else { return false };
-    let v = header(at).awaits.load(Relaxed);
-    let (source, waited) = ((v >> 32) as u32, v as u32);
-    (source == ANY || source == me.wrapping_add(1)) && (waited == ANY || waited == tag)
+    waits_for(header(at).awaits.load(Relaxed), me, tag)
 }
 
 // ---- doors: small messages written into a waiting receiver's buffer ------------------------
@@ -245,21 +269,6 @@ pub struct DoorBuffer {
 
 /// An open door of this rank (its use); shut it with [`shut`] before the receive returns.
 pub struct Opened(u64);
-
-fn store_bytes(words: &[AtomicU64], bytes: &[u8]) {
-    for (w, chunk) in words.iter().zip(bytes.chunks(8)) {
-        let mut b = [0u8; 8];
-        b[..chunk.len()].copy_from_slice(chunk);
-        w.store(u64::from_ne_bytes(b), Relaxed);
-    }
-}
-
-fn load_bytes(words: &[AtomicU64], out: &mut [u8]) {
-    for (w, chunk) in words.iter().zip(out.chunks_mut(8)) {
-        let b = w.load(Relaxed).to_ne_bytes();
-        chunk.copy_from_slice(&b[..chunk.len()]);
-    }
-}
 
 /// Opens this rank's door to senders of `tag` from world rank `source` (`None`: any), onto `b`.
 pub fn open_door(source: Option<u32>, tag: Option<u32>, b: &DoorBuffer) -> Option<Opened> {
@@ -300,7 +309,7 @@ impl Door {
         if state & 0xff != SHUT || self.state.compare_exchange(state, next | FILLING_DOOR, Acquire, Relaxed).is_err() {
             return None;
         }
-        self.whom.store((source.map_or(ANY, |r| r.wrapping_add(1)) as u64) << 32 | tag.unwrap_or(ANY) as u64, Relaxed);
+        self.whom.store(whom(source, tag), Relaxed);
         self.capacity.store(b.capacity as u64, Relaxed);
         self.id.store(b.id, Relaxed);
         self.offset.store(b.offset, Relaxed);
@@ -337,10 +346,8 @@ impl Door {
         if state & 0xff != OPEN {
             return None;
         }
-        let v = self.whom.load(Relaxed);
-        let (source, waited) = ((v >> 32) as u32, v as u32);
         let capacity = self.capacity.load(Relaxed) as usize;
-        if !(source == ANY || source == me.wrapping_add(1)) || !(waited == ANY || waited == tag) || bytes > capacity || bytes > DOOR_BYTES {
+        if !waits_for(self.whom.load(Relaxed), me, tag) || bytes > capacity || bytes > DOOR_BYTES {
             return None;
         }
         let mut buffer = DoorBuffer { capacity, id: self.id.load(Relaxed), offset: self.offset.load(Relaxed), handle: [0; 64], token: [0; TOKEN_WORDS * 8] };
@@ -441,9 +448,7 @@ pub fn moved(index: u32, arena: u64, offset: u64, handle: &[u8; 64]) {
     let Some(slot) = own(index) else { return };
     slot.arena.store(arena, Relaxed);
     slot.offset.store(offset, Relaxed);
-    for (w, chunk) in slot.handle.iter().zip(handle.chunks_exact(8)) {
-        w.store(u64::from_ne_bytes(chunk.try_into().unwrap_or([0; 8])), Relaxed);
-    }
+    store_bytes(&slot.handle, handle);
     slot.state.store(MOVED, Release);
 }
 
@@ -478,9 +483,7 @@ pub fn take(pid: u32, index: u32, seq: u32) -> Found {
             Ok(_) => return Found::Mine,
             Err(MOVED) => {
                 let mut handle = [0u8; 64];
-                for (w, chunk) in slot.handle.iter().zip(handle.chunks_exact_mut(8)) {
-                    chunk.copy_from_slice(&w.load(Relaxed).to_ne_bytes());
-                }
+                load_bytes(&slot.handle, &mut handle);
                 let found = Found::Moved(slot.arena.load(Relaxed), slot.offset.load(Relaxed), handle);
                 slot.state.store(FREE, Release);
                 return found;

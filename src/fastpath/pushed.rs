@@ -131,7 +131,7 @@ pub struct Push {
 /// Writes a small device send into its receiver's buffer if the receiver waits for it behind
 /// an open door: `None` where it does not (the message is staged as ever).
 pub fn offer(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag: c_int, comm: Handle) -> Option<Push> {
-    if !claims::any_door_open() || !on() {
+    if !on() || !claims::any_door_open() {
         return None;
     }
     let p = peers::get()?;

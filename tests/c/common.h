@@ -345,6 +345,16 @@ T_UNUSED T_PRINTF(6, 7) static int t_check_bytes(const char *file, int line, con
         free(e_);                                                                               \
     } while (0)
 
+/* Check that n bytes of p (device or host memory) hold rank's pattern for seed. */
+#define check_pattern(p, n, rank, seed, ...)                                                    \
+    do {                                                                                        \
+        size_t n_ = (n);                                                                        \
+        unsigned char *want_ = pattern_new(n_, (rank), (seed)), *have_ = mem_fetch((p), n_);     \
+        t_check_bytes(__FILE__, __LINE__, have_, want_, n_, __VA_ARGS__);                       \
+        free(want_);                                                                            \
+        free(have_);                                                                            \
+    } while (0)
+
 /* ------------------------------------------------------------------------------------------ */
 /* statuses                                                                                   */
 

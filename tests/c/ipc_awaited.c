@@ -23,10 +23,7 @@ static int dev_differs;
 
 static void expect(void *buf, size_t n, int from, int seed, const char *what)
 {
-    unsigned char *want = pattern_new(n, from, seed), *have = mem_fetch(buf, n);
-    check_bytes(have, want, n, "%s (%zu bytes, seed %d)", what, n, seed);
-    free(want);
-    free(have);
+    check_pattern(buf, n, from, seed, "%s (%zu bytes, seed %d)", what, n, seed);
 }
 
 /* Case 1: rank 1 waits before rank 0 sends; returns the bytes rank 0 sent. */

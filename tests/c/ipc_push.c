@@ -20,10 +20,7 @@ static int dev_differs;
 
 static void expect(void *buf, size_t n, int from, int seed, const char *what)
 {
-    unsigned char *want = pattern_new(n, from, seed), *have = mem_fetch(buf, n);
-    check_bytes(have, want, n, "%s (%zu bytes, seed %d)", what, n, seed);
-    free(want);
-    free(have);
+    check_pattern(buf, n, from, seed, "%s (%zu bytes, seed %d)", what, n, seed);
 }
 
 /* Case 1: rank 1 waits before rank 0 sends; returns the bytes rank 0 sent. */
@@ -163,9 +160,8 @@ static void too_large(MPI_Comm comm)
         mem_poison(b, whole);
         int rc = MPI_Recv(b, 4, MPI_BYTE, 0, 90, comm, MPI_STATUS_IGNORE);
         CHECK(error_class(rc) == MPI_ERR_TRUNCATE, "8 bytes into a receive of 4 gave %s", error_name(error_class(rc)));
-        unsigned char *have = mem_fetch(b, whole), poison[60];
-        memset(poison, POISON_BYTE, sizeof poison);
-        check_bytes(have + 4, poison, sizeof poison, "the bytes after a truncated receive");
+        unsigned char *have = mem_fetch(b, whole);
+        check_all(have + 4, POISON_BYTE, whole - 4, "the bytes after a truncated receive");
         free(have);
     }
     mem_free(b);
