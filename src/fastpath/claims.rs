@@ -93,9 +93,15 @@ struct Door {
     offset: AtomicU64,
     handle: [AtomicU64; 8],
     token: [AtomicU64; TOKEN_WORDS],
-    /// With WRITTEN: the bytes the sender wrote, which its message also carries.
+    /// With WRITTEN or ABANDONED: how many bytes of the buffer the sender's write covered (none,
+    /// for a claim given up before its write was queued).
     written: AtomicU64,
+    /// With WRITTEN: the bytes written, which the sender's message also carries.
     data: [AtomicU64; DOOR_BYTES / 8],
+    /// What the buffer held there before the write: a receive that takes another message, or
+    /// none, puts back what that message does not cover, since MPI changes only the bytes a
+    /// message brings.
+    old: [AtomicU64; DOOR_BYTES / 8],
 }
 
 const TOKEN_WORDS: usize = 6;
@@ -275,10 +281,20 @@ pub fn open_door(source: Option<u32>, tag: Option<u32>, b: &DoorBuffer) -> Optio
     header(SEGMENTS.get()?.own).door.open(source, tag, b)
 }
 
-/// Shuts the door: the bytes a sender wrote into the buffer meanwhile (their count, into
-/// `out`), or `None`. A sender that claimed it is waited for.
-pub fn shut(o: Opened, out: &mut [u8; DOOR_BYTES]) -> Option<usize> {
-    header(SEGMENTS.get()?.own).door.shut(o, out)
+/// A sender's write into the buffer behind a door: the first `len` bytes of the buffer held
+/// `old` before it, and hold `data` after it. `sent`: the sender's message carries `data`;
+/// otherwise it gave up after its write (its send failed) and `data` is not known.
+pub struct Write {
+    pub len: usize,
+    pub sent: bool,
+    pub data: [u8; DOOR_BYTES],
+    pub old: [u8; DOOR_BYTES],
+}
+
+/// Shuts the door: the write a sender made into the buffer meanwhile, or `None`. A sender that
+/// claimed it is waited for.
+pub fn shut(o: Opened) -> Option<Box<Write>> {
+    header(SEGMENTS.get()?.own).door.shut(o)
 }
 
 /// A peer's door this rank has claimed: [`Claimed::written`] or, if dropped before, abandoned.
@@ -319,25 +335,32 @@ impl Door {
         Some(Opened(next))
     }
 
-    fn shut(&self, o: Opened, out: &mut [u8; DOOR_BYTES]) -> Option<usize> {
+    fn shut(&self, o: Opened) -> Option<Box<Write>> {
         if self.state.compare_exchange(o.0 | OPEN, o.0 | SHUT, AcqRel, Acquire).is_ok() {
             return None;
         }
         loop {
             let state = self.state.load(Acquire);
-            match state & 0xff {
-                WRITTEN => {
-                    let n = (self.written.load(Relaxed) as usize).min(DOOR_BYTES);
-                    load_bytes(&self.data, &mut out[..n]);
-                    self.state.store(o.0 | SHUT, Release);
-                    return Some(n);
+            let sent = match state & 0xff {
+                CLAIMED => {
+                    std::hint::spin_loop();
+                    continue;
                 }
-                CLAIMED => std::hint::spin_loop(),
+                WRITTEN => true,
+                ABANDONED => false,
                 _ => {
                     self.state.store(o.0 | SHUT, Release);
                     return None;
                 }
+            };
+            let len = (self.written.load(Relaxed) as usize).min(DOOR_BYTES);
+            let mut w = Box::new(Write { len, sent, data: [0; DOOR_BYTES], old: [0; DOOR_BYTES] });
+            if sent {
+                load_bytes(&self.data, &mut w.data[..len]);
             }
+            load_bytes(&self.old, &mut w.old[..len]);
+            self.state.store(o.0 | SHUT, Release);
+            return (len > 0).then_some(w);
         }
     }
 
@@ -364,19 +387,34 @@ impl Door {
 }
 
 impl Claimed {
-    /// The bytes are in the receiver's buffer, and these are they.
-    pub fn written(self, bytes: &[u8]) {
+    /// The bytes are in the receiver's buffer, and these are they; `old`, as many, were there
+    /// before.
+    pub fn written(self, bytes: &[u8], old: &[u8]) {
+        let n = bytes.len().min(old.len()).min(DOOR_BYTES);
+        store_bytes(&self.door.data, &bytes[..n]);
+        self.leave(n, &old[..n], WRITTEN);
+    }
+
+    /// The write of `old.len()` bytes landed, and the message will not follow: the receiver
+    /// puts `old` back.
+    pub fn abandoned(self, old: &[u8]) {
+        let n = old.len().min(DOOR_BYTES);
+        self.leave(n, &old[..n], ABANDONED);
+    }
+
+    fn leave(self, n: usize, old: &[u8], state: u64) {
         let d = self.door;
-        let n = bytes.len().min(DOOR_BYTES);
-        store_bytes(&d.data, &bytes[..n]);
+        store_bytes(&d.old, old);
         d.written.store(n as u64, Relaxed);
-        d.state.store(self.state | WRITTEN, Release);
+        d.state.store(self.state | state, Release);
         std::mem::forget(self);
     }
 }
 
+/// Given up before any write was queued: the buffer is as it was.
 impl Drop for Claimed {
     fn drop(&mut self) {
+        self.door.written.store(0, Relaxed);
         self.door.state.store(self.state | ABANDONED, Release);
     }
 }
@@ -524,10 +562,11 @@ mod tests {
         assert!(d.open(None, None, &buffer(8)).is_none(), "an open door opens again");
         let c = d.claim(2, 9, 100, |b| b.id == 7 && b.offset == 64 && b.handle == [3; 64]).expect("the sender it waits for claims it");
         assert!(d.claim(2, 9, 100, |_| true).is_none(), "a claimed door is claimed twice");
-        c.written(&[5; 100]);
-        let mut out = [0u8; DOOR_BYTES];
-        assert_eq!(d.shut(o, &mut out), Some(100));
-        assert_eq!(&out[..100], &[5; 100][..]);
+        c.written(&[5; 100], &[6; 100]);
+        let w = d.shut(o).expect("a write");
+        assert!(w.sent && w.len == 100);
+        assert_eq!(&w.data[..100], &[5; 100][..]);
+        assert_eq!(&w.old[..100], &[6; 100][..]);
         assert!(d.open(None, None, &buffer(8)).is_some(), "a shut door opens again");
     }
 
@@ -539,14 +578,17 @@ mod tests {
         assert!(d.claim(2, 8, 8, |_| true).is_none(), "another tag");
         assert!(d.claim(2, 9, 101, |_| true).is_none(), "more than the receive holds");
         assert!(d.claim(2, 9, 8, |_| false).is_none(), "a buffer the sender refuses");
-        let mut out = [0u8; DOOR_BYTES];
-        assert_eq!(d.shut(o, &mut out), None, "nobody wrote");
+        assert!(d.shut(o).is_none(), "nobody wrote");
         let o = d.open(None, None, &buffer(DOOR_BYTES)).unwrap();
         assert!(d.claim(5, 123, DOOR_BYTES, |_| true).is_some_and(|c| {
             drop(c);
             true
         }));
-        assert_eq!(d.shut(o, &mut out), None, "a claim given up wrote nothing");
+        assert!(d.shut(o).is_none(), "a claim given up wrote nothing");
+        let o = d.open(None, None, &buffer(DOOR_BYTES)).unwrap();
+        d.claim(5, 123, 3, |_| true).unwrap().abandoned(&[1, 2, 3]);
+        let w = d.shut(o).expect("a write given up after it landed");
+        assert!(!w.sent && w.len == 3 && w.old[..3] == [1, 2, 3]);
     }
 
     #[test]
@@ -554,12 +596,11 @@ mod tests {
         let d = door();
         let o = d.open(None, None, &buffer(16)).unwrap();
         let seen = d.state.load(Acquire);
-        let mut out = [0u8; DOOR_BYTES];
-        assert_eq!(d.shut(o, &mut out), None);
+        assert!(d.shut(o).is_none());
         let o = d.open(None, None, &buffer(16)).unwrap();
         // A sender that read the first opening's state now tries its compare-and-swap.
         assert!(d.state.compare_exchange(seen, (seen & !0xff) | CLAIMED, AcqRel, Relaxed).is_err());
-        assert_eq!(d.shut(o, &mut out), None);
+        assert!(d.shut(o).is_none());
     }
 
     #[test]
@@ -569,11 +610,10 @@ mod tests {
         let c = d.claim(0, 1, 8, |_| true).unwrap();
         let writer = std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(20));
-            c.written(&42u64.to_ne_bytes());
+            c.written(&42u64.to_ne_bytes(), &[0; 8]);
         });
-        let mut out = [0u8; DOOR_BYTES];
-        assert_eq!(d.shut(o, &mut out), Some(8));
-        assert_eq!(u64::from_ne_bytes(out[..8].try_into().unwrap()), 42);
+        let w = d.shut(o).expect("a write");
+        assert_eq!(u64::from_ne_bytes(w.data[..8].try_into().unwrap()), 42);
         writer.join().unwrap();
     }
 }

@@ -406,16 +406,22 @@ pub fn copy(e: &Envelope, dst: *mut c_void, dev: Option<Device>, len: usize, wai
     imported::copy_from(e, dst, dev, len, wait, |ctx, ordinal| Ok(map(&mut m, e.sender, e.arena, e.handle, ctx, ordinal)? + e.offset))
 }
 
-/// Queues a copy of `len` bytes of this process's device memory `src` on `dev` to `offset` in
-/// allocation `id` of world rank `rank` (its IPC handle `handle`), on the legacy default stream
-/// of `dev`'s context: after the program's work there, and done when a later wait there is.
-pub fn copy_to_peer(rank: u32, id: u64, handle: [u8; 64], offset: u64, dev: &Device, src: *const c_void, len: usize) -> Result<(), CudaError> {
+/// Queues a copy of `len` bytes of this process's device memory `src` on `dev` to an offset in
+/// an allocation of world rank `rank` (`(id, handle, offset)`: the allocation's id and IPC
+/// handle), after a copy of the bytes there into `save`, pinned host memory, on the legacy
+/// default stream of `dev`'s context: after the program's work there, and done when a later
+/// wait there is.
+pub fn copy_to_peer(rank: u32, (id, handle, offset): (u64, [u8; 64], u64), dev: &Device, src: *const c_void, len: usize, save: *mut c_void) -> Result<(), CudaError> {
     let ctx = InContext::enter(dev)?;
     let mut m = mapped();
     let dst = map(&mut m, rank, id, handle, &ctx, dev.ordinal)? + offset;
+    let d = ctx.driver();
     // SAFETY: the receiver's buffer holds `len` bytes at `dst` (its door said so) and stays
-    // allocated while its receive waits for this copy; `src` holds `len` bytes.
-    check("cuMemcpyDtoDAsync", unsafe { (ctx.driver().memcpy_dtod_async)(dst, src as CUdeviceptr, len, std::ptr::null_mut()) })
+    // allocated while its receive waits for these copies; `src` and `save` hold `len` bytes.
+    unsafe {
+        check("cuMemcpyDtoHAsync", (d.memcpy_dtoh_async)(save, dst, len, std::ptr::null_mut()))?;
+        check("cuMemcpyDtoDAsync", (d.memcpy_dtod_async)(dst, src as CUdeviceptr, len, std::ptr::null_mut()))
+    }
 }
 
 /// Closes every mapping and destroys the events (`MPI_Finalize`, after every rank is there).

@@ -53,7 +53,7 @@ pub use envelope::{BYTES as ENVELOPE_BYTES, TOKEN_BYTES};
 pub use imported::LAZY_ENABLE_PEER_ACCESS;
 pub use peers::{device_token, node_id};
 pub use pipeline::Waiting;
-pub use pushed::{Door, Push};
+pub use pushed::{Door, Landed, Push};
 pub use queued::{at as queue_at, begin as queue_begin, end as queue_end, flush as queue_flush, pending as queue_pending};
 
 /// A peer may send this process envelopes, so receives look at what arrived.

@@ -16,8 +16,10 @@
 //! earlier one of the same sender, one on another communicator, or another sender's under a
 //! wildcard), the bytes differ and the receive copies its message as a staged one does, after
 //! the sender's write has landed; the message that was written travels on through MPI with its
-//! data, like any staged one. So the door is only ever a hint, and a program sees what it
-//! would without it.
+//! data, like any staged one. MPI changes only the bytes a message brings, so the sender also
+//! copies what the buffer held before its write (in the same stream, ahead of it) and leaves
+//! it in the door, and a receive that took a shorter message, or none, puts back the rest. So
+//! the door is only ever a hint, and a program sees what it would without it.
 //!
 //! The receiver opens the door only when the program's work on the legacy default stream (and
 //! so on every blocking stream) is done, which is what a staged receive's copy waits for
@@ -31,9 +33,10 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use super::{claims, direct, envelope, peers};
 use crate::base::{config, log, stats};
-use crate::cuda::{self, driver, Device, InContext, Location};
+use crate::cuda::{self, driver, CudaError, Device, InContext, Location};
 use crate::mpi::abi::{self, Handle};
-use crate::mpi::datatype;
+use crate::mpi::{datatype, errors};
+use crate::staging::pool;
 
 /// Messages below this many bytes may be written through a door; larger ones to a receiver
 /// that waits for them travel as envelopes (`direct`).
@@ -60,8 +63,32 @@ fn same_gpu_ok(len: usize) -> bool {
 
 // ---- the receiver's side -----------------------------------------------------------------
 
-/// An open door; [`Door::shut`] it once the receive has returned.
-pub struct Door(claims::Opened);
+/// An open door onto `len` bytes at `user` on `dev`; [`Door::shut`] it once the receive has
+/// returned.
+pub struct Door {
+    opened: claims::Opened,
+    dev: Device,
+    user: *mut c_void,
+}
+
+/// What a receive finds behind its door once shut.
+pub enum Landed {
+    /// No sender wrote into the buffer.
+    Nothing,
+    /// The buffer holds the message received: it needs no copy.
+    Message,
+    /// A sender wrote other bytes than those received: the receive delivers its own, then
+    /// [`Restore::apply`].
+    Other(Restore),
+}
+
+/// The buffer's bytes from before a sender's write, to put back where the message received
+/// does not cover them.
+pub struct Restore {
+    write: Box<claims::Write>,
+    dev: Device,
+    user: *mut c_void,
+}
 
 /// Opens this rank's door onto `len` bytes of device memory at `user` on `dev` for a blocking
 /// receive from `source` with `tag` on `comm`; `None` where no sender could use it.
@@ -92,40 +119,57 @@ pub fn open(comm: Option<Handle>, source: c_int, tag: c_int, dev: &Device, user:
     }
     let (id, base, handle) = direct::exported_allocation(dev, user)?.ok()?;
     let b = claims::DoorBuffer { capacity: len, id, offset: user as u64 - base, handle: handle.0, token: peers::device_token(dev.ordinal) };
-    claims::open_door(world.then_some(source as u32), (tag != abi.any_tag).then_some(tag as u32), &b).map(Door)
+    let opened = claims::open_door(world.then_some(source as u32), (tag != abi.any_tag).then_some(tag as u32), &b)?;
+    Some(Door { opened, dev: *dev, user })
 }
 
 impl Door {
     /// Shuts the door after the receive returned `rc` with `status` into the staging buffer
-    /// `staged`: whether the device buffer already holds what arrived (the sender that wrote
-    /// it sent these very bytes), so the receive needs no copy.
-    pub fn shut(self, rc: c_int, status: *mut c_void, staged: *const c_void) -> bool {
-        let mut wrote = [0u8; claims::DOOR_BYTES];
-        let Some(n) = claims::shut(self.0, &mut wrote) else { return false };
-        if rc != 0 || status.is_null() || crate::staging::stage::received_bytes(status) != Some(n) {
-            return false;
-        }
+    /// `staged`: whether a sender wrote into the device buffer, and if so whether it holds
+    /// what arrived (that sender sent these very bytes), so the receive needs no copy.
+    pub fn shut(self, rc: c_int, status: *mut c_void, staged: *const c_void) -> Landed {
+        let Some(w) = claims::shut(self.opened) else { return Landed::Nothing };
+        let n = w.len;
+        let arrived = match rc == 0 && !status.is_null() {
+            true => crate::staging::stage::received_bytes(status),
+            false => None,
+        };
         // SAFETY: the staging buffer holds the `n` bytes the status says arrived.
-        let arrived = unsafe { std::slice::from_raw_parts(staged.cast::<u8>(), n) };
-        let same = arrived == &wrote[..n];
-        if same {
+        if w.sent && arrived == Some(n) && unsafe { std::slice::from_raw_parts(staged.cast::<u8>(), n) } == &w.data[..n] {
             stats::add(&stats::IPC_BYTES_RECEIVED, n);
-        } else if config::get().debug {
-            log::debug(format_args!("a receive got other bytes than the {n} a sender wrote into its device buffer meanwhile; it copies its own"));
+            return Landed::Message;
         }
-        same
+        if config::get().debug {
+            log::debug(format_args!("a receive got another message than the {n} bytes a sender wrote into its device buffer meanwhile; it copies its own and puts back the rest"));
+        }
+        Landed::Other(Restore { write: w, dev: self.dev, user: self.user })
+    }
+}
+
+impl Restore {
+    /// After the receive `name` on `comm` put the first `covered` bytes of the buffer in place:
+    /// puts back the buffer's own bytes after them that the sender's write changed.
+    pub fn apply(self, name: &str, comm: Option<Handle>, covered: usize) -> Result<(), c_int> {
+        let len = self.write.len;
+        if covered >= len {
+            return Ok(());
+        }
+        let put_back = |ctx: InContext| ctx.runs_to_device(self.user, self.write.old.as_ptr().cast(), &[(covered, len - covered)], None);
+        InContext::enter(&self.dev).and_then(put_back).map_err(|e: CudaError| errors::cuda(name, comm, e, self.user, len, &self.dev))
     }
 }
 
 // ---- the sender's side -------------------------------------------------------------------
 
-/// A copy queued into a waiting receiver's buffer. The staged copy of the message to host
-/// memory waits for it; [`Push::written`] then tells the receiver which bytes it holds. Dropped
-/// before that (the staging failed), it waits for the copy and gives the door up.
+/// A copy queued into a waiting receiver's buffer, after a copy of what the buffer held into
+/// `old`. The staged copy of the message to host memory waits for both; [`Push::written`] then
+/// tells the receiver which bytes its buffer holds, and which it held. Dropped before that (the
+/// staging failed), it waits for the copies and gives the door up, with the old bytes.
 pub struct Push {
     claimed: Option<claims::Claimed>,
     dev: Device,
     bytes: usize,
+    old: pool::Lease,
 }
 
 /// Writes a small device send into its receiver's buffer if the receiver waits for it behind
@@ -153,9 +197,16 @@ pub fn offer(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag:
     // Onto a GPU that this process sees; its own only where IPC on a shared GPU starts this low.
     let accept = |b: &claims::DoorBuffer| peers::local_ordinal(&b.token).is_some_and(|o| o != dev.ordinal || same_gpu_ok(span.len));
     let claimed = claims::claim(pid, p.rank as u32, tag as u32, span.len, accept)?;
+    // Pinned, so that the copy into it is queued like the others (pageable, it would wait);
+    // without one the claim is given up before anything was written.
+    let old = pool::lease_pinned(span.len, &InContext::enter(&dev).ok()?, 0)?;
     let src = buf.cast::<u8>().wrapping_offset(span.offset as isize).cast();
     let b = &claimed.buffer;
-    if let Err(e) = direct::copy_to_peer(world as u32, b.id, b.handle, b.offset, &dev, src, span.len) {
+    if let Err(e) = direct::copy_to_peer(world as u32, (b.id, b.handle, b.offset), &dev, src, span.len, old.ptr()) {
+        // A copy of the old bytes queued before the failure may still land in `old`.
+        if let Ok(ctx) = InContext::enter(&dev) {
+            let _ = ctx.synchronize();
+        }
         REFUSED.store(true, Relaxed);
         if config::get().debug {
             log::debug(format_args!("{} failed with {} writing into a waiting receiver's buffer; small device messages are staged from now on", e.call, e.name()));
@@ -163,7 +214,7 @@ pub fn offer(buf: *const c_void, count: i64, datatype: Handle, dest: c_int, tag:
         // Dropping the claim gives the door up; the receiver copies as usual.
         return None;
     }
-    Some(Push { claimed: Some(claimed), dev, bytes: span.len })
+    Some(Push { claimed: Some(claimed), dev, bytes: span.len, old })
 }
 
 impl Push {
@@ -171,8 +222,9 @@ impl Push {
     /// receiver's buffer holds these bytes.
     pub fn written(mut self, host: *const c_void) {
         let Some(c) = self.claimed.take() else { return };
-        // SAFETY: the staging buffer holds the message's bytes.
-        c.written(unsafe { std::slice::from_raw_parts(host.cast::<u8>(), self.bytes) });
+        // SAFETY: the staging buffer holds the message's bytes, and `old` as many, copied
+        // before them on the same stream.
+        c.written(unsafe { std::slice::from_raw_parts(host.cast::<u8>(), self.bytes) }, self.old_bytes());
         stats::add(&stats::IPC_BYTES_SENT, self.bytes);
         if config::get().debug {
             log::debug(format_args!("device send of {} bytes written into its waiting receiver's buffer too", self.bytes));
@@ -180,14 +232,21 @@ impl Push {
     }
 }
 
+impl Push {
+    fn old_bytes(&self) -> &[u8] {
+        // SAFETY: the lease holds `bytes` bytes, in place once the stream's copies are done.
+        unsafe { std::slice::from_raw_parts(self.old.ptr().cast::<u8>(), self.bytes) }
+    }
+}
+
 impl Drop for Push {
     fn drop(&mut self) {
-        if self.claimed.is_some() {
-            // The receiver must not copy into its buffer, nor return, while this copy may
-            // still land there.
-            if let Ok(ctx) = InContext::enter(&self.dev) {
-                let _ = ctx.synchronize();
-            }
+        let Some(c) = self.claimed.take() else { return };
+        // The receiver must not copy into its buffer, nor return, while this copy may still
+        // land there; with it landed, the receiver puts the old bytes back.
+        match InContext::enter(&self.dev).and_then(|ctx| ctx.synchronize()) {
+            Ok(()) => c.abandoned(self.old_bytes()),
+            Err(_) => drop(c),
         }
     }
 }

@@ -12,7 +12,10 @@
  *      with the same tag on another communicator sent first;
  *   4. MPI_ANY_SOURCE and MPI_ANY_TAG with every other rank sending to rank 0 at once;
  *   5. a message larger than the receive (MPI_ERR_TRUNCATE): nothing past the receive buffer
- *      is written. */
+ *      is written;
+ *   6. another message matched, after one was written into the buffer: a shorter one (the
+ *      bytes past it are the buffer's own again) and a longer one (truncated: the whole buffer
+ *      is its own again). */
 #include "ipc_stats.h"
 #include <unistd.h>
 
@@ -167,6 +170,47 @@ static void too_large(MPI_Comm comm)
     mem_free(b);
 }
 
+/* Case 6: rank 1 waits on `comm` while rank 0 first sends 64 device bytes with the same tag on
+ * MPI_COMM_WORLD (written into rank 1's buffer, whose receive they do not match), then `m` host
+ * bytes on `comm`, which the receive takes: only their bytes of the buffer change (none where
+ * they are more than 64, MPI_ERR_TRUNCATE). */
+static void other_matched(MPI_Comm comm, size_t m)
+{
+    const size_t n = 64;
+    int tag = 95;
+    void *written = mem_alloc(MEM_DEVICE, n), *taken = mem_alloc(MEM_HOST, m);
+    void *x = mem_alloc(MEM_DEVICE, n), *y = mem_alloc(MEM_DEVICE, n);
+    if (t_rank == 0) {
+        mem_pattern(written, n, 0, 96);
+        mem_pattern(taken, m, 0, 97);
+        usleep(20000);
+        MPI_CHECK(MPI_Send(written, (int)n, MPI_BYTE, 1, tag, MPI_COMM_WORLD));
+        MPI_CHECK(MPI_Send(taken, (int)m, MPI_BYTE, 1, tag, comm));
+    } else if (t_rank == 1) {
+        mem_poison(x, n);
+        mem_poison(y, n);
+        MPI_Status st;
+        int rc = MPI_Recv(x, (int)n, MPI_BYTE, 0, tag, comm, &st);
+        size_t got = m > n ? 0 : m;
+        if (m > n) {
+            CHECK(error_class(rc) == MPI_ERR_TRUNCATE, "%zu bytes into a receive of %zu gave %s", m, n, error_name(error_class(rc)));
+        } else {
+            CHECK(rc == MPI_SUCCESS, "a receive of %zu bytes gave %s", m, error_name(error_class(rc)));
+            check_status(&st, MPI_BYTE, 0, tag, (int)m, "another message of %zu bytes matched first", m);
+            expect(x, m, 0, 97, "another message matched first");
+        }
+        unsigned char *have = mem_fetch(x, n);
+        check_all(have + got, POISON_BYTE, n - got, "the bytes a message of %zu bytes did not bring, after a sender wrote 64", m);
+        free(have);
+        MPI_CHECK(MPI_Recv(y, (int)n, MPI_BYTE, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+        expect(y, n, 0, 96, "the message written into another receive's buffer");
+    }
+    mem_free(written);
+    mem_free(taken);
+    mem_free(x);
+    mem_free(y);
+}
+
 int main(int argc, char **argv)
 {
     test_init(&argc, &argv);
@@ -191,6 +235,8 @@ int main(int argc, char **argv)
     earlier_matched(dup, MPI_COMM_WORLD, MEM_DEVICE, 0, "the same tag on another communicator sent first");
     MPI_CHECK(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN));
     too_large(dup);
+    other_matched(dup, 10);
+    other_matched(dup, 100);
     MPI_CHECK(MPI_Comm_free(&dup));
     all_to_one();
     return report_and_finalize();
