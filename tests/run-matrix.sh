@@ -17,7 +17,8 @@
 # every C test that runs preloaded runs twice more, in mode "ipc" (CUDAMPI_IPC_BYTES=0
 # CUDAMPI_IPC_SAME_GPU_BYTES=0: every device message GPU to GPU) and mode "chunks"
 # (CUDAMPI_IPC=0 CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64K: every device message in
-# chunks); a test's env= still wins, so a test that pins a path keeps it. A test with the header
+# chunks); a test's env= still wins, so a test that pins a path keeps it, and one with forced=no
+# (collectives, which take no point-to-point path) runs in neither. A test with the header
 # key nccl=yes runs once more on EVERY MPI, in mode "nccl" (after shim/ipc/chunks): cudampi with
 # the stand-in NCCL (CUDAMPI_NCCL_LIB=$FIXTURE_NCCL CUDAMPI_NCCL_BYTES=0: every eligible device
 # collective on NCCL) and a device per rank (FAKECUDA_DEVICES=4 CUDAMPI_TEST_GPU_PER_RANK=1);
@@ -69,6 +70,9 @@
 #                           ranks= lacks is ignored)
 #   nodes=no                not in mode nodes: a test of what only happens inside a node (CUDA
 #                           IPC, ranks sharing a GPU)
+#   forced=no               not in modes ipc and chunks: a test that takes no point-to-point
+#                           path (collectives) or whose env= pins its own, which they would run
+#                           as mode shim does
 #   unknown keys are ignored.
 # Build: $MPICC -O1 -g -Wall -I DIR -I tests/c -I $FIXTURE_INC -o build/tests/<mpi>/<name> <src>
 #        -L$FIXTURE_LIB -Wl,-rpath,$FIXTURE_LIB -lcudart -lcuda -lpthread -ldl -lm
@@ -158,7 +162,7 @@ in_list() { # in_list WORD LIST...
 parse_header() {
     local f=$1 line tok k v part toks parts
     H_RANKS=(2) H_NOSHIM=skip H_LINK=no H_MPIS=() H_ENV=() H_TIMEOUT=60 H_EXTRA=() H_INCLUDE=() H_TOOL= H_BAD=
-    H_NCCL=no H_NCCL_RANKS=() H_NODES=yes
+    H_NCCL=no H_NCCL_RANKS=() H_NODES=yes H_FORCED=yes
     line=$(head -n 10 "$f" | grep -m1 'cudampi-test:') || return 1
     line=${line#*cudampi-test:}
     line=${line%%\*/*}
@@ -181,6 +185,7 @@ parse_header() {
         tool) H_TOOL=$v ;;
         nccl) case $v in yes | true | 1) H_NCCL=yes ;; *) H_NCCL=no ;; esac ;;
         nodes) case $v in no | false | 0) H_NODES=no ;; *) H_NODES=yes ;; esac ;;
+        forced) case $v in no | false | 0) H_FORCED=no ;; *) H_FORCED=yes ;; esac ;;
         nccl-ranks)
             IFS=, read -ra H_NCCL_RANKS <<<"$v"
             for part in "${H_NCCL_RANKS[@]}"; do [[ $part =~ ^[1-9][0-9]*$ ]] || H_BAD="bad nccl-ranks=$v"; done
@@ -393,7 +398,7 @@ run_cell() {
     [ "$H_NOSHIM" != skip ] && modes+=(noshim)
     if [ -n "$tool_so" ]; then modes+=(tool-first tool-last); else modes+=(shim); fi
     [ "$H_LINK" = yes ] && modes+=(link)
-    if [ -z "$tool_so" ] && ! is_fortran "$src" && in_list "$MPI_NAME" "${FORCED[@]+"${FORCED[@]}"}"; then
+    if [ -z "$tool_so" ] && ! is_fortran "$src" && [ "$H_FORCED" = yes ] && in_list "$MPI_NAME" "${FORCED[@]+"${FORCED[@]}"}"; then
         modes+=(ipc chunks)
     fi
     [ "$H_NCCL" = yes ] && modes+=(nccl)

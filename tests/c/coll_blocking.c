@@ -1,4 +1,4 @@
-// cudampi-test: ranks=1,2,3,4 without-shim=crash nccl=yes timeout=240
+// cudampi-test: ranks=1,2,3,4 without-shim=crash nccl=yes timeout=240 forced=no
 /* Blocking collectives on device buffers (intra-communicator), each compared byte for byte with
  * the same collective on host buffers in the same run and with the expected result:
  *   MPI_Bcast, MPI_Reduce, MPI_Allreduce, MPI_Reduce_local, MPI_Gather, MPI_Scatter,

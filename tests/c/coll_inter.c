@@ -1,4 +1,4 @@
-// cudampi-test: ranks=2,3,4 without-shim=crash nccl=yes nccl-ranks=2 timeout=240
+// cudampi-test: ranks=2,3,4 without-shim=crash nccl=yes nccl-ranks=2 timeout=240 forced=no
 /* Collectives over an INTERCOMMUNICATOR on device buffers, each compared byte for byte with the
  * same collective on host buffers in the same run and with the expected bytes.
  * MPI_COMM_WORLD is split into two groups (ranks [0, ceil(n/2)) and the rest; 1+1, 2+1, 2+2

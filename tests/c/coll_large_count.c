@@ -1,4 +1,4 @@
-// cudampi-test: ranks=1,2,3,4 without-shim=skip nccl=yes nccl-ranks=2,3 timeout=240
+// cudampi-test: ranks=1,2,3,4 without-shim=skip nccl=yes nccl-ranks=2,3 timeout=240 forced=no
 /* Large-count (MPI-4 "_c") collectives on device buffers, each compared byte for byte with the
  * same call on host buffers in the same run and with the expected bytes:
  *   blocking MPI_Bcast_c, MPI_Reduce_c, MPI_Allreduce_c, MPI_Reduce_local_c, MPI_Gather(v)_c,

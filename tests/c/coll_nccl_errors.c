@@ -1,4 +1,4 @@
-// cudampi-test: ranks=2,3 without-shim=crash nccl=yes timeout=150
+// cudampi-test: ranks=2,3 without-shim=crash nccl=yes timeout=150 forced=no
 /* coll_nccl_errors.c -- NCCL failing under a device collective: the call reports it through the
  * communicator's error handler (MPI_ERRORS_RETURN here: a code of class MPI_ERR_OTHER on every
  * rank, after one cudampi line), nothing hangs, and the communicator goes on with correct

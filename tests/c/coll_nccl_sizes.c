@@ -1,4 +1,4 @@
-// cudampi-test: ranks=2,4 without-shim=crash nccl=yes env=CUDAMPI_NCCL_BYTES=8K timeout=120
+// cudampi-test: ranks=2,4 without-shim=crash nccl=yes env=CUDAMPI_NCCL_BYTES=8K timeout=120 forced=no
 /* coll_nccl_sizes.c -- which device collectives cudampi moves to NCCL by size, on either side of
  * each threshold, with CUDAMPI_NCCL_BYTES=8K (the default, set here so that the harness's mode
  * nccl, which otherwise sets 0, keeps it): MPI_Allreduce and MPI_Alltoall from 8 KiB of their

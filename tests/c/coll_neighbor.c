@@ -1,4 +1,4 @@
-// cudampi-test: ranks=1,2,3,4 without-shim=crash nccl=yes nccl-ranks=2 timeout=240
+// cudampi-test: ranks=1,2,3,4 without-shim=crash nccl=yes nccl-ranks=2 timeout=240 forced=no
 /* Neighborhood collectives on device buffers, each compared byte for byte with the same
  * collective on host buffers in the same run and with the expected bytes:
  *   MPI_Neighbor_allgather(v), MPI_Neighbor_alltoall(v,w), blocking and nonblocking

@@ -1,4 +1,4 @@
-// cudampi-test: ranks=1,2,3,4 without-shim=crash nccl=yes timeout=240
+// cudampi-test: ranks=1,2,3,4 without-shim=crash nccl=yes timeout=240 forced=no
 /* Nonblocking collectives on device buffers, each compared byte for byte with the same
  * collective on host buffers in the same run and with the expected bytes:
  *   MPI_Ibcast, MPI_Ireduce, MPI_Iallreduce, MPI_Igather(v), MPI_Iscatter(v), MPI_Iallgather(v),

@@ -1,4 +1,4 @@
-// cudampi-test: ranks=1,2,3,4 without-shim=skip nccl=yes nccl-ranks=2 timeout=240
+// cudampi-test: ranks=1,2,3,4 without-shim=skip nccl=yes nccl-ranks=2 timeout=240 forced=no
 /* Persistent collectives (MPI-4) on device buffers, each compared byte for byte with the same
  * persistent collective on host buffers in the same run and with the expected bytes:
  *   MPI_Bcast_init, MPI_Reduce_init, MPI_Allreduce_init, MPI_Gather(v)_init,

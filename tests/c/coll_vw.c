@@ -1,4 +1,4 @@
-// cudampi-test: ranks=1,2,3,4 without-shim=crash nccl=yes timeout=240
+// cudampi-test: ranks=1,2,3,4 without-shim=crash nccl=yes timeout=240 forced=no
 /* Blocking v/w collectives and derived datatypes on device buffers, each compared byte for byte
  * with the same collective on host buffers in the same run and with the expected bytes:
  *   MPI_Gatherv, MPI_Scatterv, MPI_Allgatherv, MPI_Alltoallv, MPI_Alltoallw with uneven counts

@@ -1,4 +1,4 @@
-// cudampi-test: ranks=2 without-shim=skip env=CUDAMPI_IPC=1,CUDAMPI_IPC_SAME_GPU_BYTES=0,CUDAMPI_IPC_POOL_BYTES=128M timeout=600
+// cudampi-test: ranks=2 without-shim=skip env=CUDAMPI_IPC=1,CUDAMPI_IPC_SAME_GPU_BYTES=0,CUDAMPI_IPC_POOL_BYTES=128M timeout=600 mpis=ompi4,mpich4 forced=no
 /* Memory stays bounded when every message comes from a fresh device buffer: 10,000 times, rank 0
  * allocates a device buffer, sends it to rank 1 and frees it, and rank 1 does the same with its
  * receive buffer, with sizes cycling through 64 KiB + 3, 1 MiB and 5 MiB (over CUDA IPC where
@@ -7,7 +7,11 @@
  * device memory in use (cudaMemGetInfo) and their resident host memory after 100 iterations
  * and at the end. The sender may run ahead of the receiver by as much exported memory as
  * CUDAMPI_IPC_POOL_BYTES allows (128 MiB here), so growth beyond that plus 64 MiB fails the
- * test: one mapping or staging buffer kept per program buffer would add gigabytes. */
+ * test: one mapping or staging buffer kept per program buffer would add gigabytes.
+ * What it checks is cudampi's own caches, so it runs on one MPI of each family, in the default
+ * mode (IPC inside the node) and with each rank a node (staged and chunked): 10,000 rounds take
+ * one to two minutes a run on the stand-in driver, and modes ipc and chunks would repeat
+ * the first, since this test pins its path. */
 #include "common.h"
 #include <unistd.h>
 
