@@ -12,7 +12,6 @@ use crate::mpi::abi::{self, Handle};
 use crate::mpi::matching::Matching;
 use crate::mpi::{errors, real};
 use crate::staging::stage::{stage_as, stage_pair, Direction, OwnStatus, Prepared, Shape};
-use crate::fastpath::Landed;
 use crate::{cuda, fastpath};
 
 /// Runs a receive-like call on prepared buffers and delivers what arrived, even when MPI
@@ -39,10 +38,10 @@ fn complete<C: Count>(
     let rc = call(p, C::from_i64(n), t, own.for_mpi());
     drop(listening);
     // A sender may have written the message into the device buffer already, or another one.
-    let landed = door.map_or(Landed::Nothing, |d| d.shut(rc, own.filled(), p));
+    let landed = door.map_or(fastpath::Landed::Nothing, |d| d.shut(rc, own.filled(), p));
     let truncated = rc != 0 && errors::class(rc) == abi::get().err_truncate;
     let mut delivered = match &into {
-        Prepared::Staged(_) if matches!(landed, Landed::Message) => Ok(()),
+        Prepared::Staged(_) if matches!(landed, fastpath::Landed::Message) => Ok(()),
         Prepared::Staged(s) if truncated => {
             errors::truncated(name, s.window().user());
             Ok(())
@@ -51,7 +50,7 @@ fn complete<C: Count>(
         Prepared::Direct(p) if rc == 0 && fastpath::receiving() => fastpath::host_received(name, *p, recv.0, recv.1, comm, own.filled()),
         Prepared::Direct(_) => Ok(()),
     };
-    if let Landed::Other(restore) = landed {
+    if let fastpath::Landed::Other(restore) = landed {
         let covered = match delivered.is_ok() && !truncated {
             true => crate::staging::stage::received_bytes(own.filled()).unwrap_or(0),
             false => 0,
