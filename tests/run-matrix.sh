@@ -22,8 +22,9 @@
 # key nccl=yes runs once more on EVERY MPI, in mode "nccl" (after shim/ipc/chunks): cudampi with
 # the stand-in NCCL (CUDAMPI_NCCL_LIB=$FIXTURE_NCCL CUDAMPI_NCCL_BYTES=0: every eligible device
 # collective on NCCL) and a device per rank (FAKECUDA_DEVICES=4 CUDAMPI_TEST_GPU_PER_RANK=1);
-# again a test's env= wins. Every C test of 2 ranks or more also runs on every MPI, at its
-# smallest rank count from 2, in mode
+# again a test's env= wins. Every C test of 2 ranks or more also runs on the MPIs in NODES_MPIS
+# (default every MPI but mpich5abi, which is MPICH 5 again through the MPI-5 ABI, whose path
+# between nodes is mpich5's), at its smallest rank count from 2, in mode
 # "nodes": each rank a node of its own (tests/mpi/as-node.sh: a UTS namespace whose host name
 # is nodeR), so that cudampi takes its between-nodes path while the MPI still moves the bytes
 # (Open MPI 4's shared memory without its single-copy mechanism, as over a network: the sender
@@ -106,6 +107,7 @@ case $FIXTURE_INC in /*) ;; *) FIXTURE_INC=$ROOT/$FIXTURE_INC ;; esac
 
 MPI_ORDER=(ompi4 mpich4 ompi5 mpich5 mpich5abi)
 read -ra FORCED <<<"${FORCED_MPIS-ompi4 mpich4}"
+read -ra NODES_ON <<<"${NODES_MPIS-ompi4 mpich4 ompi5 mpich5}"
 # The variables of each forced mode.
 FORCE_ipc=(CUDAMPI_IPC=1 CUDAMPI_IPC_BYTES=0 CUDAMPI_IPC_SAME_GPU_BYTES=0)
 FORCE_chunks=(CUDAMPI_IPC=0 CUDAMPI_PIPELINE=1 CUDAMPI_PIPELINE_BYTES=0 CUDAMPI_PIPELINE_CHUNK=64K)
@@ -402,7 +404,7 @@ run_cell() {
         modes+=(ipc chunks)
     fi
     [ "$H_NCCL" = yes ] && modes+=(nccl)
-    [ -z "$tool_so" ] && ! is_fortran "$src" && [ "$AS_NODES" = yes ] && [ "$H_NODES" = yes ] && modes+=(nodes)
+    [ -z "$tool_so" ] && ! is_fortran "$src" && [ "$AS_NODES" = yes ] && [ "$H_NODES" = yes ] && in_list "$MPI_NAME" "${NODES_ON[@]+"${NODES_ON[@]}"}" && modes+=(nodes)
     # mode nodes at the smallest rank count from 2 alone: the between-nodes path is the same
     # for more ranks, and CI's time is bounded
     local nodes_np=
