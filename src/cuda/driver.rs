@@ -234,6 +234,8 @@ pub struct Ordered {
     pub stream_get_ctx: unsafe extern "C" fn(*mut c_void, *mut CUcontext) -> CuResult,
     pub ctx_get_device: unsafe extern "C" fn(*mut CUdevice) -> CuResult,
     pub mem_host_get_device_pointer: unsafe extern "C" fn(*mut CUdeviceptr, *mut c_void, c_uint) -> CuResult,
+    pub mem_alloc_async: unsafe extern "C" fn(*mut CUdeviceptr, usize, *mut c_void) -> CuResult,
+    pub mem_free_async: unsafe extern "C" fn(CUdeviceptr, *mut c_void) -> CuResult,
 }
 
 impl Ordered {
@@ -247,6 +249,8 @@ impl Ordered {
                 stream_get_ctx: *lib.get(b"cuStreamGetCtx\0").ok()?,
                 ctx_get_device: *lib.get(b"cuCtxGetDevice\0").ok()?,
                 mem_host_get_device_pointer: *lib.get(b"cuMemHostGetDevicePointer_v2\0").ok()?,
+                mem_alloc_async: *lib.get(b"cuMemAllocAsync\0").ok()?,
+                mem_free_async: *lib.get(b"cuMemFreeAsync\0").ok()?,
             })
         }
     }

@@ -161,6 +161,48 @@ impl Lane {
         check("cuMemcpyDtoHAsync", unsafe { (scope.driver().memcpy_dtoh_async)(dst, src as u64, len, self.stream) })
     }
 
+    /// `len` bytes of device memory of the lane's GPU in the stream's order (`cuMemAllocAsync`):
+    /// for work queued on the program's stream after this call.
+    pub fn alloc(&self, len: usize) -> Result<*mut c_void, CudaError> {
+        let (_, o) = ordered()?;
+        let _scope = InContext::enter(&self.dev)?;
+        let mut at: CUdeviceptr = 0;
+        // SAFETY: a valid out-pointer and the program's stream, in its context.
+        check("cuMemAllocAsync", unsafe { (o.mem_alloc_async)(&mut at, len.max(1), self.stream) })?;
+        Ok(at as *mut c_void)
+    }
+
+    /// Gives memory of [`Lane::alloc`] back once the program's stream has passed the work
+    /// queued there so far.
+    pub fn free(&self, at: *mut c_void) -> Result<(), CudaError> {
+        let (_, o) = ordered()?;
+        let _scope = InContext::enter(&self.dev)?;
+        // SAFETY: memory of `alloc`, given back once, after its last use on this stream.
+        check("cuMemFreeAsync", unsafe { (o.mem_free_async)(at as CUdeviceptr, self.stream) })
+    }
+
+    /// Queues a copy of `len` bytes between device memory on the program's stream.
+    pub fn copy(&self, dst: *mut c_void, src: *const c_void, len: usize) -> Result<(), CudaError> {
+        let scope = InContext::enter(&self.dev)?;
+        // SAFETY: device ranges of `len` bytes, live until the stream has passed the copy.
+        check("cuMemcpyDtoDAsync", unsafe { (scope.driver().memcpy_dtod_async)(dst as u64, src as u64, len, self.stream) })
+    }
+
+    /// Copies `len` bytes of device memory at `src` into `dst`, host memory or device memory
+    /// of any GPU, once the work queued on the program's stream before is done.
+    pub fn fetch(&self, dst: *mut c_void, on_device: bool, src: *const c_void, len: usize) -> Result<(), CudaError> {
+        self.synchronize()?;
+        let scope = InContext::enter(&self.dev)?;
+        let d = scope.driver();
+        // SAFETY: the caller's ranges of `len` bytes; unified addressing finds another GPU's.
+        unsafe {
+            match on_device {
+                true => check("cuMemcpyDtoD", (d.memcpy_dtod)(dst as u64, src as u64, len)),
+                false => check("cuMemcpyDtoH", (d.memcpy_dtoh)(dst, src as u64, len)),
+            }
+        }
+    }
+
     /// Makes later work on the program's stream wait until the word reaches `number`.
     pub fn wait_for(&self, number: u32) -> Result<(), CudaError> {
         let (_, o) = ordered()?;

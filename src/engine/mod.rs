@@ -325,14 +325,9 @@ pub struct Peers {
     comm: Mutex<Option<nccl::Comm>>,
     /// The stream communicator's size: the ranks NCCL can reach.
     ranks: c_int,
-    /// The nonblocking calls' operations not yet queued: they go as one NCCL group at the next
-    /// wait or blocking call, so that receives posted before sends, as halo exchanges post
-    /// them, do not wait on the stream for sends queued after them.
-    pending: Mutex<Vec<nccl::Op>>,
 }
 
-// SAFETY: the held operations name the program's device memory by address only, for the
-// NCCL calls made under the locks.
+// SAFETY: the NCCL communicator is used under its lock only.
 unsafe impl Send for Peers {}
 unsafe impl Sync for Peers {}
 
@@ -346,26 +341,23 @@ impl Peers {
         (0..self.ranks).contains(&rank)
     }
 
-    /// Holds `op` (an `Op::Send` or `Op::Recv`) for the next [`Peers::run`].
-    pub fn defer(&self, op: nccl::Op) {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner()).push(op);
+    /// The stream communicator's size.
+    pub fn ranks(&self) -> c_int {
+        self.ranks
     }
 
-    /// Queues the held operations and `op`, as one group, on `stream` after the program's work
-    /// there.
-    pub fn run(&self, name: &'static str, op: Option<nccl::Op>, stream: *mut std::ffi::c_void) -> Result<(), String> {
-        let mut ops = std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()));
-        ops.extend(op);
+    /// Queues `ops`, sends and receives, as one group on `stream` after the program's work there.
+    pub fn run(&self, name: &'static str, ops: &[nccl::Op], stream: *mut std::ffi::c_void) -> Result<(), String> {
         if ops.is_empty() {
             return Ok(());
         }
         let mut c = self.comm.lock().unwrap_or_else(|e| e.into_inner());
         let c = c.as_mut().ok_or("the communicator's NCCL communicator is freed")?;
-        c.run_on(&ops, stream).map_err(|e| e.to_string())?;
+        c.run_on(ops, stream).map_err(|e| e.to_string())?;
         // Freed with operations still queued on the program's stream (the communicator freed
         // before the stream is synchronised), the communicator waits for them.
         c.follow(stream).map_err(|e| e.to_string())?;
-        for op in &ops {
+        for op in ops {
             counted(name, op_bytes(op), c.ordinal());
         }
         Ok(())
@@ -407,7 +399,7 @@ pub fn stream_peers(name: &'static str, comm: Handle, dev: Option<Device>) -> Op
     let (rank, size) = crate::mpi::comm::rank_size(comm).ok()?;
     match open(comm, &dev, rank, size) {
         Ok((c, _)) => {
-            let peers = Arc::new(Peers { comm: Mutex::new(Some(c)), ranks: size, pending: Mutex::new(Vec::new()) });
+            let peers = Arc::new(Peers { comm: Mutex::new(Some(c)), ranks: size });
             let mut all = ALL_PEERS.lock().unwrap_or_else(|e| e.into_inner());
             all.retain(|w| w.strong_count() > 0);
             all.push(Arc::downgrade(&peers));

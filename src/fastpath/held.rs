@@ -416,6 +416,49 @@ pub fn completed(request: *mut c_void, status: &abi::Status, rc: c_int) -> c_int
     unsafe { (p.grequest_complete)(abi.request_at(request, 0)) }
 }
 
+/// A generalized request whose operation finishes later ([`Pending::complete`]).
+pub struct Pending {
+    state: *mut Done,
+    request: Handle,
+}
+
+// SAFETY: the state is MPI's until the request is freed, which it is only once complete; the
+// owner alone writes it, before completing the request.
+unsafe impl Send for Pending {}
+
+/// Gives `request` a generalized request that is not complete yet.
+pub fn pending(request: *mut c_void) -> Result<Pending, c_int> {
+    let abi = abi::get();
+    let p = real::pmpi().ok_or(abi.err_other)?;
+    let state = Box::into_raw(Box::new(Done { status: abi::Status::zeroed(), rc: 0 }));
+    // SAFETY: the callbacks match MPI's prototypes; `state` lives until done_free.
+    let started = unsafe { (p.grequest_start)(done_query, done_free, done_cancel, state.cast(), request) };
+    if started != 0 {
+        // SAFETY: MPI did not take it.
+        drop(unsafe { Box::from_raw(state) });
+        return Err(started);
+    }
+    // SAFETY: the request MPI just stored.
+    Ok(Pending { state, request: unsafe { abi.request_at(request, 0) } })
+}
+
+impl Pending {
+    /// The request, as MPI handed it out.
+    pub fn handle(&self) -> Handle {
+        self.request
+    }
+
+    /// Reports `status` and `rc` and completes the request.
+    pub fn complete(self, status: &abi::Status, rc: c_int) {
+        // SAFETY: the request is not complete, so MPI has not freed the state.
+        unsafe { *self.state = Done { status: *status, rc } };
+        if let Some(p) = real::pmpi() {
+            // SAFETY: a generalized request of this module, completed once.
+            unsafe { (p.grequest_complete)(self.request) };
+        }
+    }
+}
+
 /// Drops everything held (`MPI_Finalize`).
 pub fn clear() {
     let mut s = state();

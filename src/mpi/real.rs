@@ -187,6 +187,7 @@ define_pmpi! {
     status_set_elements_x = "PMPI_Status_set_elements_x": fn(*mut c_void, Handle, i64);
     status_set_cancelled = "PMPI_Status_set_cancelled": fn(*mut c_void, c_int);
     send = "PMPI_Send": fn(*const c_void, c_int, Handle, c_int, c_int, Handle);
+    recv = "PMPI_Recv": fn(*mut c_void, c_int, Handle, c_int, c_int, Handle, *mut c_void);
     mprobe = "PMPI_Mprobe": fn(c_int, c_int, Handle, *mut c_void, *mut c_void);
     iprobe = "PMPI_Iprobe": fn(c_int, c_int, Handle, *mut c_int, *mut c_void);
     mrecv = "PMPI_Mrecv": fn(*mut c_void, c_int, Handle, *mut c_void, *mut c_void);

@@ -8,8 +8,8 @@
 //! - `MPIX_Allreduce_enqueue` on device buffers runs on NCCL on the program's stream where the
 //!   collectives' engine would run it (`engine::enqueue`): no host thread takes part;
 //! - with `CUDAMPI_ENQUEUE=nccl`, so do sends and receives of device memory between ranks with
-//!   GPUs of their own, on the stream communicator's own NCCL communicator (`on_nccl`,
-//!   `engine::Peers`), matched as NCCL matches: by sender and order, not by tag;
+//!   GPUs of their own, on the stream communicator's own NCCL communicator (`engine::Peers`),
+//!   matched as MPI matches through an envelope per message (`matched`);
 //! - every other operation, by default, waits for the stream and is made in the call through
 //!   cudampi's own entry points (`immediate`): the results of stream order at the cost of
 //!   blocking calls;
@@ -23,6 +23,7 @@
 //! This layer uses `base`, `cuda`, `mpi`, `staging` and `engine`; the handlers use it.
 
 mod immediate;
+mod matched;
 mod own;
 mod progress;
 mod stream;
@@ -217,12 +218,12 @@ unsafe extern "C" fn no_copy(_: Handle, _: c_int, _: *mut c_void, _: *mut c_void
     0
 }
 
-/// What a stream communicator carries: its stream, and the NCCL communicator of its enqueued
+/// What a stream communicator carries: its stream, and the matching of its enqueued
 /// point-to-point calls where they run on NCCL (`CUDAMPI_ENQUEUE=nccl`).
 #[derive(Clone)]
 struct Attached {
     stream: Arc<Stream>,
-    peers: Option<Arc<engine::Peers>>,
+    matched: Option<Arc<matched::Matched>>,
 }
 
 unsafe extern "C" fn delete(_: Handle, _: c_int, value: *mut c_void, _: *mut c_void) -> c_int {
@@ -275,8 +276,9 @@ pub fn comm_create(name: &'static str, comm: Handle, handle: c_int, newcomm: *mu
     let nccl_dev = stream.as_ref().and_then(|s| s.lane.as_ref()).map(|l| l.dev).filter(|_| config::get().enqueue_nccl);
     let peers = engine::stream_peers(name, made, nccl_dev);
     if let Some(s) = stream {
+        let matched = peers.and_then(|p| matched::Matched::open(name, made, s.clone(), p));
         s.comms.fetch_add(1, Ordering::AcqRel);
-        let value = Box::into_raw(Box::new(Attached { stream: s, peers }));
+        let value = Box::into_raw(Box::new(Attached { stream: s, matched }));
         // SAFETY: the new communicator and the keyval; the value is the Box's address.
         let rc = unsafe { (p.comm_set_attr)(made, key, value.cast()) };
         if rc != 0 {
@@ -414,82 +416,14 @@ fn transfer(op: Op, s: Staged, count: c_int, datatype: Handle, tag: c_int, comm:
     Arc::new(t)
 }
 
-/// An enqueued send or receive on NCCL, on the program's stream (`CUDAMPI_ENQUEUE=nccl`):
-/// `None` when it is not for NCCL (host memory, nothing to move, no such rank), to be made
-/// otherwise. NCCL matches a pair's sends and receives in the order posted, without tags: a
-/// receive must name its source, and its count must be the message's.
-///
-/// A blocking call's operation is queued with the held ones; a nonblocking call's is held for
-/// the wait (`deferred`).
-fn on_nccl(name: &'static str, a: &Attached, buf: *mut c_void, count: c_int, datatype: Handle, peer: c_int, comm: Handle, send: bool, deferred: bool) -> Option<Result<usize, c_int>> {
-    let abi = abi::get();
-    let peers = a.peers.as_ref()?;
-    let lane = a.stream.lane.as_ref()?;
-    if peer == abi.proc_null || count <= 0 || buf.is_null() {
-        return None;
+/// Notes a request of a stream communicator on NCCL, which the wait calls hand to its matching.
+fn held_matched(rc: c_int, request: Option<*mut c_void>, m: &Arc<matched::Matched>) -> c_int {
+    if let (0, Some(r)) = (rc, request) {
+        // SAFETY: the request the call just wrote.
+        let h = unsafe { abi::get().handle_at(r) };
+        lock(&REQUESTS).get_or_insert_with(HashMap::new).insert(abi::get().key(h), Held::Matched(m.clone()));
     }
-    let Location::Device(dev) = cuda::locate(buf) else { return None };
-    let fail = |rc: c_int| Some(Err(errors::raise(Some(comm), rc)));
-    if peer == abi.any_source {
-        log::error(format_args!("{name}: with CUDAMPI_ENQUEUE=nccl a receive into device memory names its source (NCCL matches by sender and order)"));
-        return fail(abi.err_arg);
-    }
-    // A rank the communicator lacks gets the library's own error, made in the call.
-    if !peers.has(peer) {
-        return None;
-    }
-    let t = match datatype::query(datatype) {
-        Ok(t) => t,
-        Err(rc) => return fail(rc),
-    };
-    if dev.managed || dev.ordinal != lane.dev.ordinal || !t.packed() {
-        log::error(format_args!("{name}: with CUDAMPI_ENQUEUE=nccl a device buffer is memory of the stream's GPU without gaps (buffer {buf:p} on GPU {}, stream on GPU {})", dev.ordinal, lane.dev.ordinal));
-        return fail(abi.err_buffer);
-    }
-    let bytes = (count as i64).checked_mul(t.size).filter(|&b| b >= 0)? as usize;
-    let dtype = cuda::nccl::DataType::ncclUint8;
-    let op = match send {
-        true => cuda::nccl::Op::Send { buf, count: bytes, dtype, peer },
-        false => cuda::nccl::Op::Recv { buf, count: bytes, dtype, peer },
-    };
-    if deferred {
-        peers.defer(op);
-    } else if let Err(why) = peers.run(name, Some(op), lane.stream) {
-        log::error(format_args!("{name}: {why}"));
-        return fail(abi.err_other);
-    }
-    Some(Ok(bytes))
-}
-
-/// The request of an operation held for NCCL: complete at once for MPI; `MPIX_Wait_enqueue`
-/// queues the held operations on the stream, which orders them before whatever the program
-/// queues after it.
-fn nccl_request(comm: Handle, request: *mut c_void, status: &abi::Status, a: &Attached) -> c_int {
-    let abi = abi::get();
-    let rc = crate::fastpath::held::completed(request, status, 0);
-    if rc != 0 {
-        return errors::raise(Some(comm), rc);
-    }
-    if let (Some(peers), Some(lane)) = (a.peers.clone(), a.stream.lane.as_ref()) {
-        // SAFETY: the request just written.
-        let h = unsafe { abi.handle_at(request) };
-        lock(&REQUESTS).get_or_insert_with(HashMap::new).insert(abi.key(h), Held::Nccl(peers, lane.stream as usize));
-    }
-    0
-}
-
-/// The status of a receive on NCCL: its source and tag as posted, and its count, which NCCL
-/// requires to be the message's.
-fn nccl_status(source: c_int, tag: c_int, bytes: usize) -> abi::Status {
-    let abi = abi::get();
-    let mut st = abi::Status::zeroed();
-    // SAFETY: a status of every family's size.
-    unsafe { abi.set_status_source_tag(st.as_mut_ptr(), source, tag) };
-    if let Some(p) = real::pmpi() {
-        // SAFETY: as above; MPI sets the count in its own status.
-        unsafe { (p.status_set_elements_x)(st.as_mut_ptr(), abi.byte, bytes as i64) };
-    }
-    st
+    rc
 }
 
 /// `MPIX_Send_enqueue`, and with `request` `MPIX_Isend_enqueue`.
@@ -498,10 +432,10 @@ pub fn send(name: &'static str, buf: *const c_void, count: c_int, datatype: Hand
         Ok(a) => a,
         Err(rc) => return rc,
     };
-    match on_nccl(name, &a, buf.cast_mut(), count, datatype, dest, comm, true, request.is_some()) {
-        Some(Err(rc)) => return rc,
-        Some(Ok(_)) => return request.map_or(0, |r| nccl_request(comm, r, &nccl_status(dest, tag, 0), &a)),
-        None => (),
+    if let Some(m) = &a.matched {
+        if let Some(rc) = m.send(name, buf, count, datatype, dest, tag, comm, request) {
+            return held_matched(rc, request, m);
+        }
     }
     let stream = a.stream;
     if immediately() {
@@ -539,20 +473,10 @@ pub fn recv(name: &'static str, buf: *mut c_void, count: c_int, datatype: Handle
         Ok(a) => a,
         Err(rc) => return rc,
     };
-    match on_nccl(name, &a, buf, count, datatype, source, comm, false, request.is_some()) {
-        Some(Err(rc)) => return rc,
-        Some(Ok(bytes)) => {
-            let st = nccl_status(source, tag, bytes);
-            if let Some(r) = request {
-                return nccl_request(comm, r, &st, &a);
-            }
-            if !abi::get().is_status_ignore(status) {
-                // SAFETY: the program's status, of its family's size.
-                unsafe { std::ptr::copy_nonoverlapping(st.0.as_ptr(), status.cast::<u8>(), abi::get().status_size) };
-            }
-            return 0;
+    if let Some(m) = &a.matched {
+        if let Some(rc) = m.recv(name, buf, count, datatype, source, tag, comm, status, request) {
+            return held_matched(rc, request, m);
         }
-        None => (),
     }
     let stream = a.stream;
     if immediately() {
@@ -577,9 +501,9 @@ enum Held {
     Ordered(Arc<Transfer>),
     /// cudampi's own request, from a call made at once (`immediate`).
     Immediate,
-    /// A complete request whose operation is held for NCCL (`on_nccl`), with the stream it is
-    /// to be queued on.
-    Nccl(Arc<engine::Peers>, usize),
+    /// A request of a stream communicator on NCCL (`matched`): complete once its matching
+    /// has queued its operation, or, for a message through MPI, cudampi's own.
+    Matched(Arc<matched::Matched>),
 }
 
 /// The requests the program holds from `MPIX_Isend_enqueue` and `MPIX_Irecv_enqueue`.
@@ -656,7 +580,7 @@ pub fn wait(name: &'static str, count: c_int, requests: *mut c_void, statuses: *
     }
     let mut found = Vec::with_capacity(count as usize);
     let mut immediate = 0;
-    let mut held: Vec<(Arc<engine::Peers>, usize)> = Vec::new();
+    let mut held: Vec<(Arc<matched::Matched>, Vec<Handle>)> = Vec::new();
     {
         let mut map = lock(&REQUESTS);
         let map = map.get_or_insert_with(HashMap::new);
@@ -669,10 +593,11 @@ pub fn wait(name: &'static str, count: c_int, requests: *mut c_void, statuses: *
             match map.get(&abi.key(h)) {
                 Some(Held::Ordered(t)) => found.push(t.clone()),
                 Some(Held::Immediate) => immediate += 1,
-                Some(Held::Nccl(peers, stream)) => {
+                Some(Held::Matched(m)) => {
                     immediate += 1;
-                    if !held.iter().any(|(p, _)| Arc::ptr_eq(p, peers)) {
-                        held.push((peers.clone(), *stream));
+                    match held.iter_mut().find(|(x, _)| Arc::ptr_eq(x, m)) {
+                        Some((_, keys)) => keys.push(abi.key(h)),
+                        None => held.push((m.clone(), vec![abi.key(h)])),
                     }
                 }
                 None => {
@@ -696,16 +621,13 @@ pub fn wait(name: &'static str, count: c_int, requests: *mut c_void, statuses: *
             map.remove(&abi.key(unsafe { abi.request_at(requests, i) }));
         }
     }
-    for (peers, stream) in held {
-        if let Err(why) = peers.run(name, None, stream as *mut c_void) {
-            log::error(format_args!("{name}: {why}"));
-            return errors::raise(None, abi.err_other);
-        }
-    }
+    // A matching that fails completes its requests with the error, which the wait reports.
+    let flushed = held.iter().map(|(m, keys)| m.flush(name, keys)).find(|&rc| rc != 0).unwrap_or(0);
     if immediate > 0 {
         // One request's MPI_STATUS_IGNORE is the array's MPI_STATUSES_IGNORE.
         let statuses = if !all && abi.is_status_ignore(statuses) { abi.statuses_ignore as *mut c_void } else { statuses };
-        return immediate::wait(count, requests, statuses);
+        let rc = immediate::wait(count, requests, statuses);
+        return if rc != 0 { rc } else { flushed };
     }
     for i in 0..count as usize {
         // SAFETY: as above.
@@ -754,6 +676,7 @@ pub fn allreduce(name: &'static str, send: *const c_void, recv: *mut c_void, cou
 /// Before the library's `MPI_Finalize`: the progress thread finishes what the streams have
 /// released and stops; the streams the program did not free are closed.
 pub fn finalize() {
+    matched::finalize();
     progress::stop();
     lock(&STREAMS).clear();
     lock(&REQUESTS).take();
