@@ -91,9 +91,6 @@ pub struct Config {
     /// device memory exposes where peers cannot map that memory (`handlers/served.rs`). `0`
     /// gives such windows a host public copy instead, synchronised whole at every epoch.
     pub rma_ring: usize,
-    /// `CUDAMPI_RMA_BATCH`: pieces of a put into a served window written before one flush of
-    /// the library's window, 1 or 2 (`handlers/served.rs`).
-    pub rma_batch: usize,
 }
 
 /// 1 MiB chunks at most: a 16 MiB message crosses in 16.
@@ -221,7 +218,6 @@ pub fn get() -> &'static Config {
             0 => 0,
             n => n.clamp(64 << 10, 1 << 30) / 64 * 64,
         },
-        rma_batch: whole("CUDAMPI_RMA_BATCH").unwrap_or(1).clamp(1, 2) as usize,
         }
     })
 }

@@ -361,47 +361,26 @@ impl Served {
     /// Writes an entry of `kind` over `piece` into `t`'s mailbox, with `data` as its payload
     /// (a get's and an update's payload is the thread's to fill); its position.
     fn post(&mut self, t: c_int, kind: u32, piece: &Piece, data: Option<&[u8]>) -> Result<u64, c_int> {
-        Ok(self.post_all(t, kind, &[(piece, data)])?[0])
-    }
-
-    /// [`Served::post`] for several pieces at once: their entries are reserved first, then
-    /// written, and the library completes the writes at one flush, before one more marks them
-    /// all filled, so that it has every payload of the batch in hand at once; their positions.
-    fn post_all(&mut self, t: c_int, kind: u32, batch: &[(&Piece, Option<&[u8]>)]) -> Result<Vec<u64>, c_int> {
-        let mut at = Vec::with_capacity(batch.len());
-        for (piece, _) in batch {
-            let len = mailbox::entry_len(piece.runs.len(), piece.bytes);
-            at.push((self.reserve(t, len)?, len));
+        let (runs, bytes) = (&piece.runs[..], piece.bytes);
+        let len = mailbox::entry_len(runs.len(), bytes);
+        let pos = self.reserve(t, len)?;
+        let head = EntryHead { len: len as u64, kind, runs: runs.len() as u32, bytes: bytes as u64, ..EntryHead::default() };
+        let mut body = Vec::with_capacity(mailbox::payload_at(runs.len()));
+        body.extend_from_slice(as_bytes(&head));
+        for &(off, n) in runs {
+            body.extend_from_slice(&off.to_ne_bytes());
+            body.extend_from_slice(&(n as u64).to_ne_bytes());
         }
-        // The library may read the heads until the flush.
-        let mut heads = Vec::with_capacity(batch.len());
-        for (&(piece, data), &(pos, len)) in batch.iter().zip(&at) {
-            let runs = &piece.runs[..];
-            let head = EntryHead { len: len as u64, kind, runs: runs.len() as u32, bytes: piece.bytes as u64, ..EntryHead::default() };
-            let mut body = Vec::with_capacity(mailbox::payload_at(runs.len()));
-            body.extend_from_slice(as_bytes(&head));
-            for &(off, n) in runs {
-                body.extend_from_slice(&off.to_ne_bytes());
-                body.extend_from_slice(&(n as u64).to_ne_bytes());
-            }
-            self.put_bytes(t, self.entry_at(t, pos), &body)?;
-            heads.push(body);
-            if let Some(d) = data.filter(|d| !d.is_empty()) {
-                self.put_bytes(t, self.payload(t, pos, runs.len()), d)?;
-            }
+        self.put_bytes(t, self.entry_at(t, pos), &body)?;
+        if let Some(d) = data.filter(|d| !d.is_empty()) {
+            self.put_bytes(t, self.payload(t, pos, runs.len()), d)?;
         }
         self.flush(t)?;
-        let states: Vec<[u8; 8]> = at.iter().map(|&(pos, _)| (pos | mailbox::FILLED).to_ne_bytes()).collect();
-        for (&(pos, _), state) in at.iter().zip(&states) {
-            self.put_bytes(t, self.entry_at(t, pos), state)?;
-        }
-        self.flush(t)?;
-        for &(pos, len) in &at {
-            let end = pos + len as u64;
-            let owed = self.owed.entry(t).or_insert(end);
-            *owed = (*owed).max(end);
-        }
-        Ok(at.into_iter().map(|(pos, _)| pos).collect())
+        self.set_state(t, pos, mailbox::FILLED)?;
+        let end = pos + len as u64;
+        let owed = self.owed.entry(t).or_insert(end);
+        *owed = (*owed).max(end);
+        Ok(pos)
     }
 
     /// Where the payload of the entry at `pos` with `runs` runs starts in `t`'s mailbox.
@@ -413,13 +392,9 @@ impl Served {
     /// out one call's operation, raise them on the window once.
     fn put(&mut self, errh: Option<Handle>, t: c_int, runs: &[(u64, usize)], data: &[u8]) -> Result<(), c_int> {
         let mut at = 0;
-        for group in pieces(runs, self.entry(t), 1).chunks(batch()) {
-            let mut items = Vec::with_capacity(group.len());
-            for piece in group {
-                items.push((piece, Some(&data[at..at + piece.bytes])));
-                at += piece.bytes;
-            }
-            self.post_all(t, mailbox::PUT, &items).map_err(|rc| errors::raise(errh, rc))?;
+        for piece in pieces(runs, self.entry(t), 1) {
+            self.post(t, mailbox::PUT, &piece, Some(&data[at..at + piece.bytes])).map_err(|rc| errors::raise(errh, rc))?;
+            at += piece.bytes;
         }
         Ok(())
     }
@@ -468,44 +443,36 @@ impl Served {
         done
     }
 
-    /// A put from `n` contiguous bytes of device memory at `src`, in batches of pieces
-    /// ([`batch`]): the next batch is copied out of device memory into pinned buffers while the
-    /// library writes this one.
+    /// A put from `n` contiguous bytes of device memory at `src`, in pieces: the next piece is
+    /// copied out of device memory into a pinned buffer while the library writes this one.
     fn put_from_device(&mut self, name: &'static str, errh: Option<Handle>, t: c_int, runs: &[(u64, usize)], src: *const c_void, dev: &Device) -> Result<(), c_int> {
         let pieces = pieces(runs, self.entry(t), 1);
         let total: usize = pieces.iter().map(|p| p.bytes).sum();
         let fail = |e: CudaError| errors::cuda(name, errh, e, src, total, dev);
         let ctx = InContext::enter(dev).map_err(fail)?;
         let d = ctx.driver();
-        let b = batch();
-        let bufs = buffers(name, errh, self.chunk(t), &ctx, 2 * b)?;
-        // Piece k's offset in the payload; it goes through buffer k % (2 * b).
-        let starts: Vec<usize> = pieces.iter().scan(0, |at, p| Some(std::mem::replace(at, *at + p.bytes))).collect();
-        let copy_out = |group: usize| {
-            (group * b..((group + 1) * b).min(pieces.len())).try_for_each(|k| {
-                // SAFETY: the piece lies in the origin's payload; the buffer holds a piece.
-                cuda_check("cuMemcpyDtoHAsync", unsafe { (d.memcpy_dtoh_async)(bufs[k % (2 * b)].ptr(), src as u64 + starts[k] as u64, pieces[k].bytes, std::ptr::null_mut()) })
-            })
+        let bufs = two_buffers(name, errh, self.chunk(t), &ctx)?;
+        let copy_out = |k: usize, at: usize| {
+            // SAFETY: the piece lies in the origin's payload; the buffer holds a piece.
+            cuda_check("cuMemcpyDtoHAsync", unsafe { (d.memcpy_dtoh_async)(bufs[k % 2].ptr(), src as u64 + at as u64, pieces[k].bytes, std::ptr::null_mut()) })
         };
-        let mut done = copy_out(0).map_err(fail);
-        for (g, group) in pieces.chunks(b).enumerate() {
+        let mut at = 0;
+        let mut done = copy_out(0, 0).map_err(fail);
+        for (k, piece) in pieces.iter().enumerate() {
             done = done.and_then(|()| ctx.synchronize().map_err(fail));
-            if done.is_ok() && (g + 1) * b < pieces.len() {
-                done = copy_out(g + 1).map_err(fail);
+            if done.is_ok() && k + 1 < pieces.len() {
+                done = copy_out(k + 1, at + piece.bytes).map_err(fail);
             }
             if done.is_err() {
                 break;
             }
-            let items: Vec<(&Piece, Option<&[u8]>)> = group
-                .iter()
-                .enumerate()
-                // SAFETY: the buffer holds the piece's bytes, copied above.
-                .map(|(i, piece)| (piece, Some(unsafe { std::slice::from_raw_parts(bufs[(g * b + i) % (2 * b)].ptr().cast::<u8>(), piece.bytes) })))
-                .collect();
-            if let Err(rc) = self.post_all(t, mailbox::PUT, &items) {
+            // SAFETY: the buffer holds the piece's bytes, copied above.
+            let data = unsafe { std::slice::from_raw_parts(bufs[k % 2].ptr().cast::<u8>(), piece.bytes) };
+            if let Err(rc) = self.post(t, mailbox::PUT, piece, Some(data)) {
                 done = Err(errors::raise(errh, rc));
                 break;
             }
+            at += piece.bytes;
         }
         // No copy may still land in a buffer given back.
         let _ = ctx.synchronize();
@@ -519,7 +486,7 @@ impl Served {
         let fail = |e: CudaError| errors::cuda(name, errh, e, dst, total, dev);
         let ctx = InContext::enter(dev).map_err(fail)?;
         let d = ctx.driver();
-        let bufs = buffers(name, errh, self.chunk(t), &ctx, 2)?;
+        let bufs = two_buffers(name, errh, self.chunk(t), &ctx)?;
         // Each buffer's event marks its last copy to the device, so that a buffer is refilled
         // once its own copy is done while the other's may still run.
         let mut events = [std::ptr::null_mut(); 2];
@@ -638,16 +605,12 @@ impl Served {
     }
 }
 
-/// The `n` buffers a streamed put or get goes round, pinned where the pool can.
-fn buffers(name: &'static str, errh: Option<Handle>, chunk: usize, ctx: &InContext, n: usize) -> Result<Vec<pool::Lease>, c_int> {
-    (0..n).map(|_| pool::lease(chunk, ctx).ok_or_else(|| errors::no_mem(name, errh, chunk))).collect()
-}
-
-/// Pieces of a put that the library writes before one flush (`CUDAMPI_RMA_BATCH`): at most
-/// two, so that while one batch travels the owner applies the other half of the ring's four
-/// entries.
-fn batch() -> usize {
-    config::get().rma_batch
+/// The two buffers a streamed put or get alternates between, pinned where the pool can.
+fn two_buffers(name: &'static str, errh: Option<Handle>, chunk: usize, ctx: &InContext) -> Result<[pool::Lease; 2], c_int> {
+    match (pool::lease(chunk, ctx), pool::lease(chunk, ctx)) {
+        (Some(a), Some(b)) => Ok([a, b]),
+        _ => Err(errors::no_mem(name, errh, chunk)),
+    }
 }
 
 /// Polls a driver query (`cuEventQuery`) until it answers done.

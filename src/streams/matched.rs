@@ -136,6 +136,8 @@ impl Matched {
     pub fn open(name: &'static str, comm: Handle, stream: Arc<Stream>, peers: Arc<Peers>) -> Option<Arc<Matched>> {
         let abi = abi::get();
         let p = real::pmpi()?;
+        // The same on every rank: NCCL was agreed on only where every rank has a GPU stream.
+        stream.lane.as_ref()?;
         let mut envelopes: Handle = 0;
         // SAFETY: a communicator just made, and an out-pointer of every family's handle size.
         if unsafe { (p.comm_dup)(comm, &mut envelopes) } != 0 {
