@@ -12,7 +12,9 @@
 //! tag, which MPI hands over in the order sent), their data received in turn into device memory
 //! of the stream's order, and copied from there by the receives that match them later.
 //!
-//! Data goes on NCCL when the sender's buffer is memory of the stream's GPU without gaps; into a
+//! Data goes on NCCL when the sender's buffer is memory of the stream's GPU without gaps (to the
+//! rank itself, it is copied on the stream at the send instead, since NCCL takes a send to
+//! itself only in one group with its receive); into a
 //! receive buffer that is not (host memory, another GPU, gaps, a shorter buffer) it lands in
 //! such memory first and is copied out once the stream is there, as a blocking call would.
 //! Other sends go through MPI, made in the call after the stream (`immediate`).
@@ -44,9 +46,17 @@ struct Envelope {
     /// Its place among the sender's messages to this receiver, from 0.
     number: u64,
     bytes: u64,
-    /// 1: the data follows on NCCL; 0: through MPI on the stream communicator, with the tag.
-    nccl: u64,
+    /// How the data follows: [`THROUGH_MPI`], [`ON_NCCL`] or [`COPIED`].
+    way: u64,
 }
+
+/// Through MPI on the stream communicator, with the tag.
+const THROUGH_MPI: u64 = 0;
+const ON_NCCL: u64 = 1;
+/// To the rank itself: copied on the stream into memory of the stream's order, at the send.
+/// NCCL takes a send to the rank itself only in one group with its receive, which may come
+/// after a wait that lets the program change the send buffer.
+const COPIED: u64 = 2;
 
 const ENVELOPE_BYTES: c_int = std::mem::size_of::<Envelope>() as c_int;
 
@@ -98,11 +108,15 @@ struct State {
     copies: Vec<(*mut c_void, *mut c_void, usize)>,
     /// Envelopes on their way, with their requests.
     outgoing: Vec<(Handle, Box<Envelope>)>,
+    /// The copies of messages to the rank itself not taken yet, by number.
+    own: Vec<(u64, *mut c_void)>,
 }
 
 /// The matching of one stream communicator whose device messages go on NCCL.
 pub struct Matched {
     peers: Arc<Peers>,
+    /// This rank in the stream communicator.
+    rank: c_int,
     stream: Arc<Stream>,
     /// Where the envelopes go: a duplicate of the stream communicator.
     envelopes: Handle,
@@ -147,8 +161,9 @@ impl Matched {
         // SAFETY: cudampi's communicator; a predefined error handler.
         unsafe { (p.comm_set_errhandler)(envelopes, abi.errors_return) };
         let ranks = peers.ranks() as usize;
+        let (rank, _) = crate::mpi::comm::rank_size(comm).ok()?;
         let state = State { sent: vec![0; ranks], next: vec![0; ranks], ..State::default() };
-        let m = Arc::new(Matched { peers, stream, envelopes, state: Mutex::new(state) });
+        let m = Arc::new(Matched { peers, rank, stream, envelopes, state: Mutex::new(state) });
         let mut all = lock(&ALL);
         all.retain(|w| w.strong_count() > 0);
         all.push(Arc::downgrade(&m));
@@ -178,13 +193,33 @@ impl Matched {
         let on_nccl = t.packed() && matches!(place, Some(Location::Device(d)) if !d.managed && d.ordinal == gpu);
         let mut st = lock(&self.state);
         reap(&mut st.outgoing);
-        let env = Box::new(Envelope { number: st.sent[dest as usize], bytes: bytes as u64, nccl: on_nccl as u64 });
+        let way = match on_nccl {
+            true if dest == self.rank => COPIED,
+            true => ON_NCCL,
+            false => THROUGH_MPI,
+        };
+        let number = st.sent[dest as usize];
+        if way == COPIED {
+            let lane = self.lane();
+            let copied = lane.alloc(bytes).and_then(|at| lane.copy(at, buf, bytes).map(|()| at));
+            match copied {
+                Ok(at) => st.own.push((number, at)),
+                Err(e) => {
+                    log::error(format_args!("{name}: no copy of a message of {bytes} bytes to this rank ({} in {})", e.name(), e.call));
+                    return Some(errors::raise(Some(comm), abi.err_no_mem));
+                }
+            }
+        }
+        let env = Box::new(Envelope { number, bytes: bytes as u64, way });
         let p = real::pmpi()?;
         let mut r: Handle = abi.request_null;
         // SAFETY: the envelope lives in `outgoing` until the send is done.
         let rc = unsafe { (p.isend)((&*env as *const Envelope).cast(), ENVELOPE_BYTES, abi.byte, dest, tag, self.envelopes, &mut r) };
         if rc != 0 {
             // A tag above the library's bound: the call made as it is gives its error.
+            if let Some((_, at)) = st.own.pop().filter(|&(n, _)| n == number) {
+                let _ = self.lane().free(at);
+            }
             return None;
         }
         st.sent[dest as usize] += 1;
@@ -196,7 +231,9 @@ impl Matched {
             drop(st);
             return Some(immediate::send(name, &self.stream, buf, count, datatype, dest, tag, comm, request));
         }
-        st.ops.push(nccl::Op::Send { buf, count: bytes, dtype: nccl::DataType::ncclUint8, peer: dest });
+        if way == ON_NCCL {
+            st.ops.push(nccl::Op::Send { buf, count: bytes, dtype: nccl::DataType::ncclUint8, peer: dest });
+        }
         let Some(r) = request else { return Some(self.run(name, &mut st, comm).err().unwrap_or(0)) };
         drop(st);
         let rc = held::completed(r, &status(dest, tag, 0), 0);
@@ -279,7 +316,7 @@ impl Matched {
             Err(rc) => return (abi::Status::zeroed(), errors::raise(Some(r.comm), rc)),
         };
         let bytes = env.bytes as usize;
-        if env.nccl == 0 {
+        if env.way == THROUGH_MPI {
             if let Err(rc) = self.run(name, st, r.comm) {
                 return (abi::Status::zeroed(), rc);
             }
@@ -407,15 +444,17 @@ impl Matched {
         // The sender's earlier messages come first on NCCL: take them now, in order.
         while st.next[source as usize] < env.number {
             let (_, etag, e) = self.envelope(source, abi.any_tag)?;
-            let data = match e.nccl != 0 {
-                true => Some(self.landing(name, st, source, e.bytes as usize, r.comm)?),
-                false => None,
+            let data = match e.way {
+                ON_NCCL => Some(self.landing(name, st, source, e.bytes as usize, r.comm)?),
+                COPIED => own_copy(st, e.number),
+                _ => None,
             };
             st.early.push(Early { source, tag: etag, env: e, data });
             st.next[source as usize] += 1;
         }
         st.next[source as usize] = env.number + 1;
-        Ok((source, tag, env, None))
+        let data = if env.way == COPIED { own_copy(st, env.number) } else { None };
+        Ok((source, tag, env, data))
     }
 
     /// Receives the next envelope from `source` with `tag` (either may be MPI's wildcard).
@@ -466,10 +505,9 @@ impl Matched {
             }
         }
         let lane = self.lane();
-        for e in st.early.drain(..) {
-            if let Some(at) = e.data {
-                let _ = lane.free(at);
-            }
+        let st = &mut *st;
+        for at in st.early.drain(..).filter_map(|e| e.data).chain(st.own.drain(..).map(|(_, at)| at)) {
+            let _ = lane.free(at);
         }
         for p in st.posted.drain(..) {
             p.request.complete(&abi::Status::zeroed(), abi.err_other);
@@ -487,6 +525,12 @@ impl Drop for Matched {
             unsafe { (p.comm_free)(&mut self.envelopes) };
         }
     }
+}
+
+/// Takes the copy of the message to this rank numbered `number`.
+fn own_copy(st: &mut State, number: u64) -> Option<*mut c_void> {
+    let i = st.own.iter().position(|&(n, _)| n == number)?;
+    Some(st.own.remove(i).1)
 }
 
 /// Forgets the envelope sends that are done.

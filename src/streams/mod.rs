@@ -20,7 +20,8 @@
 //!   stream waits on is written (`cuda::ordered`). There, device buffers take datatypes
 //!   without gaps only (their bytes are copied as one block).
 //!
-//! This layer uses `base`, `cuda`, `mpi`, `staging` and `engine`; the handlers use it.
+//! This layer uses `base`, `cuda`, `mpi`, `staging`, `engine` and the generalized requests of
+//! `fastpath::held`; the handlers use it.
 
 mod immediate;
 mod matched;

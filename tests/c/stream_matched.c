@@ -4,8 +4,9 @@
  * the same calls go through MPI, and both must give the same bytes and statuses. Every receive
  * buffer is poisoned and larger than its message unless the case says otherwise; bytes past
  * the message must stay poisoned.
- *   0. each rank to itself: tags 1, 2, 3 sent, 3, 1, 2 received, one MPIX_Waitall_enqueue
- *      (with one rank, the case that runs on one GPU with the real NCCL);
+ *   0. each rank to itself: tags 61, 62, 63 sent, 63, 61, 62 received, one
+ *      MPIX_Waitall_enqueue; in mode nccl, then a send to itself waited for, its buffer
+ *      overwritten on the stream, and only then the receive;
  *   1. tags out of order, nonblocking: rank 0 sends tags 1, 2, 3 (100 B, 5000 B, 70000 B) to
  *      rank 1, which posts tag 3, then 1, then 2 with 80000-byte buffers;
  *   2. the same with blocking calls: tags 7, 8 sent, 8 received first;
@@ -85,6 +86,8 @@ static void check_message(const void *b, int kind, size_t n, size_t room, int fr
     free(want);
 }
 
+static int nccl_mode;
+
 static void to_self(void)
 {
     static const size_t n[3] = {300, 6000, 50000};
@@ -111,7 +114,25 @@ static void to_self(void)
         mem_free(r[i]);
         mem_free(s[i]);
     }
-    on_nccl += 6;
+    if (!nccl_mode)
+        return;
+    /* Mode nccl copies a message to the rank itself at the send, so the send's wait may come
+     * before the receive is posted (which MPI leaves unsafe in general). */
+    void *b = filled(MEM_DEVICE, 8, 64), *a = poisoned(MEM_DEVICE, 16);
+    MPI_Request w;
+    MPI_Status one;
+    status_init(&one);
+    MPI_CHECK(p_MPIX_Isend_enqueue(b, 8, MPI_BYTE, t_rank, 64, scomm, &w));
+    MPI_CHECK(p_MPIX_Wait_enqueue(&w, MPI_STATUS_IGNORE));
+    CUDA_CHECK(cudaMemsetAsync(b, 0xEE, 8, stream));
+    MPI_CHECK(p_MPIX_Irecv_enqueue(a, 16, MPI_BYTE, t_rank, 64, scomm, &w));
+    MPI_CHECK(p_MPIX_Wait_enqueue(&w, &one));
+    check_status(&one, MPI_BYTE, t_rank, 64, 8, "to itself, waited for before the receive");
+    check_message(a, MEM_DEVICE, 8, 16, t_rank, 64, "to itself, waited for before the receive");
+    mem_free(a);
+    mem_free(b);
+    /* Copies on the stream, not NCCL: NCCL takes a send to the rank itself only in one group
+     * with its receive. */
 }
 
 static void out_of_order(void)
@@ -319,7 +340,7 @@ int main(int argc, char **argv)
     test_init(&argc, &argv);
     stream_calls_lookup();
     const char *lib = getenv("CUDAMPI_NCCL_LIB");
-    int nccl_mode = lib && *lib && getenv("CUDAMPI_TEST_GPU_PER_RANK");
+    nccl_mode = lib && *lib && getenv("CUDAMPI_TEST_GPU_PER_RANK");
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     MPIX_Stream ms;
     stream_comm(stream, &ms, &scomm);
