@@ -336,11 +336,11 @@ impl Matched {
             Location::Host => Into::Unpacked,
             Location::Device(_) => {
                 log::error(format_args!("{name}: a device receive buffer with gaps is not served on NCCL; pack it first"));
-                self.drop_data(st, source, data, bytes);
+                self.drop_data(name, st, source, data, bytes);
                 return (status(source, tag, 0), errors::raise(Some(r.comm), abi.err_type));
             }
             Location::Unreadable => {
-                self.drop_data(st, source, data, bytes);
+                self.drop_data(name, st, source, data, bytes);
                 return (status(source, tag, 0), errors::unreadable(name, Some(r.comm), r.buf));
             }
         };
@@ -413,14 +413,14 @@ impl Matched {
 
     /// Receives and drops a message's NCCL data that no buffer can take, so that the next
     /// message of the pair still meets its own receive.
-    fn drop_data(&self, st: &mut State, source: c_int, data: Option<*mut c_void>, bytes: usize) {
+    fn drop_data(&self, name: &'static str, st: &mut State, source: c_int, data: Option<*mut c_void>, bytes: usize) {
         let at = match data {
             Some(at) => Some(at),
-            None => self.landing("", st, source, bytes, self.envelopes).ok(),
+            None => self.landing(name, st, source, bytes, self.envelopes).ok(),
         };
         if let Some(at) = at {
             let lane = self.lane();
-            if self.run("", st, self.envelopes).is_ok() {
+            if self.run(name, st, self.envelopes).is_ok() {
                 let _ = lane.free(at);
             }
         }

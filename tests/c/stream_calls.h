@@ -6,6 +6,7 @@
 
 #include "common.h"
 #include "../../include/cudampi-ext/mpi-ext.h"
+#include "../../include/cudampi.h"
 
 #define FN(name, ...) static int (*p_##name)(__VA_ARGS__)
 FN(MPIX_Info_set_hex, MPI_Info, const char *, const void *, int);
@@ -60,6 +61,38 @@ T_UNUSED static void stream_comm(cudaStream_t s, MPIX_Stream *ms, MPI_Comm *comm
     MPI_CHECK(p_MPIX_Stream_create(info, ms));
     MPI_Info_free(&info);
     MPI_CHECK(p_MPIX_Stream_comm_create(MPI_COMM_WORLD, *ms, comm));
+}
+
+/* Whether the run is the harness's mode nccl: cudampi with NCCL and a GPU per rank, where the
+ * enqueued device messages go on NCCL. */
+T_UNUSED static int stream_nccl_mode(void)
+{
+    const char *lib = getenv("CUDAMPI_NCCL_LIB");
+    return lib && *lib && getenv("CUDAMPI_TEST_GPU_PER_RANK");
+}
+
+/* cudampi_stats.nccl_calls so far (0 where cudampi is not loaded). */
+T_UNUSED static unsigned long long stream_nccl_calls(void)
+{
+    typedef int (*stats_fn)(struct cudampi_stats *);
+    stats_fn get = (stats_fn)dlsym(RTLD_DEFAULT, "cudampi_get_stats");
+    struct cudampi_stats s;
+    memset(&s, 0, sizeof s);
+    if (get)
+        get(&s);
+    return (unsigned long long)s.nccl_calls;
+}
+
+/* In mode nccl, checks that nccl_calls rose from `before` by `expected`; elsewhere rank 0 notes
+ * that the calls went through MPI. */
+T_UNUSED static void stream_nccl_check(unsigned long long before, unsigned long long expected)
+{
+    if (stream_nccl_mode()) {
+        unsigned long long rose = stream_nccl_calls() - before;
+        CHECK(rose == expected, "nccl_calls rose by %llu, expected %llu (every device operation on NCCL)", rose, expected);
+    } else if (t_rank == 0) {
+        printf("note: no NCCL here (mode %s): the enqueue calls went through MPI\n", getenv("CMTEST_MODE") ? getenv("CMTEST_MODE") : "?");
+    }
 }
 
 #endif

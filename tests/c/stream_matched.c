@@ -18,22 +18,10 @@
  *      next message of the pair still right; a zero-byte message between device ones;
  *   6. in mode nccl, cudampi_stats.nccl_calls rose by every device message's operation. */
 #include "stream_calls.h"
-#include "../../include/cudampi.h"
 
 static cudaStream_t stream;
 static MPI_Comm scomm;
 static unsigned long long on_nccl; /* device operations this rank expects on NCCL */
-
-static unsigned long long nccl_calls(void)
-{
-    typedef int (*stats_fn)(struct cudampi_stats *);
-    stats_fn get = (stats_fn)dlsym(RTLD_DEFAULT, "cudampi_get_stats");
-    struct cudampi_stats s;
-    memset(&s, 0, sizeof s);
-    if (get)
-        get(&s);
-    return (unsigned long long)s.nccl_calls;
-}
 
 /* A buffer of `n` bytes of `kind` holding the pattern of (this rank, seed). */
 static void *filled(int kind, size_t n, int seed)
@@ -339,24 +327,18 @@ int main(int argc, char **argv)
 {
     test_init(&argc, &argv);
     stream_calls_lookup();
-    const char *lib = getenv("CUDAMPI_NCCL_LIB");
-    nccl_mode = lib && *lib && getenv("CUDAMPI_TEST_GPU_PER_RANK");
+    nccl_mode = stream_nccl_mode();
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     MPIX_Stream ms;
     stream_comm(stream, &ms, &scomm);
-    unsigned long long before = nccl_calls();
+    unsigned long long before = stream_nccl_calls();
     to_self();
     out_of_order();
     blocking_out_of_order();
     any_source();
     mixed_memory();
     truncated();
-    if (nccl_mode) {
-        unsigned long long rose = nccl_calls() - before;
-        CHECK(rose == on_nccl, "nccl_calls rose by %llu, expected %llu (every device message on NCCL)", rose, on_nccl);
-    } else if (t_rank == 0) {
-        printf("note: no NCCL here (mode %s): the enqueue calls went through MPI\n", getenv("CMTEST_MODE") ? getenv("CMTEST_MODE") : "?");
-    }
+    stream_nccl_check(before, on_nccl);
     CUDA_CHECK(cudaStreamSynchronize(stream));
     MPI_CHECK(MPI_Comm_free(&scomm));
     MPI_CHECK(p_MPIX_Stream_free(&ms));

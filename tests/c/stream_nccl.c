@@ -12,21 +12,9 @@
  *   3. in mode nccl, cudampi_stats.nccl_calls rose by every device operation (stream_matched
  *      tests MPI's matching there: tags, MPI_ANY_SOURCE, larger and shorter receives). */
 #include "stream_calls.h"
-#include "../../include/cudampi.h"
 
 static cudaStream_t stream;
 static MPI_Comm scomm;
-
-static unsigned long long nccl_calls(void)
-{
-    typedef int (*stats_fn)(struct cudampi_stats *);
-    stats_fn get = (stats_fn)dlsym(RTLD_DEFAULT, "cudampi_get_stats");
-    struct cudampi_stats s;
-    memset(&s, 0, sizeof s);
-    if (get)
-        get(&s);
-    return (unsigned long long)s.nccl_calls;
-}
 
 static void fill(void *dev, size_t n, int seed)
 {
@@ -122,23 +110,16 @@ int main(int argc, char **argv)
 {
     test_init(&argc, &argv);
     stream_calls_lookup();
-    const char *lib = getenv("CUDAMPI_NCCL_LIB");
-    int nccl_mode = lib && *lib && getenv("CUDAMPI_TEST_GPU_PER_RANK");
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     MPIX_Stream ms;
     stream_comm(stream, &ms, &scomm);
-    unsigned long long before = nccl_calls();
+    unsigned long long before = stream_nccl_calls();
     static const size_t sizes[] = {8, 4096, (1 << 20) + 3};
     for (int i = 0; i < 3; i++)
         pingpong(sizes[i], 10 * (i + 1));
     halo(3000, 5);
     unsigned long long ops = (t_rank < 2 ? 3 * 3 * 2 : 0) + 5 * 4;
-    if (nccl_mode) {
-        unsigned long long rose = nccl_calls() - before;
-        CHECK(rose == ops, "nccl_calls rose by %llu, expected %llu (every device operation on NCCL)", rose, ops);
-    } else if (t_rank == 0) {
-        printf("note: no NCCL here (mode %s): the enqueue calls went through MPI\n", getenv("CMTEST_MODE") ? getenv("CMTEST_MODE") : "?");
-    }
+    stream_nccl_check(before, ops);
     CUDA_CHECK(cudaStreamSynchronize(stream));
     MPI_CHECK(MPI_Comm_free(&scomm));
     MPI_CHECK(p_MPIX_Stream_free(&ms));
