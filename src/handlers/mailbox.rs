@@ -160,7 +160,15 @@ impl Mailbox {
             if (d.stream_create)(&mut stream, 1) != 0 {
                 return false;
             }
-            self.pinned.store((d.mem_host_register)(self.mem.cast(), self.bytes, 0) == 0, Ordering::Relaxed);
+            let rc = (d.mem_host_register)(self.mem.cast(), self.bytes, 0);
+            self.pinned.store(rc == 0, Ordering::Relaxed);
+            if rc != 0 && !PIN_FAILURE_REPORTED.swap(true, Ordering::Relaxed) {
+                log::warn(format_args!(
+                    "cannot pin the {} bytes of a device window's mailbox ({}); one-sided operations on that window copy through pageable memory, which is slower",
+                    self.bytes,
+                    d.error_name(rc)
+                ));
+            }
         }
         self.device.set((dev, stream as usize)).is_ok()
     }
@@ -437,6 +445,8 @@ fn pause(round: &mut u32) {
 
 static BOXES: Mutex<Vec<Arc<Mailbox>>> = Mutex::new(Vec::new());
 static RUNNING: AtomicBool = AtomicBool::new(false);
+/// A mailbox that cannot be pinned still works; the first is reported, once per process.
+static PIN_FAILURE_REPORTED: AtomicBool = AtomicBool::new(false);
 
 fn boxes() -> MutexGuard<'static, Vec<Arc<Mailbox>>> {
     lock(&BOXES)

@@ -1,0 +1,104 @@
+// cudampi-test: ranks=2 env=OMPI_MCA_osc=^ucx env=CUDAMPI_IPC=0 timeout=120
+/* A device window whose owners serve it (CUDAMPI_IPC=0) when host memory cannot be pinned:
+ * on the stand-in driver, FAKECUDA_PINNED_LIMIT=1 (read at every call) makes every pinning
+ * fail from the window's creation on. The mailbox then works in pageable memory: a put and a
+ * get in a fence epoch, each way, must move the same bytes as with pinned memory, and
+ * MPI_Win_create must say so in one line that starts with "cudampi" and names the mailbox,
+ * once per process, not at the second window. On a GPU the variable means nothing, pinning
+ * works and no such line may appear. */
+#include "common.h"
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+
+#define BYTES (256 << 10)
+#define PUT_AT 1000
+#define PUT_N 70000
+#define GET_AT 90000
+#define GET_N 50000
+
+static int cap_pipe[2] = {-1, -1}, cap_saved = -1;
+static char cap_text[16384];
+
+static void capture_begin(void)
+{
+    fflush(stderr);
+    if (pipe(cap_pipe) != 0) DIE("pipe: %s", strerror(errno));
+    fcntl(cap_pipe[0], F_SETFL, O_NONBLOCK);
+    cap_saved = dup(2);
+    dup2(cap_pipe[1], 2);
+}
+
+/* Restores stderr, passes the captured text on, and counts its lines that start with
+ * "cudampi" and name the mailbox. */
+static int capture_end(void)
+{
+    fflush(stderr);
+    dup2(cap_saved, 2);
+    close(cap_saved);
+    close(cap_pipe[1]);
+    ssize_t n = read(cap_pipe[0], cap_text, sizeof cap_text - 1);
+    close(cap_pipe[0]);
+    cap_text[n > 0 ? n : 0] = 0;
+    if (n > 0) fputs(cap_text, stderr);
+    int lines = 0;
+    for (char *l = cap_text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        char *end = strchr(l, '\n');
+        size_t len = end ? (size_t)(end - l) : strlen(l);
+        if (strncmp(l, "cudampi", 7) == 0 && memmem(l, len, "mailbox", 7)) lines++;
+    }
+    return lines;
+}
+
+static void exchange(MPI_Win win, unsigned char *winbuf, int seed)
+{
+    int peer = 1 - t_rank;
+    unsigned char *put = pattern_new(PUT_N, t_rank, seed + 1);
+    unsigned char *src = mem_alloc(MEM_DEVICE, PUT_N), *dst = mem_alloc(MEM_DEVICE, GET_N);
+    mem_put(src, put, PUT_N);
+    mem_poison(dst, GET_N);
+    unsigned char *mine = pattern_new(BYTES, t_rank, seed);
+    mem_put(winbuf, mine, BYTES);
+    MPI_CHECK(MPI_Win_fence(0, win));
+    MPI_CHECK(MPI_Put(src, PUT_N, MPI_BYTE, peer, PUT_AT, PUT_N, MPI_BYTE, win));
+    MPI_CHECK(MPI_Get(dst, GET_N, MPI_BYTE, peer, GET_AT, GET_N, MPI_BYTE, win));
+    MPI_CHECK(MPI_Win_fence(0, win));
+
+    unsigned char *want = pattern_new(BYTES, t_rank, seed);
+    memcpy(want + PUT_AT, pattern_new(PUT_N, peer, seed + 1), PUT_N);
+    unsigned char *got = mem_fetch(winbuf, BYTES);
+    check_bytes(got, want, BYTES, "window after the peer's put, seed %d", seed);
+    unsigned char *theirs = pattern_new(BYTES, peer, seed);
+    unsigned char *got_get = mem_fetch(dst, GET_N);
+    check_bytes(got_get, theirs + GET_AT, GET_N, "get from the peer's window, seed %d", seed);
+    free(put);
+    free(mine);
+    free(want);
+    free(got);
+    free(theirs);
+    free(got_get);
+    mem_free(src);
+    mem_free(dst);
+}
+
+int main(int argc, char **argv)
+{
+    test_init(&argc, &argv);
+    int stand_in = dlsym(RTLD_DEFAULT, "fakecuda_stream_hold") != NULL;
+    setenv("FAKECUDA_PINNED_LIMIT", "1", 1);
+    for (int round = 0; round < 2; round++) {
+        unsigned char *winbuf = mem_alloc(MEM_DEVICE, BYTES);
+        MPI_Win win;
+        capture_begin();
+        int rc = MPI_Win_create(winbuf, BYTES, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+        int lines = capture_end();
+        MPI_CHECK(rc);
+        int want = stand_in && round == 0 && !host_mode();
+        CHECK(lines == want, "window %d: %d lines of cudampi about its mailbox, %d expected (stand-in driver: %d)", round, lines, want, stand_in);
+        exchange(win, winbuf, 10 * round + 3);
+        MPI_CHECK(MPI_Win_free(&win));
+        mem_free(winbuf);
+    }
+    unsetenv("FAKECUDA_PINNED_LIMIT");
+    return report_and_finalize();
+}
