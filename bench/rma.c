@@ -7,8 +7,8 @@
  *   dev-both      window and origin buffer in device memory
  *
  * The device ways need cudampi (dlsym(RTLD_DEFAULT, "cudampi_version")) and are skipped
- * without it unless -f. Each size gets windows of exactly that size (MPI_Win_create, disp unit
- * 1). Metrics, each a table and a JSON member:
+ * without it unless -f. Each size gets windows of WINDOW times that size (MPI_Win_create, disp
+ * unit 1). Metrics, each a table and a JSON member:
  *
  *   put_lat, get_lat   one MPI_Put (MPI_Get) and MPI_Win_flush, in a MPI_Win_lock_all epoch;
  *                      us per operation, mean over ITERS after WARMUP
@@ -16,7 +16,9 @@
  *   put_fence          MPI_Win_fence, MPI_Put, MPI_Win_fence on both ranks: the time until the
  *                      data is in the target's window memory, a device window's copy included
  *   get_fence          the same with MPI_Get
- *   put_bw, get_bw     WINDOW operations, then one MPI_Win_flush; MB/s (10^6 bytes per second)
+ *   put_bw, get_bw     WINDOW operations, then one MPI_Win_flush; MB/s (10^6 bytes per second);
+ *                      each operation on bytes of its own at both ends (windows and origin
+ *                      buffers of WINDOW times the size; before 2026-12-07, all on the same bytes)
  *
  * A device window's remote updates reach its device memory at the target's synchronisation
  * calls (here MPI_Win_fence, and MPI_Win_sync once after the passive-target loops), which the
@@ -128,14 +130,17 @@ static size_t win_least = 0; /* -W: the target's window holds at least this many
 static void measure(int w, size_t size, int iters, int warmup, int window, int check, double *res)
 {
     int dw = way_dev_win[w] && rank == 1, db = way_dev_buf[w] && rank == 0;
-    size_t wsize = size > win_least ? size : win_least;
-    void *winbuf = alloc(dw, wsize), *buf = alloc(db, size);
+    /* The bandwidth rows give each operation in flight bytes of its own, at the origin and at
+     * the target: WINDOW operations on the same bytes before one flush would be conflicting
+     * accesses, and the same 64 MiB moved 16 times stays partly in the processor's caches. */
+    size_t span = size * (size_t)window, wsize = span > win_least ? span : win_least;
+    void *winbuf = alloc(dw, wsize), *buf = alloc(db, span);
     if (!winbuf || !buf) {
         fprintf(stderr, "rma: rank %d: cannot allocate %zu bytes\n", rank, size);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    fill(dw, winbuf, size, 0x11);
-    fill(db, buf, size, 0x22);
+    fill(dw, winbuf, span, 0x11);
+    fill(db, buf, span, 0x22);
     MPI_Win win;
     MPI_Win_create(winbuf, rank == 1 ? (MPI_Aint)wsize : 0, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
     int count = (int)size;
@@ -150,13 +155,16 @@ static void measure(int w, size_t size, int iters, int warmup, int window, int c
             if (m == 4 && size < sizeof(double)) continue;
             for (int i = -warmup; i < iters; i++) {
                 double t0 = MPI_Wtime();
-                for (int k = 0; k < per; k++)
+                for (int k = 0; k < per; k++) {
+                    char *at = (char *)buf + (size_t)k * size;
+                    MPI_Aint disp = (MPI_Aint)k * (MPI_Aint)size;
                     if (m == 4)
                         MPI_Accumulate(buf, count / 8, MPI_DOUBLE, 1, 0, count / 8, MPI_DOUBLE, MPI_SUM, win);
                     else if (get)
-                        MPI_Get(buf, count, MPI_BYTE, 1, 0, count, MPI_BYTE, win);
+                        MPI_Get(at, count, MPI_BYTE, 1, disp, count, MPI_BYTE, win);
                     else
-                        MPI_Put(buf, count, MPI_BYTE, 1, 0, count, MPI_BYTE, win);
+                        MPI_Put(at, count, MPI_BYTE, 1, disp, count, MPI_BYTE, win);
+                }
                 MPI_Win_flush(1, win);
                 if (i >= 0) t[m] += MPI_Wtime() - t0;
             }
