@@ -29,6 +29,7 @@
  * Shim-only cases (no host analogue) are skipped without the shim and in CUDAMPI_TEST_MEM=host
  * mode. */
 #include "common.h"
+#include "capture.h"
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -38,39 +39,6 @@
 
 static MPI_Comm comm;
 static int peer, shim_cases;
-
-/* ---- stderr capture: what cudampi printed during one call ---------------------------------- */
-
-static int cap_pipe[2] = {-1, -1}, cap_saved = -1;
-
-static void capture_begin(void)
-{
-    fflush(stderr);
-    if (pipe(cap_pipe) != 0) DIE("pipe: %s", strerror(errno));
-    fcntl(cap_pipe[0], F_SETFL, O_NONBLOCK);
-    cap_saved = dup(2);
-    dup2(cap_pipe[1], 2);
-}
-
-/* Restores stderr, passes the captured text on to it, and returns how many of its lines start
- * with "cudampi". */
-static int capture_end(void)
-{
-    char buf[16384];
-    fflush(stderr);
-    dup2(cap_saved, 2);
-    close(cap_saved);
-    close(cap_pipe[1]);
-    ssize_t n = read(cap_pipe[0], buf, sizeof buf - 1);
-    close(cap_pipe[0]);
-    if (n < 0) n = 0;
-    buf[n] = 0;
-    if (n) fputs(buf, stderr);
-    int lines = 0;
-    for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-        if (strncmp(l, "cudampi", 7) == 0) lines++;
-    return lines;
-}
 
 /* ---- guarded device receive buffers -------------------------------------------------------- */
 
@@ -226,18 +194,18 @@ static void unseen_freed(void)
 
     capture_begin();
     rc = MPI_Send(f, 1024, MPI_INT, peer, 101, comm);
-    lines = capture_end();
+    lines = capture_end(NULL);
     expect_refused("MPI_Send from device memory freed before MPI saw it", rc, lines);
 
     capture_begin();
     rc = MPI_Send((char *)f + 512, 16, MPI_INT, peer, 102, comm);
-    lines = capture_end();
+    lines = capture_end(NULL);
     expect_refused("MPI_Send from inside freed device memory", rc, lines);
 
     MPI_Request q = MPI_REQUEST_NULL;
     capture_begin();
     rc = MPI_Isend(f, 1024, MPI_INT, peer, 103, comm, &q);
-    lines = capture_end();
+    lines = capture_end(NULL);
     expect_refused("MPI_Isend from freed device memory", rc, lines);
     if (rc == MPI_SUCCESS) MPI_Wait(&q, MPI_STATUS_IGNORE);
 
@@ -245,7 +213,7 @@ static void unseen_freed(void)
     if (t_rank == 0) {
         capture_begin();
         rc = MPI_Recv(f, 1024, MPI_INT, peer, 104, comm, MPI_STATUS_IGNORE);
-        lines = capture_end();
+        lines = capture_end(NULL);
         expect_refused("MPI_Recv into freed device memory", rc, lines);
     }
 
@@ -259,7 +227,7 @@ static void unseen_freed(void)
     int out[4];
     capture_begin();
     rc = MPI_Allreduce(f, out, 4, MPI_INT, MPI_SUM, comm);
-    lines = capture_end();
+    lines = capture_end(NULL);
     expect_refused("MPI_Allreduce from freed device memory", rc, lines);
 
     /* host memory that is no longer mapped */
@@ -269,7 +237,7 @@ static void unseen_freed(void)
         munmap(m, 4 * page);
         capture_begin();
         rc = MPI_Send(m, 64, MPI_INT, peer, 106, comm);
-        lines = capture_end();
+        lines = capture_end(NULL);
         expect_refused("MPI_Send from unmapped memory", rc, lines);
     }
     exchange_ok("calls on freed device memory");

@@ -7,48 +7,14 @@
  * once per process, not at the second window. On a GPU the variable means nothing, pinning
  * works and no such line may appear. */
 #include "common.h"
+#include "capture.h"
 #include <dlfcn.h>
-#include <errno.h>
-#include <fcntl.h>
 
 #define BYTES (256 << 10)
 #define PUT_AT 1000
 #define PUT_N 70000
 #define GET_AT 90000
 #define GET_N 50000
-
-static int cap_pipe[2] = {-1, -1}, cap_saved = -1;
-static char cap_text[16384];
-
-static void capture_begin(void)
-{
-    fflush(stderr);
-    if (pipe(cap_pipe) != 0) DIE("pipe: %s", strerror(errno));
-    fcntl(cap_pipe[0], F_SETFL, O_NONBLOCK);
-    cap_saved = dup(2);
-    dup2(cap_pipe[1], 2);
-}
-
-/* Restores stderr, passes the captured text on, and counts its lines that start with
- * "cudampi" and name the mailbox. */
-static int capture_end(void)
-{
-    fflush(stderr);
-    dup2(cap_saved, 2);
-    close(cap_saved);
-    close(cap_pipe[1]);
-    ssize_t n = read(cap_pipe[0], cap_text, sizeof cap_text - 1);
-    close(cap_pipe[0]);
-    cap_text[n > 0 ? n : 0] = 0;
-    if (n > 0) fputs(cap_text, stderr);
-    int lines = 0;
-    for (char *l = cap_text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-        char *end = strchr(l, '\n');
-        size_t len = end ? (size_t)(end - l) : strlen(l);
-        if (strncmp(l, "cudampi", 7) == 0 && memmem(l, len, "mailbox", 7)) lines++;
-    }
-    return lines;
-}
 
 static void exchange(MPI_Win win, unsigned char *winbuf, int seed)
 {
@@ -91,7 +57,7 @@ int main(int argc, char **argv)
         MPI_Win win;
         capture_begin();
         int rc = MPI_Win_create(winbuf, BYTES, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
-        int lines = capture_end();
+        int lines = capture_end("mailbox");
         MPI_CHECK(rc);
         int want = stand_in && round == 0 && !host_mode();
         CHECK(lines == want, "window %d: %d lines of cudampi about its mailbox, %d expected (stand-in driver: %d)", round, lines, want, stand_in);
