@@ -136,7 +136,7 @@ static void measure(int w, size_t size, int iters, int warmup, int window, int c
     size_t span = size * (size_t)window, wsize = span > win_least ? span : win_least;
     void *winbuf = alloc(dw, wsize), *buf = alloc(db, span);
     if (!winbuf || !buf) {
-        fprintf(stderr, "rma: rank %d: cannot allocate %zu bytes\n", rank, size);
+        fprintf(stderr, "rma: rank %d: cannot allocate %zu bytes\n", rank, winbuf ? span : wsize);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     fill(dw, winbuf, span, 0x11);

@@ -2,7 +2,7 @@
 /* A device window whose owners serve it (CUDAMPI_IPC=0) when host memory cannot be pinned:
  * on the stand-in driver, FAKECUDA_PINNED_LIMIT=1 (read at every call) makes every pinning
  * fail from the window's creation on. The mailbox then works in pageable memory: a put and a
- * get in a fence epoch, each way, must move the same bytes as with pinned memory, and
+ * get in a fence epoch, each way, must move the bytes they name, and
  * MPI_Win_create must say so in one line that starts with "cudampi" and names the mailbox,
  * once per process, not at the second window. On a GPU the variable means nothing, pinning
  * works and no such line may appear. */
