@@ -30,16 +30,17 @@ static void exchange(MPI_Win win, unsigned char *winbuf, int seed)
     MPI_CHECK(MPI_Get(dst, GET_N, MPI_BYTE, peer, GET_AT, GET_N, MPI_BYTE, win));
     MPI_CHECK(MPI_Win_fence(0, win));
 
-    unsigned char *want = pattern_new(BYTES, t_rank, seed);
-    memcpy(want + PUT_AT, pattern_new(PUT_N, peer, seed + 1), PUT_N);
+    /* What this window must hold: its own pattern under the peer's put. */
+    unsigned char *peer_put = pattern_new(PUT_N, peer, seed + 1);
+    memcpy(mine + PUT_AT, peer_put, PUT_N);
     unsigned char *got = mem_fetch(winbuf, BYTES);
-    check_bytes(got, want, BYTES, "window after the peer's put, seed %d", seed);
+    check_bytes(got, mine, BYTES, "window after the peer's put, seed %d", seed);
     unsigned char *theirs = pattern_new(BYTES, peer, seed);
     unsigned char *got_get = mem_fetch(dst, GET_N);
     check_bytes(got_get, theirs + GET_AT, GET_N, "get from the peer's window, seed %d", seed);
     free(put);
     free(mine);
-    free(want);
+    free(peer_put);
     free(got);
     free(theirs);
     free(got_get);
