@@ -262,6 +262,18 @@ impl Entry {
         e
     }
 
+    /// A point-to-point send's alone: nothing comes back to the program's buffers.
+    fn send_only(&self) -> bool {
+        matches!(self.kind, Kind::Once) && self.p2p && !self.file && self.recv.is_none() && self.host.is_none()
+    }
+
+    /// Whether something of the operation must happen after MPI's request is complete: a send
+    /// from the program's device buffer still waiting for its receiver to copy it, or a served
+    /// receive to report.
+    fn outlives_mpi(&self) -> bool {
+        self.served.is_some() || self._envelope.as_ref().is_some_and(|k| !k.settled())
+    }
+
     /// Names the entry among all made: a handle MPI hands out again gets a new number.
     pub fn number(&self) -> u64 {
         self.number
@@ -447,11 +459,52 @@ pub fn insert(request: *const c_void, mut entry: Entry) -> Result<(), c_int> {
             }
         }
     }
+    let h = match entry.send_only() {
+        true => match own_handle_if_done(request, h, entry.outlives_mpi()) {
+            Some(h) => h,
+            None => return Ok(()),
+        },
+        false => h,
+    };
     // An entry the handle held before (MPI reuses handles) is dropped after the lock: dropping
     // a send from the program's buffer may wait for its receiver and look at the table.
     let old = table().insert(h, entry);
     drop(old);
     Ok(())
+}
+
+/// A send's request that MPI completed as it posted it may be a handle MPI gives every such
+/// send of the process at once: MPICH returns one built-in request (0x6c000001 on MPICH 4.0)
+/// for every eager send that completes at its post, in every thread. Keyed by it, one
+/// thread's entry would replace another's, and a completion call would find another thread's
+/// entry or none; a send from the program's device buffer would then complete before its
+/// receiver copied it, and the program overwrite the message. So a send found complete here
+/// is not tracked under MPI's handle: when nothing of it must outlive MPI's part (`outlives`
+/// false: a staging buffer, an envelope MPI has sent) it is dropped now and the program keeps
+/// MPI's handle; otherwise the program gets a generalized request of its own, already complete
+/// and reporting MPI's status, and MPI's request is completed here. Returns the handle to
+/// track the entry under, or `None` when it needs no tracking.
+fn own_handle_if_done(request: *const c_void, h: Handle, outlives: bool) -> Option<Handle> {
+    let abi = abi::get();
+    let Some(p) = real::pmpi() else { return Some(h) };
+    let (mut flag, mut status) = (0, abi::Status::zeroed());
+    // SAFETY: a live request MPI has just handed out; valid out-pointers. It is not freed.
+    let rc = unsafe { (p.request_get_status)(h, &mut flag, status.as_mut_ptr()) };
+    if rc != 0 || flag == 0 {
+        return Some(h);
+    }
+    if !outlives {
+        return None;
+    }
+    if crate::fastpath::held::completed(request.cast_mut(), &status, 0) != 0 {
+        // The program keeps MPI's handle, and the send completes here, waiting for its receiver.
+        return None;
+    }
+    let mut done = h;
+    // SAFETY: MPI's request, complete; the program now holds the generalized one instead.
+    unsafe { (p.wait)((&mut done as *mut Handle).cast(), status.as_mut_ptr()) };
+    // SAFETY: the request the generalized request's start just stored.
+    Some(abi.key(unsafe { abi.request_at(request, 0) }))
 }
 
 /// What [`gate`] found among a completion call's requests.
@@ -819,12 +872,20 @@ pub fn report_receive(request: *const c_void, name: &'static str, comm: Option<H
     let abi = abi::get();
     // SAFETY: MPI has just written the send's request there.
     let h = abi.key(unsafe { abi.request_at(request, 0) });
-    let mut t = table();
-    let e = t.entry(h).or_insert_with(|| Entry::new(name, comm, None, None, Kind::Once));
-    e.serve(status, rc, false);
-    if copy.is_some() {
-        e._copy = copy;
+    let serve = |e: &mut Entry, copy: Option<Vec<u8>>| {
+        e.serve(status, rc, false);
+        if copy.is_some() {
+            e._copy = copy;
+        }
+    };
+    if let Some(e) = table().get_mut(&h) {
+        serve(e, copy);
+        return;
     }
+    // A new entry goes through `insert`, which keeps it apart from MPI's shared handles.
+    let mut e = Entry::new(name, comm, None, None, Kind::Once);
+    serve(&mut e, copy);
+    let _ = insert(request, e);
 }
 
 /// Removes an entry (`MPI_Request_free`); `None` if untracked.
