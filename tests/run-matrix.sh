@@ -74,6 +74,8 @@
 #   forced=no               not in modes ipc and chunks: a test that takes no point-to-point
 #                           path (collectives) or whose env= pins its own, which they would run
 #                           as mode shim does
+#   forced=all              modes ipc and chunks on every MPI, not only those of FORCED_MPIS (the
+#                           thread stress test, whose races depend on the MPI as much as the path)
 #   unknown keys are ignored.
 # Build: $MPICC -O1 -g -Wall -I DIR -I tests/c -I $FIXTURE_INC -o build/tests/<mpi>/<name> <src>
 #        -L$FIXTURE_LIB -Wl,-rpath,$FIXTURE_LIB -lcudart -lcuda -lpthread -ldl -lm
@@ -187,7 +189,7 @@ parse_header() {
         tool) H_TOOL=$v ;;
         nccl) case $v in yes | true | 1) H_NCCL=yes ;; *) H_NCCL=no ;; esac ;;
         nodes) case $v in no | false | 0) H_NODES=no ;; *) H_NODES=yes ;; esac ;;
-        forced) case $v in no | false | 0) H_FORCED=no ;; *) H_FORCED=yes ;; esac ;;
+        forced) case $v in no | false | 0) H_FORCED=no ;; all) H_FORCED=all ;; *) H_FORCED=yes ;; esac ;;
         nccl-ranks)
             IFS=, read -ra H_NCCL_RANKS <<<"$v"
             for part in "${H_NCCL_RANKS[@]}"; do [[ $part =~ ^[1-9][0-9]*$ ]] || H_BAD="bad nccl-ranks=$v"; done
@@ -400,7 +402,7 @@ run_cell() {
     [ "$H_NOSHIM" != skip ] && modes+=(noshim)
     if [ -n "$tool_so" ]; then modes+=(tool-first tool-last); else modes+=(shim); fi
     [ "$H_LINK" = yes ] && modes+=(link)
-    if [ -z "$tool_so" ] && ! is_fortran "$src" && [ "$H_FORCED" = yes ] && in_list "$MPI_NAME" "${FORCED[@]+"${FORCED[@]}"}"; then
+    if [ -z "$tool_so" ] && ! is_fortran "$src" && { [ "$H_FORCED" = all ] || { [ "$H_FORCED" = yes ] && in_list "$MPI_NAME" "${FORCED[@]+"${FORCED[@]}"}"; }; }; then
         modes+=(ipc chunks)
     fi
     [ "$H_NCCL" = yes ] && modes+=(nccl)

@@ -809,14 +809,15 @@ fn part_rank(m: &Mapped, part: &Part) -> c_int {
     m.parts.iter().position(|p| std::ptr::eq(p, part)).unwrap_or(0) as c_int
 }
 
-/// Copies the payload of `from` to `to`: one GPU copy on the legacy default stream where both are
-/// contiguous, else packed through host memory.
+/// Copies the payload of `from` to `to`: one GPU copy on the legacy default stream of the
+/// window's context where both are contiguous and reachable from it, else packed through host
+/// memory, each side in its own context (an origin buffer on another GPU of the process).
 fn copy(name: &'static str, m: &Mapped, from: &Side, to: &Side, errh: Option<Handle>) -> Result<(), c_int> {
     let n = from.bytes();
     if n == 0 {
         return Ok(());
     }
-    if from.contiguous() && to.contiguous() {
+    if from.contiguous() && to.contiguous() && from.reachable_from(&m.dev) && to.reachable_from(&m.dev) {
         let fail = |e| errors::cuda(name, errh, e, to.at, n, &m.dev);
         let d = driver::get().ok_or(CudaError { call: "cuInit", code: 3 }).map_err(fail)?;
         let _ctx = InContext::enter(&m.dev).map_err(fail)?;

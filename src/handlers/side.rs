@@ -78,6 +78,13 @@ impl Side {
         Some((self.at.cast::<u8>().wrapping_offset(span.offset as isize).cast(), form))
     }
 
+    /// Whether one copy in `dev`'s context can reach the payload: host memory, or device
+    /// memory of that context (another GPU's memory needs its own context current, as its
+    /// copies and kernels do).
+    pub fn reachable_from(&self, dev: &Device) -> bool {
+        self.dev.is_none_or(|d| d.ordinal == dev.ordinal && (d.ctx.is_null() || dev.ctx.is_null() || d.ctx == dev.ctx))
+    }
+
     /// Copies the payload, packed, to `out` (host memory of `bytes()`).
     pub fn read(&self, name: &'static str, errh: Option<Handle>, out: &mut [u8]) -> Result<(), c_int> {
         let n = self.bytes();
