@@ -401,9 +401,20 @@ pub fn claim(e: &Envelope) -> Option<Source> {
 
 /// Copies `len` bytes of the message to `dst` (device memory of `dev`, or host memory);
 /// without `wait`, a copy to device memory is only started (`queued`).
+///
+/// The mappings' lock is held only until a copy into device memory is queued, not while it
+/// runs: a mapping is closed only after the legacy default stream of its context, where the
+/// copy is queued, is synchronised (`close`), so threads' copies overlap. A copy into host
+/// memory, complete on return and not on that stream, keeps the lock throughout.
 pub fn copy(e: &Envelope, dst: *mut c_void, dev: Option<Device>, len: usize, wait: bool) -> Result<(), CudaError> {
-    let mut m = mapped();
-    imported::copy_from(e, dst, dev, len, wait, |ctx, ordinal| Ok(map(&mut m, e.sender, e.arena, e.handle, ctx, ordinal)? + e.offset))
+    {
+        let mut m = mapped();
+        imported::copy_from(e, dst, dev, len, false, |ctx, ordinal| Ok(map(&mut m, e.sender, e.arena, e.handle, ctx, ordinal)? + e.offset))?;
+    }
+    match (dev, wait) {
+        (Some(dev), true) if len > 0 => imported::wait_copy(&dev, len),
+        _ => Ok(()),
+    }
 }
 
 /// Queues a copy of `len` bytes of this process's device memory `src` on `dev` to an offset in

@@ -154,9 +154,19 @@ fn state() -> MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Probes taking messages out of MPI's queue now (`pull`): a receive that looks while one is
+/// under way waits for it in `take`, instead of going to MPI for a message being taken.
+static PULLING: AtomicUsize = AtomicUsize::new(0);
+
 #[inline(always)]
 pub fn any() -> bool {
-    COUNT.load(Relaxed) != 0
+    COUNT.load(Relaxed) != 0 || PULLING.load(Relaxed) != 0
+}
+
+/// Whether threads may call MPI at once (`MPI_THREAD_MULTIPLE`), asked once.
+fn concurrent() -> bool {
+    static LEVEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LEVEL.get_or_init(|| real::thread_level().is_some_and(|l| l >= abi::get().thread_multiple))
 }
 
 /// Message handles cudampi hands out, never equal to one of the library's: MPICH's `int`
@@ -311,6 +321,7 @@ fn look(source: c_int, tag: c_int, comm: Handle, flag: *mut c_int, message: *mut
         own.publish();
         return rc;
     }
+    PULLING.fetch_add(1, Relaxed);
     let mut s = state();
     let got = if message.is_null() {
         pull(&mut s, comm, st).map(|()| s.queue.last().map_or(0, |h| h.bytes))
@@ -324,6 +335,7 @@ fn look(source: c_int, tag: c_int, comm: Handle, flag: *mut c_int, message: *mut
         })
     };
     drop(s);
+    PULLING.fetch_sub(1, Relaxed);
     let result = match got {
         Ok(bytes) => {
             if let Some(p) = real::pmpi() {
@@ -339,7 +351,31 @@ fn look(source: c_int, tag: c_int, comm: Handle, flag: *mut c_int, message: *mut
 }
 
 pub fn probe(_: &'static str, source: c_int, tag: c_int, comm: Handle, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
+    if super::receiving() && concurrent() {
+        return poll(source, tag, comm, std::ptr::null_mut(), status);
+    }
     look(source, tag, comm, std::ptr::null_mut(), std::ptr::null_mut(), status, |_, st| call(st))
+}
+
+/// A blocking probe where threads call MPI at once: another thread's probe may take the
+/// message this one waits for out of MPI's queue and hold it (`pull` takes every earlier
+/// message of the source), and a probe waiting inside MPI would never see it. So it looks in
+/// turn here and in MPI, without blocking, until one has the message.
+fn poll(source: c_int, tag: c_int, comm: Handle, message: *mut c_void, status: *mut c_void) -> c_int {
+    let Some(p) = real::pmpi() else { return abi::get().err_other };
+    loop {
+        let mut flag: c_int = 0;
+        let rc = look(source, tag, comm, &mut flag, message, status, |f, st| match message.is_null() {
+            // SAFETY: the caller's arguments; valid out-pointers.
+            true => unsafe { (p.iprobe)(source, tag, comm, f, st) },
+            // SAFETY: as above, with the caller's message handle.
+            false => unsafe { (p.improbe)(source, tag, comm, f, message, st) },
+        });
+        if rc != 0 || flag != 0 {
+            return rc;
+        }
+        std::thread::yield_now();
+    }
 }
 
 pub fn iprobe(_: &'static str, source: c_int, tag: c_int, comm: Handle, flag: *mut c_int, status: *mut c_void, call: impl FnOnce(*mut c_int, *mut c_void) -> c_int) -> c_int {
@@ -352,6 +388,9 @@ pub fn iprobe(_: &'static str, source: c_int, tag: c_int, comm: Handle, flag: *m
 pub fn mprobe(_: &'static str, source: c_int, tag: c_int, comm: Handle, message: *mut c_void, status: *mut c_void, call: impl FnOnce(*mut c_void) -> c_int) -> c_int {
     if message.is_null() {
         return call(status);
+    }
+    if super::receiving() && concurrent() {
+        return poll(source, tag, comm, message, status);
     }
     look(source, tag, comm, std::ptr::null_mut(), message, status, |_, st| call(st))
 }

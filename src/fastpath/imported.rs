@@ -57,10 +57,13 @@ pub fn map(e: &Envelope, ctx: &InContext, ordinal: i32) -> Result<CUdeviceptr, C
 pub fn release(e: &Envelope, on_senders_gpu: bool) {
     let (Some(p), Some(peers)) = (real::pmpi(), peers::get()) else { return };
     let abi = abi::get();
-    let mut guard = imported();
-    let im = guard.get_or_insert_with(|| Imported { mapped: HashMap::new(), releases: Vec::new() });
+    // The list leaves the lock while MPI is called: no lock is held across an MPI call.
+    let mut releases = match imported().as_mut() {
+        Some(im) => std::mem::take(&mut im.releases),
+        None => Vec::new(),
+    };
     // Drop the releases already sent.
-    im.releases.retain_mut(|(req, _)| {
+    releases.retain_mut(|(req, _)| {
         let (mut flag, mut status) = (0, abi::Status::zeroed());
         // SAFETY: a send this module posted; its payload is kept alongside.
         unsafe { (p.test)((req as *mut Handle).cast(), &mut flag, status.as_mut_ptr()) == 0 && flag == 0 }
@@ -69,8 +72,18 @@ pub fn release(e: &Envelope, on_senders_gpu: bool) {
     let mut req: Handle = 0;
     // SAFETY: the payload is kept until the send completes; the private communicator.
     if unsafe { (p.isend)(payload.as_ptr().cast(), 16, abi.byte, e.sender as c_int, RELEASE_TAG, peers.shadow, &mut req) } == 0 {
-        im.releases.push((req, payload));
+        releases.push((req, payload));
     }
+    let mut guard = imported();
+    guard.get_or_insert_with(|| Imported { mapped: HashMap::new(), releases: Vec::new() }).releases.extend(releases);
+}
+
+/// Waits for a copy [`copy_from`] started into device memory of `dev` without waiting: the
+/// work queued so far on the legacy default stream of `dev`'s context.
+pub fn wait_copy(dev: &Device, len: usize) -> Result<(), CudaError> {
+    let d = driver::load().ok_or(CudaError { call: "cuInit", code: 3 })?;
+    let _ctx = InContext::enter(dev)?;
+    crate::cuda::signal::wait(d, len)
 }
 
 /// Closes every mapping and lets go of the releases still in flight (`MPI_Finalize`).

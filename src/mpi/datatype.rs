@@ -169,17 +169,48 @@ thread_local! {
     static DERIVED: std::cell::RefCell<([Handle; NAMED_SLOTS], usize)> = const { std::cell::RefCell::new(([0; NAMED_SLOTS], 0)) };
 }
 
+/// `MPI_Type_get_envelope_c` (MPI-4), where the library has it.
+type EnvelopeC = unsafe extern "C" fn(Handle, *mut i64, *mut i64, *mut i64, *mut i64, *mut c_int) -> c_int;
+
+fn envelope_c() -> Option<EnvelopeC> {
+    static F: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    // SAFETY: a symbol name; the library's function of that C signature when found.
+    let f = *F.get_or_init(|| unsafe { libc::dlsym(libc::RTLD_NEXT, c"PMPI_Type_get_envelope_c".as_ptr()) } as usize);
+    // SAFETY: non-null: the library's MPI_Type_get_envelope_c.
+    (f != 0).then(|| unsafe { std::mem::transmute::<usize, EnvelopeC>(f) })
+}
+
+/// What `MPI_Type_get_envelope` answers (integers, addresses, datatypes, combiner), and whether
+/// the datatype was built with large counts. A library with `MPI_Type_get_envelope_c` is asked
+/// through it: MPICH 5 refuses the `int` form for a datatype built with large counts, as an
+/// error its default handler makes fatal, and its ROMIO builds such datatypes for the messages
+/// of collective file access, which pass through cudampi's entry points.
+pub fn envelope(datatype: Handle) -> Result<([c_int; 4], bool), c_int> {
+    let p = real::pmpi().ok_or(abi::get().err_intern)?;
+    let mut combiner = 0;
+    if let Some(f) = envelope_c() {
+        let (mut ints, mut addrs, mut large, mut types) = (0i64, 0i64, 0i64, 0i64);
+        // SAFETY: valid out-pointers; the datatype handle as the caller gave it.
+        check(unsafe { f(datatype, &mut ints, &mut addrs, &mut large, &mut types, &mut combiner) })?;
+        let narrow = |n: i64| c_int::try_from(n).unwrap_or(c_int::MAX);
+        return Ok(([narrow(ints), narrow(addrs), narrow(types), combiner], large != 0));
+    }
+    let (mut ints, mut addrs, mut types) = (0, 0, 0);
+    // SAFETY: as above.
+    check(unsafe { (p.type_get_envelope)(datatype, &mut ints, &mut addrs, &mut types, &mut combiner) })?;
+    Ok(([ints, addrs, types, combiner], false))
+}
+
 fn ask(datatype: Handle) -> Result<TypeInfo, c_int> {
     let p = real::pmpi().ok_or(abi::get().err_intern)?;
     let (mut size, mut lb, mut extent, mut true_lb, mut true_extent) = (0i64, 0i64, 0i64, 0i64, 0i64);
-    let (mut ints, mut addrs, mut types, mut combiner) = (0, 0, 0, 0);
     // SAFETY: valid out-pointers; the datatype handle is forwarded as the caller gave it.
     unsafe {
         check((p.type_size_x)(datatype, &mut size))?;
         check((p.type_get_extent_x)(datatype, &mut lb, &mut extent))?;
         check((p.type_get_true_extent_x)(datatype, &mut true_lb, &mut true_extent))?;
-        check((p.type_get_envelope)(datatype, &mut ints, &mut addrs, &mut types, &mut combiner))?;
     }
+    let ([ints, addrs, types, combiner], _) = envelope(datatype)?;
     let named = combiner == abi::get().combiner_named;
     Ok(TypeInfo { size, extent, true_lb, true_extent, named, envelope: [ints, addrs, types, combiner] })
 }

@@ -190,6 +190,7 @@ define_pmpi! {
     recv = "PMPI_Recv": fn(*mut c_void, c_int, Handle, c_int, c_int, Handle, *mut c_void);
     mprobe = "PMPI_Mprobe": fn(c_int, c_int, Handle, *mut c_void, *mut c_void);
     iprobe = "PMPI_Iprobe": fn(c_int, c_int, Handle, *mut c_int, *mut c_void);
+    improbe = "PMPI_Improbe": fn(c_int, c_int, Handle, *mut c_int, *mut c_void, *mut c_void);
     mrecv = "PMPI_Mrecv": fn(*mut c_void, c_int, Handle, *mut c_void, *mut c_void);
     grequest_start = "PMPI_Grequest_start": fn(GrequestQuery, GrequestFree, GrequestCancel, *mut c_void, *mut c_void);
     grequest_complete = "PMPI_Grequest_complete": fn(Handle);

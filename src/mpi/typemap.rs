@@ -348,10 +348,9 @@ fn envelope(dt: Handle, depth: usize) -> Option<(Combiner, c_int, c_int, c_int)>
     if depth > MAX_DEPTH {
         return None;
     }
-    let p = real::pmpi()?;
-    let (mut ni, mut na, mut nt, mut c) = (0, 0, 0, 0);
-    // SAFETY: valid out-pointers; a datatype the library accepted.
-    if unsafe { (p.type_get_envelope)(dt, &mut ni, &mut na, &mut nt, &mut c) } != 0 {
+    // A datatype of large counts has no `int` contents: it is staged by its span.
+    let ([ni, na, nt, c], large) = datatype::envelope(dt).ok()?;
+    if large {
         return None;
     }
     Some((combiner(c), ni, na, nt))
@@ -496,9 +495,7 @@ fn contents(dt: Handle, ni: c_int, na: c_int, nt: c_int) -> Option<Contents> {
     let types: Vec<Handle> = (0..raw.len()).map(|i| unsafe { abi.request_at(raw.as_ptr().cast(), i) }).collect();
     let mut derived = Vec::new();
     for &t in &types {
-        let (mut a, mut b, mut c, mut k) = (0, 0, 0, 0);
-        // SAFETY: a handle the library just returned; valid out-pointers.
-        if unsafe { (p.type_get_envelope)(t, &mut a, &mut b, &mut c, &mut k) } == 0 && combiner(k) != Combiner::Named {
+        if datatype::envelope(t).is_ok_and(|(e, _)| combiner(e[3]) != Combiner::Named) {
             derived.push(t);
         }
     }

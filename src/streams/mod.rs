@@ -30,6 +30,7 @@ mod progress;
 mod stream;
 mod work;
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
@@ -500,8 +501,10 @@ pub fn recv(name: &'static str, buf: *mut c_void, count: c_int, datatype: Handle
 enum Held {
     /// A transfer of the progress thread's, behind a generalized request.
     Ordered(Arc<Transfer>),
-    /// cudampi's own request, from a call made at once (`immediate`).
-    Immediate,
+    /// MPI's request from a call made at once (`immediate`), through cudampi's entry point;
+    /// how many the program holds under that handle, which MPI may share among requests it
+    /// completed at their post.
+    Immediate(usize),
     /// A request of a stream communicator on NCCL (`matched`): complete once its matching
     /// has queued its operation, or, for a message through MPI, cudampi's own.
     Matched(Arc<matched::Matched>),
@@ -515,7 +518,18 @@ fn held_immediately(rc: c_int, request: Option<*mut c_void>) -> c_int {
     if let (0, Some(r)) = (rc, request) {
         // SAFETY: the request the call just wrote.
         let h = unsafe { abi::get().handle_at(r) };
-        lock(&REQUESTS).get_or_insert_with(HashMap::new).insert(abi::get().key(h), Held::Immediate);
+        // MPICH hands out one built-in request for every send it completed at its post, in
+        // every thread: the key counts the requests the program holds under it.
+        let mut map = lock(&REQUESTS);
+        match map.get_or_insert_with(HashMap::new).entry(abi::get().key(h)) {
+            Entry::Occupied(mut e) => match e.get_mut() {
+                Held::Immediate(n) => *n += 1,
+                other => *other = Held::Immediate(1),
+            },
+            Entry::Vacant(e) => {
+                e.insert(Held::Immediate(1));
+            }
+        }
     }
     rc
 }
@@ -593,7 +607,7 @@ pub fn wait(name: &'static str, count: c_int, requests: *mut c_void, statuses: *
             }
             match map.get(&abi.key(h)) {
                 Some(Held::Ordered(t)) => found.push(t.clone()),
-                Some(Held::Immediate) => immediate += 1,
+                Some(Held::Immediate(_)) => immediate += 1,
                 Some(Held::Matched(m)) => {
                     immediate += 1;
                     match held.iter_mut().find(|(x, _)| Arc::ptr_eq(x, m)) {
@@ -619,7 +633,14 @@ pub fn wait(name: &'static str, count: c_int, requests: *mut c_void, statuses: *
         }
         for i in 0..count as usize {
             // SAFETY: as above.
-            map.remove(&abi.key(unsafe { abi.request_at(requests, i) }));
+            let key = abi.key(unsafe { abi.request_at(requests, i) });
+            if let Some(Held::Immediate(n)) = map.get_mut(&key) {
+                if *n > 1 {
+                    *n -= 1;
+                    continue;
+                }
+            }
+            map.remove(&key);
         }
     }
     // A matching that fails completes its requests with the error, which the wait reports.
