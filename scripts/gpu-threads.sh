@@ -3,8 +3,9 @@
 # cargo), in one call:
 #   1. tests/c/stress_threads at 3 ranks and 8 threads, STRESS_SECONDS (default 20) a run, on
 #      the system MPI (Open MPI 4.1.6 there) and the MPICH 5 wheel, all ranks on GPU 0, in the
-#      default mode and with CUDAMPI_IPC=0 (staged and chunks); with 2+ GPUs again with a GPU per
-#      rank (rank 2 shares GPU 0 with rank 0 on two GPUs)
+#      default mode, with CUDAMPI_IPC=0 (staged and chunks), and with CUDAMPI_IPC=0 and only the
+#      point-to-point and probe rounds; with 2+ GPUs again with a GPU per rank (rank 2 shares
+#      GPU 0 with rank 0 on two GPUs). A run is killed after RUN_TIMEOUT (default 150) seconds.
 #   2. tests/c/multi_gpu and multi_gpu_funneled at 2 and 3 ranks (each process drives two GPUs;
 #      with one GPU they say so and pass: recorded SKIP)
 #   3. bench/threads: aggregate device bandwidth at 4 MiB with 1, 2, 4 and 8 threads per rank,
@@ -68,7 +69,7 @@ launch() {
         shift
     done
     shift
-    timeout 300 "${cmd[@]}" "$@" >"$log" 2>&1 </dev/null
+    timeout "${RUN_TIMEOUT:-150}" "${cmd[@]}" "$@" >"$log" 2>&1 </dev/null
 }
 
 for m in "${MPIS[@]}"; do
@@ -85,10 +86,11 @@ places=(shared)
 [ "$NGPU" -ge 2 ] && places+=(per)
 for m in "${MPIS[@]}"; do
     for place in "${places[@]}"; do
-        for mode in default ipc0; do
+        for mode in default ipc0 ipc0-p2p; do
             envs=(LD_PRELOAD="$SHIM" CUDAMPI_STRESS_THREADS=8 CUDAMPI_STRESS_SECONDS="$SECS")
             [ "$m" = system ] && envs+=(OMPI_MCA_osc=^ucx)
-            [ "$mode" = ipc0 ] && envs+=(CUDAMPI_IPC=0)
+            [ "$mode" != default ] && envs+=(CUDAMPI_IPC=0)
+            [ "$mode" = ipc0-p2p ] && envs+=(CUDAMPI_STRESS_OPS=sendrecv,nonblock,persist,probe,anytag)
             [ "$place" = per ] && envs+=(CUDAMPI_TEST_GPU_PER_RANK=1)
             log=$WORK/logs/stress-$m-$place-$mode.log
             launch "$m" 3 "$log" "${envs[@]}" -- "$WORK/bin/stress_threads.$m"

@@ -282,6 +282,11 @@ impl Kept {
         }
     }
 
+    /// A send from the program's buffer, which completes only once its receiver has copied.
+    pub fn is_direct(&self) -> bool {
+        matches!(self, Kept::Direct(_))
+    }
+
     /// Completes the send now if it is [`settled`](Kept::settled): a call that reports it
     /// complete without freeing its request (`MPI_Request_get_status`) must not leave the
     /// program's buffer to a receiver still to come.

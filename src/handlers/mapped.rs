@@ -678,11 +678,18 @@ pub fn free(name: &'static str, win: Handle, call: impl FnOnce() -> c_int) -> c_
     let Some(m) = get(win) else { return call() };
     let settled = lock(&m).settle(name, win);
     let synced = lock(&m).barrier();
+    drop(m);
+    // Out of the table before the library frees the handle: another thread's new window may
+    // get the same handle the moment it is free.
+    let taken = MAPPED.remove(win);
     let rc = call();
     if rc != 0 {
+        if let Some(g) = taken {
+            MAPPED.put_back(win, g);
+        }
         return rc;
     }
-    if let Some(g) = MAPPED.remove(win) {
+    if let Some(g) = taken {
         lock(&g).release();
     }
     outcome(synced, settled)

@@ -282,6 +282,14 @@ impl<T> Table<T> {
         gone
     }
 
+    /// A window [`remove`](Table::remove) took out before the library's `MPI_Win_free`, which
+    /// then failed: the window lives on.
+    pub fn put_back(&self, win: Handle, w: Arc<Mutex<T>>) {
+        let mut t = self.windows();
+        t.insert(abi::get().key(win), w);
+        self.count.store(t.len(), Ordering::Relaxed);
+    }
+
     /// Every window, the table left empty.
     pub fn take_all(&self) -> Vec<Arc<Mutex<T>>> {
         let all = std::mem::take(&mut *self.windows());

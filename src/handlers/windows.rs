@@ -389,16 +389,23 @@ pub fn win_free(name: &'static str, win: *mut c_void, call: impl FnOnce() -> c_i
         return call();
     }
     let done = complete(h, None);
-    let rc = call();
-    if rc != 0 {
-        return rc;
-    }
+    // Out of the table before the library frees the handle, which another thread's new window
+    // may get at once; back in if the free fails.
     let gone = {
         let mut t = windows();
         let w = t.remove(&abi::get().key(h));
         recount(&t);
         w
     };
+    let rc = call();
+    if rc != 0 {
+        if let Some(w) = gone {
+            let mut t = windows();
+            t.insert(abi::get().key(h), w);
+            recount(&t);
+        }
+        return rc;
+    }
     // Memory still attached at the free is absorbed as at a detach.
     let absorbed = gone.map(|w| w.shadow.iter().chain(&w.attached).fold(Ok(()), |first, s| first.and(lock(s).absorb(name, errors::on_window(h), false))));
     forget_unattached();

@@ -589,11 +589,24 @@ pub fn finish_sends(reqs: *const c_void, n: c_int) {
         return;
     }
     let abi = abi::get();
-    let mut t = table();
     for i in 0..n as usize {
         // SAFETY: the caller passes n requests.
-        if let Some(k) = t.get_mut(&abi.key(unsafe { abi.request_at(reqs, i) })).and_then(|e| e._envelope.as_mut()) {
-            k.finish_settled();
+        let h = abi.key(unsafe { abi.request_at(reqs, i) });
+        // Out of the table while it finishes (a send past its patience withdraws its message:
+        // MPI calls and a copy), as a completion call takes its entries; only the thread
+        // completing the request finishes it.
+        let taken = {
+            let mut t = table();
+            match t.get(&h).and_then(|e| e._envelope.as_ref()) {
+                Some(k) if k.settled() && k.is_direct() => t.remove(&h),
+                _ => None,
+            }
+        };
+        if let Some(mut e) = taken {
+            if let Some(k) = e._envelope.as_mut() {
+                k.finish_settled();
+            }
+            put_back(h, e);
         }
     }
 }
