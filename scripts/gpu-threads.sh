@@ -5,11 +5,12 @@
 #      the system MPI (Open MPI 4.1.6 there) and the MPICH 5 wheel, all ranks on GPU 0, in the
 #      default mode, with CUDAMPI_IPC=0 (staged and chunks), and with CUDAMPI_IPC=0 and only the
 #      point-to-point and probe rounds; with 2+ GPUs again with a GPU per rank (rank 2 shares
-#      GPU 0 with rank 0 on two GPUs). A run is killed after RUN_TIMEOUT (default 150) seconds.
+#      GPU 0 with rank 0 on two GPUs). A run is killed after RUN_TIMEOUT (default 150) seconds;
+#      STRESS_MODES chooses among the three modes.
 #   2. tests/c/multi_gpu and multi_gpu_funneled at 2 and 3 ranks (each process drives two GPUs;
 #      with one GPU they say so and pass: recorded SKIP)
 #   3. bench/threads: aggregate device bandwidth at 4 MiB with 1, 2, 4 and 8 threads per rank,
-#      2 ranks, on each MPI -> JSON
+#      2 ranks, on each MPI -> JSON (BENCH_ITERS, BENCH_REPS; BENCH=0 leaves it out)
 # Prints a table and `N passed, N failed` last. Output: $OUT (default build/gpu-threads):
 # gpu-threads.log, summary.txt, threads-<mpi>.json and .txt, logs.tar.gz (every run's log).
 # Needs SHIM (default .gpu/libcudampi.so, else target/release/libcudampi.so), CUDA_HOME
@@ -86,7 +87,7 @@ places=(shared)
 [ "$NGPU" -ge 2 ] && places+=(per)
 for m in "${MPIS[@]}"; do
     for place in "${places[@]}"; do
-        for mode in default ipc0 ipc0-p2p; do
+        for mode in ${STRESS_MODES:-default ipc0 ipc0-p2p}; do
             envs=(LD_PRELOAD="$SHIM" CUDAMPI_STRESS_THREADS=8 CUDAMPI_STRESS_SECONDS="$SECS")
             [ "$m" = system ] && envs+=(OMPI_MCA_osc=^ucx)
             [ "$mode" != default ] && envs+=(CUDAMPI_IPC=0)
@@ -118,10 +119,11 @@ for m in "${MPIS[@]}"; do
     done
 done
 
-# 3. aggregate bandwidth by threads
+# 3. aggregate bandwidth by threads (BENCH=0: not run)
 for m in "${MPIS[@]}"; do
+    [ "${BENCH:-1}" = 0 ] && break
     log=$RES/threads-$m.txt
-    launch "$m" 2 "$log" LD_PRELOAD="$SHIM" -- "$WORK/bin/threads.$m" -s 4M -w 4 -i 20 -r 5 -t "1 2 4 8" -j "$RES/threads-$m.json"
+    launch "$m" 2 "$log" LD_PRELOAD="$SHIM" -- "$WORK/bin/threads.$m" -s 4M -w 4 -i "${BENCH_ITERS:-20}" -r "${BENCH_REPS:-5}" -t "1 2 4 8" -j "$RES/threads-$m.json"
     rc=$?
     if [ $rc = 0 ]; then record PASS "bench/threads 4 MiB" "$m" "$(grep '^device' "$log" | tr -s ' ')"
     else record FAIL "bench/threads 4 MiB" "$m" "rc $rc; $(tail -2 "$log" | tr '\n' ' ')"; fi
