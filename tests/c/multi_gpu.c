@@ -1,4 +1,4 @@
-// cudampi-test: ranks=2,3 without-shim=crash env=OMPI_MCA_osc=^ucx timeout=180
+// cudampi-test: ranks=3 without-shim=crash env=OMPI_MCA_osc=^ucx timeout=180
 /* Every call with buffers on two GPUs of one process: the send buffer on one GPU and the receive
  * buffer on the other, the parts of a collective likewise, a window on one GPU and the origin
  * buffers on the other, a file written from one and read into the other, in each direction.

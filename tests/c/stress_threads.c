@@ -2,7 +2,8 @@
 /* Threads and GPUs in one process, every path at MPI_THREAD_MULTIPLE: each rank runs
  * CUDAMPI_STRESS_THREADS threads (default 4) for CUDAMPI_STRESS_SECONDS (default 4) or exactly
  * CUDAMPI_STRESS_ROUNDS rounds, of the operations CUDAMPI_STRESS_OPS names on the memory kinds
- * CUDAMPI_STRESS_KINDS names (default all of both). In each round thread t of every rank draws the same operation and
+ * CUDAMPI_STRESS_KINDS names (default all of both), of sizes up to CUDAMPI_STRESS_MAX_BYTES
+ * (default all). In each round thread t of every rank draws the same operation and
  * message size from the seed (CUDAMPI_STRESS_SEED, else from the clock; printed, and a failing
  * run prints the line that replays it), and each rank draws its own buffer kinds (host, device,
  * managed, pinned) and completion calls. With 3 or 4 ranks every rank sends to its next and its
@@ -41,6 +42,8 @@
 static const size_t sizes[] = {1, 33, 1055, 1057, 4099, 8191, 8197, 16383, 16389,
                                65539, 262147, (1u << 20) - 1, (1u << 20) + 5, (2u << 20) + 3, MAXB};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
+static size_t sizes_on[NSIZES];
+static int nsizes_on;
 static const int kinds[] = {MEM_HOST, MEM_DEVICE, MEM_MANAGED, MEM_PINNED};
 #define NKINDS 4
 static int kinds_on[NKINDS], nkinds_on; /* CUDAMPI_STRESS_KINDS: a choice, default all */
@@ -469,7 +472,7 @@ static void *worker(void *vp)
         uint64_t same = stream(th->t, round, 1), own = stream(th->t, round, 2 + (uint64_t)t_rank);
         th->round = round;
         th->op = ops_on[draw(&same) % nops_on];
-        th->n = sizes[draw(&same) % NSIZES];
+        th->n = sizes_on[draw(&same) % nsizes_on];
         th->agreed = (unsigned)draw(&same);
         atomic_fetch_add(&op_counts[th->op], 1);
         switch (th->op) {
@@ -509,6 +512,11 @@ int main(int argc, char **argv)
     for (int o = 0; o < NOPS; o++)
         if (!ov || !*ov || strstr(ov, op_names[o])) ops_on[nops_on++] = o;
     if (!nops_on) DIE("CUDAMPI_STRESS_OPS=%s names no operation", ov);
+    /* CUDAMPI_STRESS_MAX_BYTES: leave out the larger sizes (a long run of many messages) */
+    size_t most = (size_t)strtoull(t_env("CUDAMPI_STRESS_MAX_BYTES", "0"), NULL, 0);
+    for (size_t i = 0; i < NSIZES; i++)
+        if (!most || sizes[i] <= most) sizes_on[nsizes_on++] = sizes[i];
+    if (!nsizes_on) DIE("CUDAMPI_STRESS_MAX_BYTES=%zu leaves no size", most);
     const char *kv = getenv("CUDAMPI_STRESS_KINDS");
     for (int k = 0; k < NKINDS; k++)
         if (!kv || !*kv || strstr(kv, mem_kind_name(kinds[k]))) kinds_on[nkinds_on++] = k;
@@ -577,8 +585,9 @@ int main(int argc, char **argv)
         note("%ld rounds per rank in %.1f s, %ld messages and results checked (%.1f MB) on all ranks, %d wrong; rank 0's rounds:%s",
              rounds, el, all[0], all[1] / 1e6, bad, ops);
         if (bad)
-            note("replay: CUDAMPI_STRESS_SEED=%llu CUDAMPI_STRESS_THREADS=%d CUDAMPI_STRESS_ROUNDS=%ld%s%s", s, nthreads,
-                 th[0].rounds, ov && *ov ? " CUDAMPI_STRESS_OPS=" : "", ov && *ov ? ov : "");
+            note("replay: CUDAMPI_STRESS_SEED=%llu CUDAMPI_STRESS_THREADS=%d CUDAMPI_STRESS_ROUNDS=%ld%s%s%s%s"
+                 " CUDAMPI_STRESS_MAX_BYTES=%zu", s, nthreads, th[0].rounds, ov && *ov ? " CUDAMPI_STRESS_OPS=" : "",
+                 ov && *ov ? ov : "", kv && *kv ? " CUDAMPI_STRESS_KINDS=" : "", kv && *kv ? kv : "", most);
     }
     for (int t = 0; t < nthreads; t++) {
         if (th[t].win != MPI_WIN_NULL) MPI_Win_free(&th[t].win);
