@@ -82,7 +82,7 @@ impl Side {
     /// memory of that context (another GPU's memory needs its own context current, as its
     /// copies and kernels do).
     pub fn reachable_from(&self, dev: &Device) -> bool {
-        self.dev.is_none_or(|d| d.ordinal == dev.ordinal && (d.ctx.is_null() || dev.ctx.is_null() || d.ctx == dev.ctx))
+        self.dev.map_or(true, |d| d.ordinal == dev.ordinal && (d.ctx.is_null() || dev.ctx.is_null() || d.ctx == dev.ctx))
     }
 
     /// Copies the payload, packed, to `out` (host memory of `bytes()`).
