@@ -166,7 +166,7 @@ pub fn any() -> bool {
 /// Whether threads may call MPI at once (`MPI_THREAD_MULTIPLE`), asked once.
 fn concurrent() -> bool {
     static LEVEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *LEVEL.get_or_init(|| real::thread_level().is_some_and(|l| l >= abi::get().thread_multiple))
+    *LEVEL.get_or_init(|| real::calls_overlap() == Some(true))
 }
 
 /// Message handles cudampi hands out, never equal to one of the library's: MPICH's `int`

@@ -614,7 +614,7 @@ const MISSES: usize = 4;
 /// After the library's `MPI_Init`.
 pub fn init(waiting: Waiting) {
     let _ = WAITING.set(waiting);
-    let serial = real::thread_level().is_some_and(|l| l < abi::get().thread_multiple);
+    let serial = real::calls_overlap() == Some(false);
     SERIAL.store(serial, Relaxed);
 }
 

@@ -232,6 +232,12 @@ pub fn thread_level() -> Option<c_int> {
     (unsafe { (p.query_thread)(&mut provided) } == 0).then_some(provided)
 }
 
+/// Whether the program's threads may call MPI at once (`MPI_THREAD_MULTIPLE` provided); `None`
+/// where the library cannot say.
+pub fn calls_overlap() -> Option<bool> {
+    thread_level().map(|l| l >= crate::mpi::abi::get().thread_multiple)
+}
+
 /// The helper functions; `None` only if the process has no MPI library at all.
 pub fn pmpi() -> Option<&'static Pmpi> {
     PMPI.get_or_init(resolve_pmpi).as_ref()

@@ -155,7 +155,7 @@ fn with<R>(f: impl FnOnce(&mut Store) -> R) -> R {
 
 /// After the library's `MPI_Init`: whether MPI calls may overlap.
 pub fn init() {
-    let serial = crate::mpi::real::thread_level().is_some_and(|l| l < abi::get().thread_multiple);
+    let serial = crate::mpi::real::calls_overlap() == Some(false);
     SERIAL.store(serial, Relaxed);
 }
 

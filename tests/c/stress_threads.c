@@ -212,6 +212,15 @@ static void complete(struct thread *th, uint64_t *r, int n, MPI_Request *rq, MPI
     }
 }
 
+/* Send and receive buffers for both directions: s[dir] to send, d[dir] to receive into. */
+static void pick_both_ways(struct thread *th, uint64_t *r, char *s[2], char *d[2])
+{
+    for (int dir = 0; dir < 2; dir++) {
+        s[dir] = pick(th, r, dir, NULL);
+        d[dir] = pick(th, r, 2 + dir, NULL);
+    }
+}
+
 static void op_nonblock(struct thread *th, uint64_t *r)
 {
     size_t n = th->n;
@@ -219,9 +228,8 @@ static void op_nonblock(struct thread *th, uint64_t *r)
     char *s[2], *d[2];
     MPI_Request rq[4];
     MPI_Status st[4];
+    pick_both_ways(th, r, s, d);
     for (int dir = 0; dir < 2; dir++) {
-        s[dir] = pick(th, r, dir, NULL);
-        d[dir] = pick(th, r, 2 + dir, NULL);
         fill(s[dir], n, t_rank, mseed(th->t, th->round, dir), th);
         poison(th, d[dir], n);
     }
@@ -249,10 +257,7 @@ static void op_persist(struct thread *th, uint64_t *r)
     char *s[2], *d[2];
     MPI_Request rq[4];
     MPI_Status st[4];
-    for (int dir = 0; dir < 2; dir++) {
-        s[dir] = pick(th, r, dir, NULL);
-        d[dir] = pick(th, r, 2 + dir, NULL);
-    }
+    pick_both_ways(th, r, s, d);
     OK(th, MPI_Recv_init(d[0], (int)n, MPI_BYTE, pv, 0, th->comm, &rq[0]));
     OK(th, MPI_Recv_init(d[1], (int)n, MPI_BYTE, nx, 1, th->comm, &rq[1]));
     OK(th, MPI_Send_init(s[0], (int)n, MPI_BYTE, nx, 0, th->comm, &rq[2]));
